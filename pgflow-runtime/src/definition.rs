@@ -1,0 +1,205 @@
+//! A concrete flow as data: its steps in topological order, their dependencies, types, options
+//! and queue routes. This is what the `#[flow]` macro generates and what [`crate::engine`]
+//! compiles into the SQL core.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::names::{FlowSlug, QueueName, StepSlug};
+
+/// Whether a step runs once or once per element of an array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StepType {
+    /// One task per run.
+    Single,
+    /// One task per element of the flow input (no dependency) or of its one dependency's
+    /// output; the step's output is the array of the tasks' outputs, in element order.
+    Map,
+}
+
+impl StepType {
+    /// The SQL core's name for the type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Single => "single",
+            Self::Map => "map",
+        }
+    }
+}
+
+/// Flow-wide defaults for retries and timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowOptions {
+    /// Attempts per task before the run fails (at least 1). Default 3.
+    pub max_attempts: u32,
+    /// Base of the exponential retry backoff: retry `n` waits `base_delay * 2^(n-1)`.
+    /// Whole seconds. Default 1 s.
+    pub base_delay: Duration,
+    /// How long a handler may run before its attempt fails. Whole seconds. Default 60 s.
+    pub timeout: Duration,
+}
+
+impl FlowOptions {
+    /// The defaults: 3 attempts, 1 s base delay, 60 s timeout.
+    pub const DEFAULT: Self = Self {
+        max_attempts: 3,
+        base_delay: Duration::from_secs(1),
+        timeout: Duration::from_secs(60),
+    };
+}
+
+impl Default for FlowOptions {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// Per-step overrides of the flow's options; `None` inherits the flow's value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepOptions {
+    /// Attempts per task of this step.
+    pub max_attempts: Option<u32>,
+    /// Retry backoff base for this step.
+    pub base_delay: Option<Duration>,
+    /// Handler timeout for this step.
+    pub timeout: Option<Duration>,
+    /// Delay between the step becoming ready and its tasks becoming visible.
+    pub start_delay: Option<Duration>,
+}
+
+/// One step of a flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepDefinition {
+    /// The step's slug, unique within the flow.
+    pub slug: StepSlug,
+    /// Single or map.
+    pub step_type: StepType,
+    /// The steps whose outputs this step needs; all listed before it in the flow.
+    pub depends_on: Vec<StepSlug>,
+    /// The queue its tasks are sent to; `None` routes to the flow's default queue.
+    pub queue: Option<QueueName>,
+    /// Option overrides.
+    pub options: StepOptions,
+}
+
+impl StepDefinition {
+    /// A single step with no dependencies on the default queue.
+    pub fn single(slug: StepSlug) -> Self {
+        Self {
+            slug,
+            step_type: StepType::Single,
+            depends_on: Vec::new(),
+            queue: None,
+            options: StepOptions::default(),
+        }
+    }
+
+    /// A map step (over the flow input until a dependency is added) on the default queue.
+    pub fn map(slug: StepSlug) -> Self {
+        Self {
+            step_type: StepType::Map,
+            ..Self::single(slug)
+        }
+    }
+
+    /// Adds a dependency.
+    pub fn depends_on(mut self, dep: StepSlug) -> Self {
+        self.depends_on.push(dep);
+        self
+    }
+
+    /// Routes the step to `queue`.
+    pub fn queue(mut self, queue: QueueName) -> Self {
+        self.queue = Some(queue);
+        self
+    }
+
+    /// Sets the step's option overrides.
+    pub fn options(mut self, options: StepOptions) -> Self {
+        self.options = options;
+        self
+    }
+}
+
+/// A concrete flow: an immutable DAG under a slug, with its alias and version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowDefinition {
+    /// The concrete slug (`triage_v2`).
+    pub slug: FlowSlug,
+    /// The alias callers start (`triage`); a plain flow is its own alias.
+    pub alias: FlowSlug,
+    /// The version within the alias (at least 1).
+    pub version: u32,
+    /// Flow-wide options.
+    pub options: FlowOptions,
+    /// The steps in topological order.
+    pub steps: Vec<StepDefinition>,
+}
+
+impl FlowDefinition {
+    /// A plain flow: its own alias, version 1, default options, no steps yet.
+    pub fn new(slug: FlowSlug) -> Self {
+        Self {
+            alias: slug.clone(),
+            slug,
+            version: 1,
+            options: FlowOptions::DEFAULT,
+            steps: Vec::new(),
+        }
+    }
+
+    /// Sets the alias and version.
+    pub fn alias(mut self, alias: FlowSlug, version: u32) -> Self {
+        self.alias = alias;
+        self.version = version;
+        self
+    }
+
+    /// Sets the flow-wide options.
+    pub fn options(mut self, options: FlowOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Appends a step (steps must come after their dependencies).
+    pub fn step(mut self, step: StepDefinition) -> Self {
+        self.steps.push(step);
+        self
+    }
+
+    /// The queue a step routes to: its own, or the flow's default queue.
+    pub fn queue_of(&self, step: &StepDefinition) -> QueueName {
+        step.queue.clone().unwrap_or_else(|| self.slug.default_queue())
+    }
+
+    /// The flow options as the SQL core's `define_flow` takes them.
+    pub fn options_json(&self) -> Value {
+        json!({
+            "max_attempts": self.options.max_attempts,
+            "base_delay": self.options.base_delay.as_secs(),
+            "timeout": self.options.timeout.as_secs(),
+        })
+    }
+
+    /// The steps as the SQL core's `define_flow` takes them, queues resolved.
+    pub fn steps_json(&self) -> Value {
+        Value::Array(
+            self.steps
+                .iter()
+                .map(|step| {
+                    json!({
+                        "slug": step.slug.as_str(),
+                        "type": step.step_type.as_str(),
+                        "deps": step.depends_on.iter().map(StepSlug::as_str).collect::<Vec<_>>(),
+                        "queue": self.queue_of(step).as_str(),
+                        "max_attempts": step.options.max_attempts,
+                        "base_delay": step.options.base_delay.map(|d| d.as_secs()),
+                        "timeout": step.options.timeout.map(|d| d.as_secs()),
+                        "start_delay": step.options.start_delay.map(|d| d.as_secs()),
+                    })
+                })
+                .collect(),
+        )
+    }
+}

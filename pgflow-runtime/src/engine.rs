@@ -1,0 +1,367 @@
+//! Typed calls into the SQL core (schema `pgflow`). This is the only module that writes SQL.
+//!
+//! Every function takes any executor (a pool, a connection or a transaction), so callers can
+//! make a call part of their own transaction.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{FromRow, PgExecutor};
+use uuid::Uuid;
+
+use crate::definition::FlowDefinition;
+use crate::error::EngineError;
+use crate::names::{FlowSlug, QueueName, StepSlug};
+
+/// What compiling a definition did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompileStatus {
+    /// The flow did not exist and was created.
+    Compiled,
+    /// The flow existed with the same shape (its options were brought up to date).
+    Verified,
+}
+
+/// The state of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Some steps are still to run.
+    Started,
+    /// Every step completed; the run has its output.
+    Completed,
+    /// A step ran out of attempts (or could not start); the run stopped.
+    Failed,
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, PartialEq, FromRow)]
+pub struct Run {
+    /// The run's id.
+    pub run_id: Uuid,
+    /// The concrete flow it runs (fixed for its lifetime).
+    pub flow_slug: String,
+    /// Its state.
+    pub status: RunStatus,
+    /// The flow input it was started with.
+    pub input: Value,
+    /// For a completed run: an object of the leaf steps' outputs keyed by step slug.
+    pub output: Option<Value>,
+    /// Steps not yet completed.
+    pub remaining_steps: i32,
+    /// When it was started.
+    pub started_at: DateTime<Utc>,
+    /// When it completed.
+    pub completed_at: Option<DateTime<Utc>>,
+    /// When it failed.
+    pub failed_at: Option<DateTime<Utc>>,
+}
+
+/// A task claimed by a worker, with everything needed to run its handler.
+#[derive(Debug, Clone, PartialEq, FromRow)]
+pub struct ClaimedTask {
+    /// The concrete flow recorded on the task.
+    pub flow_slug: String,
+    /// The step to run.
+    pub step_slug: String,
+    /// The run it belongs to.
+    pub run_id: Uuid,
+    /// 0 for a single step; the element index for a map step.
+    pub task_index: i32,
+    /// Its PGMQ message.
+    pub message_id: i64,
+    /// The queue snapshot of the task.
+    pub queue_name: String,
+    /// This attempt's number (1 for the first).
+    pub attempt: i32,
+    /// How long the handler may run, in seconds.
+    pub timeout_seconds: i32,
+    /// The handler input: the flow input (root single step), the element (map step), or an
+    /// object of the dependencies' outputs keyed by step slug.
+    pub input: Value,
+}
+
+/// A finished handler's output for one task attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskCompletion {
+    /// The task's run.
+    pub run_id: Uuid,
+    /// The task's step.
+    pub step_slug: String,
+    /// The task's index.
+    pub task_index: i32,
+    /// The attempt that produced the output.
+    pub attempt: i32,
+    /// The output, stored exactly.
+    pub output: Value,
+}
+
+impl TaskCompletion {
+    /// The completion of `task`'s current attempt with `output`.
+    pub fn of(task: &ClaimedTask, output: Value) -> Self {
+        Self {
+            run_id: task.run_id,
+            step_slug: task.step_slug.clone(),
+            task_index: task.task_index,
+            attempt: task.attempt,
+            output,
+        }
+    }
+}
+
+/// A failed handler attempt for one task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskFailure {
+    /// The task's run.
+    pub run_id: Uuid,
+    /// The task's step.
+    pub step_slug: String,
+    /// The task's index.
+    pub task_index: i32,
+    /// The attempt that failed.
+    pub attempt: i32,
+    /// What went wrong (stored, shown to operators; never a message body).
+    pub error_message: String,
+}
+
+impl TaskFailure {
+    /// The failure of `task`'s current attempt with `error_message`.
+    pub fn of(task: &ClaimedTask, error_message: impl Into<String>) -> Self {
+        Self {
+            run_id: task.run_id,
+            step_slug: task.step_slug.clone(),
+            task_index: task.task_index,
+            attempt: task.attempt,
+            error_message: error_message.into(),
+        }
+    }
+}
+
+/// What happened to one reported failure.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct FailureOutcome {
+    /// The task's run.
+    pub run_id: Uuid,
+    /// The task's step.
+    pub step_slug: String,
+    /// The task's index.
+    pub task_index: i32,
+    /// Whether the task will be tried again.
+    pub will_retry: bool,
+    /// After how many seconds the retry becomes visible.
+    pub retry_delay_seconds: Option<i32>,
+}
+
+/// A stalled task found by [`requeue_stalled_tasks`].
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct StalledTask {
+    /// The task's run.
+    pub run_id: Uuid,
+    /// The task's step.
+    pub step_slug: String,
+    /// The task's index.
+    pub task_index: i32,
+    /// The task's queue.
+    pub queue_name: String,
+    /// The task's message.
+    pub message_id: i64,
+    /// `true`: queued again; `false`: stalled too often and failed for good.
+    pub requeued: bool,
+}
+
+/// The exact `(flow_slug, step_slug)` pairs a worker can run, as the claim takes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SupportedPairs {
+    flow_slugs: Vec<String>,
+    step_slugs: Vec<String>,
+}
+
+impl SupportedPairs {
+    /// No pairs.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one pair.
+    pub fn insert(&mut self, flow: &FlowSlug, step: &StepSlug) {
+        self.flow_slugs.push(flow.as_str().to_owned());
+        self.step_slugs.push(step.as_str().to_owned());
+    }
+
+    /// Every step of `flow` routed to `queue`.
+    pub fn routed_to(flow: &FlowDefinition, queue: &QueueName) -> Self {
+        let mut pairs = Self::new();
+        pairs.extend_routed_to(flow, queue);
+        pairs
+    }
+
+    /// Adds every step of `flow` routed to `queue`.
+    pub fn extend_routed_to(&mut self, flow: &FlowDefinition, queue: &QueueName) {
+        for step in flow.steps.iter().filter(|s| &flow.queue_of(s) == queue) {
+            self.insert(&flow.slug, &step.slug);
+        }
+    }
+
+    /// The pairs as `(flow_slug, step_slug)`.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.flow_slugs
+            .iter()
+            .map(String::as_str)
+            .zip(self.step_slugs.iter().map(String::as_str))
+    }
+
+    /// Whether there are no pairs.
+    pub fn is_empty(&self) -> bool {
+        self.flow_slugs.is_empty()
+    }
+}
+
+/// Compiles `flow` (creating it and its queues) or verifies it against the stored definition.
+pub async fn compile_flow(
+    executor: impl PgExecutor<'_>,
+    flow: &FlowDefinition,
+) -> Result<CompileStatus, EngineError> {
+    let status: String = sqlx::query_scalar("select pgflow.define_flow($1, $2, $3, $4, $5)")
+        .bind(flow.slug.as_str())
+        .bind(flow.alias.as_str())
+        .bind(i32::try_from(flow.version).unwrap_or(i32::MAX))
+        .bind(flow.options_json())
+        .bind(flow.steps_json())
+        .fetch_one(executor)
+        .await?;
+    Ok(if status == "compiled" {
+        CompileStatus::Compiled
+    } else {
+        CompileStatus::Verified
+    })
+}
+
+/// Starts one run of the concrete flow `flow_slug` with `input`.
+pub async fn start_flow(
+    executor: impl PgExecutor<'_>,
+    flow_slug: &str,
+    input: &Value,
+) -> Result<Run, EngineError> {
+    let run = sqlx::query_as::<_, Run>("select * from pgflow.start_flow($1, $2)")
+        .bind(flow_slug)
+        .bind(input)
+        .fetch_one(executor)
+        .await?;
+    Ok(run)
+}
+
+/// Starts one run per input of the concrete flow `flow_slug`, in one transaction; the runs
+/// come back in input order.
+pub async fn start_flows(
+    executor: impl PgExecutor<'_>,
+    flow_slug: &str,
+    inputs: &[Value],
+) -> Result<Vec<Run>, EngineError> {
+    let runs = sqlx::query_as::<_, Run>("select * from pgflow.start_flows($1, $2)")
+        .bind(flow_slug)
+        .bind(inputs)
+        .fetch_all(executor)
+        .await?;
+    Ok(runs)
+}
+
+/// Claims the queued tasks behind `message_ids` (messages of `queue` the worker already read).
+/// Fails with [`EngineError::UnsupportedTasks`], changing nothing, when any of them is of a
+/// pair outside `supported`.
+pub async fn start_tasks(
+    executor: impl PgExecutor<'_>,
+    queue: &QueueName,
+    message_ids: &[i64],
+    worker_id: Uuid,
+    supported: &SupportedPairs,
+) -> Result<Vec<ClaimedTask>, EngineError> {
+    let tasks = sqlx::query_as::<_, ClaimedTask>(
+        "select * from pgflow.start_tasks($1, $2, $3, $4, $5)",
+    )
+    .bind(queue.as_str())
+    .bind(message_ids)
+    .bind(worker_id)
+    .bind(&supported.flow_slugs)
+    .bind(&supported.step_slugs)
+    .fetch_all(executor)
+    .await?;
+    Ok(tasks)
+}
+
+/// Reads up to `quantity` visible messages of `queue` (hidden for `visibility_timeout_seconds`)
+/// and claims their tasks, in one transaction: when the batch is refused
+/// ([`EngineError::UnsupportedTasks`]) the read is undone too and every message stays as it was.
+pub async fn read_and_start_tasks(
+    executor: impl PgExecutor<'_>,
+    queue: &QueueName,
+    worker_id: Uuid,
+    supported: &SupportedPairs,
+    quantity: i32,
+    visibility_timeout_seconds: i32,
+) -> Result<Vec<ClaimedTask>, EngineError> {
+    let tasks = sqlx::query_as::<_, ClaimedTask>(
+        "select * from pgflow.read_and_start_tasks($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(queue.as_str())
+    .bind(worker_id)
+    .bind(&supported.flow_slugs)
+    .bind(&supported.step_slugs)
+    .bind(quantity)
+    .bind(visibility_timeout_seconds)
+    .fetch_all(executor)
+    .await?;
+    Ok(tasks)
+}
+
+/// Records finished attempts (one call for the whole batch). Returns how many tasks were
+/// completed; late or duplicate completions are ignored.
+pub async fn complete_tasks(
+    executor: impl PgExecutor<'_>,
+    completions: &[TaskCompletion],
+) -> Result<u64, EngineError> {
+    let count: i32 = sqlx::query_scalar("select pgflow.complete_tasks($1, $2, $3, $4, $5)")
+        .bind(completions.iter().map(|c| c.run_id).collect::<Vec<_>>())
+        .bind(completions.iter().map(|c| c.step_slug.as_str()).collect::<Vec<_>>())
+        .bind(completions.iter().map(|c| c.task_index).collect::<Vec<_>>())
+        .bind(completions.iter().map(|c| c.attempt).collect::<Vec<_>>())
+        .bind(completions.iter().map(|c| &c.output).collect::<Vec<_>>())
+        .fetch_one(executor)
+        .await?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+/// Records failed attempts (one call for the whole batch): retried with backoff while
+/// attempts remain, otherwise the task, its step and its run fail.
+pub async fn fail_tasks(
+    executor: impl PgExecutor<'_>,
+    failures: &[TaskFailure],
+) -> Result<Vec<FailureOutcome>, EngineError> {
+    let outcomes = sqlx::query_as::<_, FailureOutcome>(
+        "select * from pgflow.fail_tasks($1, $2, $3, $4, $5)",
+    )
+    .bind(failures.iter().map(|f| f.run_id).collect::<Vec<_>>())
+    .bind(failures.iter().map(|f| f.step_slug.as_str()).collect::<Vec<_>>())
+    .bind(failures.iter().map(|f| f.task_index).collect::<Vec<_>>())
+    .bind(failures.iter().map(|f| f.attempt).collect::<Vec<_>>())
+    .bind(failures.iter().map(|f| f.error_message.as_str()).collect::<Vec<_>>())
+    .fetch_all(executor)
+    .await?;
+    Ok(outcomes)
+}
+
+/// Puts back tasks whose worker stalled: started longer ago than their timeout plus
+/// `grace_seconds`. Each task is requeued at most `max_requeues` times, then fails for good.
+/// Only one caller per database does the work at a time; concurrent callers get nothing.
+pub async fn requeue_stalled_tasks(
+    executor: impl PgExecutor<'_>,
+    grace_seconds: i32,
+    max_requeues: i32,
+) -> Result<Vec<StalledTask>, EngineError> {
+    let tasks = sqlx::query_as::<_, StalledTask>(
+        "select * from pgflow.requeue_stalled_tasks($1, $2)",
+    )
+    .bind(grace_seconds)
+    .bind(max_requeues)
+    .fetch_all(executor)
+    .await?;
+    Ok(tasks)
+}

@@ -1,0 +1,149 @@
+//! Errors of calls into the SQL core.
+
+use serde::Deserialize;
+
+/// A `(flow_slug, step_slug)` pair a worker met in a claim but does not carry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct UnsupportedPair {
+    /// The concrete flow recorded on the tasks.
+    pub flow_slug: String,
+    /// The step recorded on the tasks.
+    pub step_slug: String,
+    /// The messages of the batch that carry this pair.
+    pub message_ids: Vec<i64>,
+}
+
+/// Why a call into the SQL core failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The definition breaks a rule (slug, queue, dependency order, map arity, option range).
+    #[error("{message}")]
+    InvalidDefinition {
+        /// The SQL core's description of the problem, naming the flow and step.
+        message: String,
+    },
+
+    /// The flow slug is already compiled with a different shape.
+    #[error(
+        "flow `{flow_slug}` is already defined with a different shape: {}; a changed flow needs \
+         a new concrete slug (for example a new version under the same alias)",
+        differences.join("; ")
+    )]
+    ShapeMismatch {
+        /// The concrete flow.
+        flow_slug: String,
+        /// Each difference between the stored flow and the definition.
+        differences: Vec<String>,
+    },
+
+    /// A claim met tasks whose `(flow_slug, step_slug)` the worker does not support. Nothing
+    /// was changed: no task started, no attempt consumed.
+    #[error(
+        "queue `{queue_name}`: the claimed batch (message ids {message_ids:?}) has tasks this \
+         worker does not support: {}; every worker of a queue must carry every concrete flow \
+         routed to it",
+        unsupported.iter().map(|p| format!("{}.{} (message ids {:?})", p.flow_slug, p.step_slug, p.message_ids)).collect::<Vec<_>>().join(", ")
+    )]
+    UnsupportedTasks {
+        /// The queue the batch was read from.
+        queue_name: String,
+        /// Every message id of the batch.
+        message_ids: Vec<i64>,
+        /// The unsupported pairs and their messages.
+        unsupported: Vec<UnsupportedPair>,
+    },
+
+    /// The flow is not compiled in this database.
+    #[error(
+        "flow `{flow_slug}` is not defined in this database; compile it first (a worker \
+         carrying it does so at startup)"
+    )]
+    UnknownFlow {
+        /// The slug that was asked for.
+        flow_slug: String,
+    },
+
+    /// The arguments of a call do not fit together (array lengths, SQL NULL inputs).
+    #[error("{0}")]
+    InvalidArguments(String),
+
+    /// The database has no pgflow schema (or an incomplete one).
+    #[error("pgflow is not installed in this database ({0}); run `pgflow install`")]
+    NotInstalled(String),
+
+    /// A value could not be encoded for the database.
+    #[error("cannot encode {what} as JSON: {source}")]
+    Encode {
+        /// What was being encoded.
+        what: &'static str,
+        /// The serializer's error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// Any other database error.
+    #[error(transparent)]
+    Database(sqlx::Error),
+}
+
+#[derive(Deserialize)]
+struct ShapeDetail {
+    flow_slug: String,
+    differences: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct UnsupportedDetail {
+    queue_name: String,
+    message_ids: Vec<i64>,
+    unsupported: Vec<UnsupportedPair>,
+}
+
+#[derive(Deserialize)]
+struct FlowDetail {
+    flow_slug: String,
+}
+
+impl From<sqlx::Error> for EngineError {
+    fn from(error: sqlx::Error) -> Self {
+        let Some(db) = error.as_database_error() else {
+            return Self::Database(error);
+        };
+        let message = db.message().to_owned();
+        let detail = db
+            .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+            .and_then(|pg| pg.detail())
+            .unwrap_or_default()
+            .to_owned();
+        match db.code().as_deref() {
+            Some("PF001") => Self::InvalidDefinition { message },
+            Some("PF002") => match serde_json::from_str::<ShapeDetail>(&detail) {
+                Ok(d) => Self::ShapeMismatch {
+                    flow_slug: d.flow_slug,
+                    differences: d.differences,
+                },
+                Err(_) => Self::Database(error),
+            },
+            Some("PF003") => match serde_json::from_str::<UnsupportedDetail>(&detail) {
+                Ok(d) => Self::UnsupportedTasks {
+                    queue_name: d.queue_name,
+                    message_ids: d.message_ids,
+                    unsupported: d.unsupported,
+                },
+                Err(_) => Self::Database(error),
+            },
+            Some("PF004") => match serde_json::from_str::<FlowDetail>(&detail) {
+                Ok(d) => Self::UnknownFlow {
+                    flow_slug: d.flow_slug,
+                },
+                Err(_) => Self::Database(error),
+            },
+            Some("PF005") => Self::InvalidArguments(message),
+            // undefined function / schema / table: the schema is missing or incomplete
+            Some("42883" | "3F000" | "42P01") if message.contains("pgflow") => {
+                Self::NotInstalled(message)
+            }
+            _ => Self::Database(error),
+        }
+    }
+}

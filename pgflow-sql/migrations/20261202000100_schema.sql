@@ -1,0 +1,195 @@
+-- pgflow schema: definitions (flows, steps, deps) and run state (runs, step_states, step_tasks).
+--
+-- Invariants are enforced by constraints so that no function bug can store an impossible state:
+-- status domains, non-negative counters, exactly one terminal timestamp per terminal status,
+-- valid slugs and queue names, and one task per PGMQ message (unique (queue_name, message_id)).
+
+create schema if not exists pgflow;
+
+-- Name rules. The Rust validators in `pgflow_runtime::names` implement the same rules; a test
+-- feeds both the same table of good and bad names.
+--
+-- A slug (flow, step, alias) is an identifier: a letter or underscore, then letters, digits or
+-- underscores, at most 47 bytes (so that a lowercased flow slug is always a valid queue name).
+create function pgflow.is_valid_slug(slug text)
+returns boolean
+language sql
+immutable
+parallel safe
+as $$
+  select slug is not null and slug ~ '^[A-Za-z_][A-Za-z0-9_]{0,46}$'
+$$;
+
+-- A queue name follows PGMQ's limits, restricted to lowercase: `[a-z0-9_]`, 1 to 47 bytes.
+create function pgflow.is_valid_queue_name(queue_name text)
+returns boolean
+language sql
+immutable
+parallel safe
+as $$
+  select queue_name is not null and queue_name ~ '^[a-z0-9_]{1,47}$'
+$$;
+
+-- One concrete flow: an immutable DAG. Options are defaults for its steps.
+create table pgflow.flows (
+  flow_slug text primary key
+    constraint flows_flow_slug_valid check (pgflow.is_valid_slug(flow_slug)),
+  alias text not null
+    constraint flows_alias_valid check (pgflow.is_valid_slug(alias)),
+  version integer not null
+    constraint flows_version_positive check (version >= 1),
+  opt_max_attempts integer not null default 3
+    constraint flows_max_attempts_positive check (opt_max_attempts >= 1),
+  opt_base_delay integer not null default 1
+    constraint flows_base_delay_non_negative check (opt_base_delay >= 0),
+  opt_timeout integer not null default 60
+    constraint flows_timeout_positive check (opt_timeout >= 1),
+  created_at timestamptz not null default now(),
+  constraint flows_alias_version_key unique (alias, version)
+);
+
+-- The steps of a concrete flow, in topological order (`step_index`), with their queue route.
+-- A null option means "use the flow's option".
+create table pgflow.steps (
+  flow_slug text not null references pgflow.flows (flow_slug),
+  step_slug text not null
+    constraint steps_step_slug_valid check (pgflow.is_valid_slug(step_slug)),
+  step_index integer not null
+    constraint steps_step_index_non_negative check (step_index >= 0),
+  step_type text not null
+    constraint steps_step_type_domain check (step_type in ('single', 'map')),
+  deps_count integer not null
+    constraint steps_deps_count_non_negative check (deps_count >= 0),
+  queue_name text not null
+    constraint steps_queue_name_valid check (pgflow.is_valid_queue_name(queue_name)),
+  opt_max_attempts integer
+    constraint steps_max_attempts_positive check (opt_max_attempts >= 1),
+  opt_base_delay integer
+    constraint steps_base_delay_non_negative check (opt_base_delay >= 0),
+  opt_timeout integer
+    constraint steps_timeout_positive check (opt_timeout >= 1),
+  opt_start_delay integer
+    constraint steps_start_delay_non_negative check (opt_start_delay >= 0),
+  created_at timestamptz not null default now(),
+  primary key (flow_slug, step_slug),
+  constraint steps_flow_step_index_key unique (flow_slug, step_index),
+  -- a map step maps over the flow input (no dependency) or over its single dependency
+  constraint steps_map_has_at_most_one_dep check (step_type = 'single' or deps_count <= 1)
+);
+
+create index steps_queue_name_idx on pgflow.steps (queue_name);
+
+-- Dependency edges: `step_slug` depends on `dep_slug` (both of `flow_slug`).
+create table pgflow.deps (
+  flow_slug text not null,
+  dep_slug text not null,
+  step_slug text not null,
+  primary key (flow_slug, step_slug, dep_slug),
+  foreign key (flow_slug, dep_slug) references pgflow.steps (flow_slug, step_slug),
+  foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
+  constraint deps_not_self check (dep_slug <> step_slug)
+);
+
+create index deps_dep_idx on pgflow.deps (flow_slug, dep_slug);
+
+-- One execution of a concrete flow. It never changes flow.
+create table pgflow.runs (
+  run_id uuid primary key default gen_random_uuid(),
+  flow_slug text not null references pgflow.flows (flow_slug),
+  status text not null default 'started'
+    constraint runs_status_domain check (status in ('started', 'completed', 'failed')),
+  input jsonb not null,
+  output jsonb,
+  remaining_steps integer not null
+    constraint runs_remaining_steps_non_negative check (remaining_steps >= 0),
+  started_at timestamptz not null default now(),
+  completed_at timestamptz,
+  failed_at timestamptz,
+  constraint runs_status_timestamps check (
+    (status = 'started' and completed_at is null and failed_at is null and output is null)
+    or (status = 'completed' and completed_at is not null and failed_at is null
+        and output is not null and remaining_steps = 0)
+    or (status = 'failed' and failed_at is not null and completed_at is null)
+  )
+);
+
+create index runs_flow_slug_status_idx on pgflow.runs (flow_slug, status);
+
+-- The state of one step within one run.
+create table pgflow.step_states (
+  run_id uuid not null references pgflow.runs (run_id),
+  step_slug text not null,
+  flow_slug text not null,
+  status text not null default 'created'
+    constraint step_states_status_domain
+      check (status in ('created', 'started', 'completed', 'failed')),
+  remaining_deps integer not null
+    constraint step_states_remaining_deps_non_negative check (remaining_deps >= 0),
+  initial_tasks integer
+    constraint step_states_initial_tasks_non_negative check (initial_tasks >= 0),
+  remaining_tasks integer
+    constraint step_states_remaining_tasks_non_negative check (remaining_tasks >= 0),
+  output jsonb,
+  error_message text,
+  created_at timestamptz not null default now(),
+  started_at timestamptz,
+  completed_at timestamptz,
+  failed_at timestamptz,
+  primary key (run_id, step_slug),
+  foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
+  constraint step_states_remaining_within_initial check (remaining_tasks <= initial_tasks),
+  constraint step_states_status_timestamps check (
+    (status = 'created' and started_at is null and completed_at is null and failed_at is null
+        and initial_tasks is null and remaining_tasks is null and output is null)
+    or (status = 'started' and started_at is not null and completed_at is null
+        and failed_at is null and remaining_tasks is not null and output is null)
+    or (status = 'completed' and completed_at is not null and failed_at is null
+        and remaining_tasks = 0 and output is not null)
+    or (status = 'failed' and failed_at is not null and completed_at is null)
+  )
+);
+
+-- One unit of work: a single step has one task (index 0), a map step one task per element.
+-- `queue_name` is the queue snapshot taken when the task was created; it never changes.
+create table pgflow.step_tasks (
+  run_id uuid not null,
+  step_slug text not null,
+  task_index integer not null
+    constraint step_tasks_task_index_non_negative check (task_index >= 0),
+  flow_slug text not null,
+  queue_name text not null
+    constraint step_tasks_queue_name_valid check (pgflow.is_valid_queue_name(queue_name)),
+  message_id bigint not null,
+  status text not null default 'queued'
+    constraint step_tasks_status_domain
+      check (status in ('queued', 'started', 'completed', 'failed')),
+  attempts_count integer not null default 0
+    constraint step_tasks_attempts_non_negative check (attempts_count >= 0),
+  requeue_count integer not null default 0
+    constraint step_tasks_requeue_count_non_negative check (requeue_count >= 0),
+  output jsonb,
+  error_message text,
+  last_worker_id uuid,
+  queued_at timestamptz not null default now(),
+  started_at timestamptz,
+  completed_at timestamptz,
+  failed_at timestamptz,
+  primary key (run_id, step_slug, task_index),
+  foreign key (run_id, step_slug) references pgflow.step_states (run_id, step_slug),
+  foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
+  constraint step_tasks_queue_message_key unique (queue_name, message_id),
+  constraint step_tasks_status_timestamps check (
+    (status = 'queued' and completed_at is null and failed_at is null and output is null)
+    or (status = 'started' and started_at is not null and completed_at is null
+        and failed_at is null and output is null)
+    or (status = 'completed' and completed_at is not null and failed_at is null
+        and output is not null)
+    or (status = 'failed' and failed_at is not null and completed_at is null)
+  )
+);
+
+-- Stalled-task recovery scans started tasks by start time.
+create index step_tasks_started_idx on pgflow.step_tasks (started_at) where status = 'started';
+-- Failing a run finds its live tasks.
+create index step_tasks_live_by_run_idx on pgflow.step_tasks (run_id)
+  where status in ('queued', 'started');

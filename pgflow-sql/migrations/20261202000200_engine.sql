@@ -1,0 +1,1285 @@
+-- pgflow engine: compile, start, claim, complete, fail and recover.
+--
+-- Errors raised for callers carry their own SQLSTATE (class `PF`) and, where a program needs the
+-- parts, a JSON DETAIL:
+--   PF001 invalid flow definition         (message says what and how to fix)
+--   PF002 flow shape mismatch             (DETAIL: {"flow_slug", "differences": [text]})
+--   PF003 unsupported tasks in a claim    (DETAIL: {"queue_name", "message_ids", "unsupported": [{flow_slug, step_slug, message_ids}]})
+--   PF004 unknown flow                    (DETAIL: {"flow_slug"})
+--   PF005 invalid call arguments          (message says which)
+--
+-- Lock order, for every function below (deadlock freedom):
+--   1. advisory lock of a flow (compile only), then
+--   2. step_tasks rows, in (run_id, step_slug, task_index) order,
+--   3. step_states rows, in (run_id, step_slug) order: completed steps before their dependents,
+--   4. runs rows, in run_id order,
+--   5. other live tasks of failing runs, with SKIP LOCKED (never waits).
+-- PGMQ calls (send, set_vt, archive) only touch message rows of tasks locked in step 2.
+
+-- Advisory lock keys: one namespace (the first key) for everything pgflow locks.
+create function pgflow.lock_namespace()
+returns integer
+language sql
+immutable
+parallel safe
+as $$ select 1885824620 $$; -- 0x7067666c, "pgfl"
+
+-- Effective step options: the step's own value, else its flow's.
+create view pgflow.step_options as
+select
+  s.flow_slug,
+  s.step_slug,
+  coalesce(s.opt_max_attempts, f.opt_max_attempts) as max_attempts,
+  coalesce(s.opt_base_delay, f.opt_base_delay) as base_delay,
+  coalesce(s.opt_timeout, f.opt_timeout) as timeout,
+  coalesce(s.opt_start_delay, 0) as start_delay
+from pgflow.steps s
+join pgflow.flows f on f.flow_slug = s.flow_slug;
+
+------------------------------------------------------------------------------------------------
+-- PGMQ batches
+------------------------------------------------------------------------------------------------
+
+-- Archives messages given as parallel arrays (queue_name[i], message_id[i]), one PGMQ call per
+-- queue.
+create function pgflow.archive_messages(p_queue_names text[], p_message_ids bigint[])
+returns void
+language sql
+as $$
+  select count(*) from (
+    select pgmq.archive(g.queue_name, g.message_ids)
+    from (select u.queue_name, array_agg(u.message_id) as message_ids
+          from unnest(p_queue_names, p_message_ids) as u(queue_name, message_id)
+          group by u.queue_name) g
+  ) archived;
+$$;
+
+-- Makes messages visible again after delay_seconds[i] (parallel arrays), one PGMQ call per
+-- (queue, delay).
+create function pgflow.set_message_visibility(
+  p_queue_names text[], p_message_ids bigint[], p_delays integer[]
+)
+returns void
+language sql
+as $$
+  select count(*) from (
+    select pgmq.set_vt(g.queue_name, g.message_ids, g.delay)
+    from (select u.queue_name, u.delay, array_agg(u.message_id) as message_ids
+          from unnest(p_queue_names, p_message_ids, p_delays) as u(queue_name, message_id, delay)
+          group by u.queue_name, u.delay) g
+  ) updated;
+$$;
+
+------------------------------------------------------------------------------------------------
+-- Definitions
+------------------------------------------------------------------------------------------------
+
+-- The shape of a stored flow in the normalized form that `define_flow` compares:
+-- [{"slug", "type", "deps": [sorted], "queue"}] in step_index order.
+create function pgflow.flow_shape(p_flow_slug text)
+returns jsonb
+language sql
+stable
+as $$
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'slug', s.step_slug,
+           'type', s.step_type,
+           'deps', coalesce((select jsonb_agg(d.dep_slug order by d.dep_slug)
+                             from pgflow.deps d
+                             where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug),
+                            '[]'::jsonb),
+           'queue', s.queue_name) order by s.step_index), '[]'::jsonb)
+  from pgflow.steps s
+  where s.flow_slug = p_flow_slug
+$$;
+
+-- Raises PF001 with a message naming the flow and what is wrong.
+create function pgflow.raise_invalid_definition(p_flow_slug text, p_problem text)
+returns void
+language plpgsql
+as $$
+begin
+  raise exception 'invalid definition of flow `%`: %', p_flow_slug, p_problem
+    using errcode = 'PF001';
+end;
+$$;
+
+-- Checks an option value: absent/null is allowed when p_nullable, else a whole number >= p_min.
+create function pgflow.option_value(
+  p_flow_slug text, p_where text, p_options jsonb, p_key text, p_min integer, p_default integer
+)
+returns integer
+language plpgsql
+immutable
+as $$
+declare
+  v_value jsonb := p_options -> p_key;
+begin
+  if v_value is null or v_value = 'null'::jsonb then
+    return p_default;
+  end if;
+  if jsonb_typeof(v_value) <> 'number' or v_value::text !~ '^[0-9]+$'
+     or v_value::numeric > 2147483647 or v_value::numeric < p_min then
+    perform pgflow.raise_invalid_definition(p_flow_slug, format(
+      '%s option `%s` must be a whole number of at least %s, got %s',
+      p_where, p_key, p_min, v_value));
+  end if;
+  return v_value::integer;
+end;
+$$;
+
+-- define_flow: compile a concrete flow, or verify it against the stored one.
+--
+-- p_options: {"max_attempts", "base_delay", "timeout"} (seconds; each optional).
+-- p_steps:   [{"slug", "type": "single"|"map", "deps": [slug], "queue",
+--              "max_attempts", "base_delay", "timeout", "start_delay"}] in topological order
+--            (every dependency listed before its dependents). "queue" defaults to the
+--            lowercased flow slug; "type" to "single"; "deps" to [].
+--
+-- Returns 'compiled' (created now) or 'verified' (same shape already stored; its options are
+-- brought up to date with the definition). A different shape (steps, order, types, deps,
+-- queues) or a different alias/version for an existing slug raises PF002 listing every
+-- difference: a changed DAG needs a new concrete slug.
+--
+-- Creates every routed PGMQ queue that does not exist yet; queues are never dropped here.
+-- Locks: advisory lock (namespace, hashtext(flow_slug)) for the transaction.
+create function pgflow.define_flow(
+  p_flow_slug text,
+  p_alias text,
+  p_version integer,
+  p_options jsonb,
+  p_steps jsonb
+)
+returns text
+language plpgsql
+as $$
+declare
+  v_step jsonb;
+  v_dep jsonb;
+  v_slug text;
+  v_type text;
+  v_queue text;
+  v_seen text[] := array[]::text[];
+  v_deps text[];
+  v_shape jsonb := '[]'::jsonb;
+  v_settings jsonb := '[]'::jsonb;
+  v_existing pgflow.flows;
+  v_stored_shape jsonb;
+  v_differences text[] := array[]::text[];
+  v_index integer;
+  v_count integer;
+  v_max_attempts integer;
+  v_base_delay integer;
+  v_timeout integer;
+  v_status text;
+begin
+  -- 1. Validate the definition completely before touching anything.
+  if not pgflow.is_valid_slug(p_flow_slug) then
+    perform pgflow.raise_invalid_definition(coalesce(p_flow_slug, '<null>'),
+      'a flow slug must start with a letter or `_`, contain only letters, digits and `_`, '
+      || 'and be at most 47 bytes');
+  end if;
+  if not pgflow.is_valid_slug(p_alias) then
+    perform pgflow.raise_invalid_definition(p_flow_slug, format(
+      'alias `%s` must start with a letter or `_`, contain only letters, digits and `_`, '
+      || 'and be at most 47 bytes', coalesce(p_alias, '<null>')));
+  end if;
+  if p_version is null or p_version < 1 then
+    perform pgflow.raise_invalid_definition(p_flow_slug, format(
+      'version must be at least 1, got %s', coalesce(p_version::text, 'null')));
+  end if;
+  p_options := coalesce(p_options, '{}'::jsonb);
+  if jsonb_typeof(p_options) <> 'object' then
+    perform pgflow.raise_invalid_definition(p_flow_slug, 'options must be a JSON object');
+  end if;
+  v_max_attempts := pgflow.option_value(p_flow_slug, 'flow', p_options, 'max_attempts', 1, 3);
+  v_base_delay := pgflow.option_value(p_flow_slug, 'flow', p_options, 'base_delay', 0, 1);
+  v_timeout := pgflow.option_value(p_flow_slug, 'flow', p_options, 'timeout', 1, 60);
+
+  if p_steps is null or jsonb_typeof(p_steps) <> 'array' or jsonb_array_length(p_steps) = 0 then
+    perform pgflow.raise_invalid_definition(p_flow_slug,
+      'steps must be a non-empty JSON array in topological order');
+  end if;
+
+  for v_step in select value from jsonb_array_elements(p_steps) loop
+    if jsonb_typeof(v_step) <> 'object' then
+      perform pgflow.raise_invalid_definition(p_flow_slug, 'each step must be a JSON object');
+    end if;
+    v_slug := v_step ->> 'slug';
+    if not pgflow.is_valid_slug(v_slug) then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step slug `%s` must start with a letter or `_`, contain only letters, digits and `_`, '
+        || 'and be at most 47 bytes', coalesce(v_slug, '<missing>')));
+    end if;
+    if v_slug = any(v_seen) then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` is defined twice; step slugs must be unique within a flow', v_slug));
+    end if;
+    v_type := coalesce(v_step ->> 'type', 'single');
+    if v_type not in ('single', 'map') then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` has type `%s`; use `single` or `map`', v_slug, v_type));
+    end if;
+    v_queue := coalesce(v_step ->> 'queue', lower(p_flow_slug));
+    if not pgflow.is_valid_queue_name(v_queue) then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` routes to queue `%s`; a queue name is 1 to 47 bytes of `a-z`, `0-9` and `_`',
+        v_slug, v_queue));
+    end if;
+    if v_step ? 'deps' and jsonb_typeof(v_step -> 'deps') <> 'array' then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s`: deps must be a JSON array of step slugs', v_slug));
+    end if;
+    v_deps := array[]::text[];
+    for v_dep in select value from jsonb_array_elements(coalesce(v_step -> 'deps', '[]'::jsonb)) loop
+      if jsonb_typeof(v_dep) <> 'string' then
+        perform pgflow.raise_invalid_definition(p_flow_slug, format(
+          'step `%s`: deps must be a JSON array of step slugs', v_slug));
+      end if;
+      if v_dep #>> '{}' = v_slug then
+        perform pgflow.raise_invalid_definition(p_flow_slug, format(
+          'step `%s` depends on itself', v_slug));
+      end if;
+      if v_dep #>> '{}' = any(v_deps) then
+        perform pgflow.raise_invalid_definition(p_flow_slug, format(
+          'step `%s` lists dependency `%s` twice', v_slug, v_dep #>> '{}'));
+      end if;
+      if not (v_dep #>> '{}' = any(v_seen)) then
+        perform pgflow.raise_invalid_definition(p_flow_slug, format(
+          'step `%s` depends on `%s`, which is not a step defined before it '
+          || '(steps must be listed in topological order, and cycles are not allowed)',
+          v_slug, v_dep #>> '{}'));
+      end if;
+      v_deps := v_deps || (v_dep #>> '{}');
+    end loop;
+    if v_type = 'map' and cardinality(v_deps) > 1 then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'map step `%s` has %s dependencies; a map step maps over the flow input or over '
+        || 'exactly one dependency', v_slug, cardinality(v_deps)));
+    end if;
+
+    v_seen := v_seen || v_slug;
+    v_shape := v_shape || jsonb_build_array(jsonb_build_object(
+      'slug', v_slug,
+      'type', v_type,
+      'deps', (select coalesce(jsonb_agg(d order by d), '[]'::jsonb) from unnest(v_deps) d),
+      'queue', v_queue));
+    v_settings := v_settings || jsonb_build_array(jsonb_build_object(
+      'slug', v_slug,
+      'deps', to_jsonb(v_deps),
+      'max_attempts', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'max_attempts', 1, null),
+      'base_delay', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'base_delay', 0, null),
+      'timeout', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'timeout', 1, null),
+      'start_delay', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'start_delay', 0, null)));
+  end loop;
+
+  -- 2. Serialize compile/verify of this flow slug.
+  perform pg_advisory_xact_lock(pgflow.lock_namespace(), hashtext(p_flow_slug));
+
+  select * into v_existing from pgflow.flows where flow_slug = p_flow_slug;
+
+  if found then
+    -- 3a. Verify: same alias, version and shape.
+    if v_existing.alias <> p_alias or v_existing.version <> p_version then
+      v_differences := v_differences || format(
+        'alias/version: stored `%s` v%s, definition `%s` v%s',
+        v_existing.alias, v_existing.version, p_alias, p_version);
+    end if;
+    v_stored_shape := pgflow.flow_shape(p_flow_slug);
+    if jsonb_array_length(v_stored_shape) <> jsonb_array_length(v_shape) then
+      v_differences := v_differences || format(
+        'step count: stored %s, definition %s',
+        jsonb_array_length(v_stored_shape), jsonb_array_length(v_shape));
+    end if;
+    v_count := least(jsonb_array_length(v_stored_shape), jsonb_array_length(v_shape));
+    for v_index in 0 .. v_count - 1 loop
+      if v_stored_shape -> v_index ->> 'slug' <> v_shape -> v_index ->> 'slug' then
+        v_differences := v_differences || format(
+          'step #%s: stored `%s`, definition `%s`', v_index + 1,
+          v_stored_shape -> v_index ->> 'slug', v_shape -> v_index ->> 'slug');
+        continue;
+      end if;
+      if v_stored_shape -> v_index ->> 'type' <> v_shape -> v_index ->> 'type' then
+        v_differences := v_differences || format(
+          'step `%s` type: stored `%s`, definition `%s`', v_shape -> v_index ->> 'slug',
+          v_stored_shape -> v_index ->> 'type', v_shape -> v_index ->> 'type');
+      end if;
+      if v_stored_shape -> v_index -> 'deps' <> v_shape -> v_index -> 'deps' then
+        v_differences := v_differences || format(
+          'step `%s` dependencies: stored %s, definition %s', v_shape -> v_index ->> 'slug',
+          v_stored_shape -> v_index -> 'deps', v_shape -> v_index -> 'deps');
+      end if;
+      if v_stored_shape -> v_index ->> 'queue' <> v_shape -> v_index ->> 'queue' then
+        v_differences := v_differences || format(
+          'step `%s` queue: stored `%s`, definition `%s`', v_shape -> v_index ->> 'slug',
+          v_stored_shape -> v_index ->> 'queue', v_shape -> v_index ->> 'queue');
+      end if;
+    end loop;
+    for v_index in v_count .. jsonb_array_length(v_stored_shape) - 1 loop
+      v_differences := v_differences || format(
+        'step `%s` is stored but not in the definition', v_stored_shape -> v_index ->> 'slug');
+    end loop;
+    for v_index in v_count .. jsonb_array_length(v_shape) - 1 loop
+      v_differences := v_differences || format(
+        'step `%s` is in the definition but not stored', v_shape -> v_index ->> 'slug');
+    end loop;
+
+    if cardinality(v_differences) > 0 then
+      raise exception 'flow `%` is already defined with a different shape: %; a changed flow '
+        'needs a new concrete slug (for example a new version under the same alias)',
+        p_flow_slug, array_to_string(v_differences, '; ')
+        using errcode = 'PF002',
+              detail = jsonb_build_object('flow_slug', p_flow_slug,
+                                          'differences', to_jsonb(v_differences))::text;
+    end if;
+
+    update pgflow.flows
+    set opt_max_attempts = v_max_attempts,
+        opt_base_delay = v_base_delay,
+        opt_timeout = v_timeout
+    where flow_slug = p_flow_slug
+      and (opt_max_attempts, opt_base_delay, opt_timeout)
+          is distinct from (v_max_attempts, v_base_delay, v_timeout);
+
+    update pgflow.steps s
+    set opt_max_attempts = (x ->> 'max_attempts')::integer,
+        opt_base_delay = (x ->> 'base_delay')::integer,
+        opt_timeout = (x ->> 'timeout')::integer,
+        opt_start_delay = (x ->> 'start_delay')::integer
+    from jsonb_array_elements(v_settings) x
+    where s.flow_slug = p_flow_slug
+      and s.step_slug = x ->> 'slug'
+      and (s.opt_max_attempts, s.opt_base_delay, s.opt_timeout, s.opt_start_delay)
+          is distinct from ((x ->> 'max_attempts')::integer, (x ->> 'base_delay')::integer,
+                            (x ->> 'timeout')::integer, (x ->> 'start_delay')::integer);
+    v_status := 'verified';
+  else
+    -- 3b. Compile.
+    insert into pgflow.flows (flow_slug, alias, version, opt_max_attempts, opt_base_delay, opt_timeout)
+    values (p_flow_slug, p_alias, p_version, v_max_attempts, v_base_delay, v_timeout);
+
+    insert into pgflow.steps (flow_slug, step_slug, step_index, step_type, deps_count, queue_name,
+                              opt_max_attempts, opt_base_delay, opt_timeout, opt_start_delay)
+    select p_flow_slug,
+           shape.value ->> 'slug',
+           (shape.ordinality - 1)::integer,
+           shape.value ->> 'type',
+           jsonb_array_length(shape.value -> 'deps'),
+           shape.value ->> 'queue',
+           (settings ->> 'max_attempts')::integer,
+           (settings ->> 'base_delay')::integer,
+           (settings ->> 'timeout')::integer,
+           (settings ->> 'start_delay')::integer
+    from jsonb_array_elements(v_shape) with ordinality as shape(value, ordinality)
+    join lateral (select v_settings -> (shape.ordinality::integer - 1) as settings) s on true;
+
+    insert into pgflow.deps (flow_slug, dep_slug, step_slug)
+    select p_flow_slug, dep.value, shape.value ->> 'slug'
+    from jsonb_array_elements(v_shape) as shape(value)
+    cross join lateral jsonb_array_elements_text(shape.value -> 'deps') as dep(value);
+    v_status := 'compiled';
+  end if;
+
+  -- 4. Create the routed queues that do not exist yet (pgmq.create takes its own queue lock).
+  perform pgmq.create(q.queue_name)
+  from (select distinct queue_name from pgflow.steps where flow_slug = p_flow_slug) q
+  where not exists (select 1 from pgmq.meta m where m.queue_name = q.queue_name);
+
+  return v_status;
+end;
+$$;
+
+------------------------------------------------------------------------------------------------
+-- Run progression (internal helpers)
+------------------------------------------------------------------------------------------------
+
+-- Fails runs (status 'started' only) and every live task of theirs that nobody holds a lock
+-- on: those tasks become 'failed' and their messages are archived. A task locked by a
+-- concurrent claim or completion is skipped; that transaction sees the failed run and acts
+-- accordingly (a claim fails such tasks, a completion stops cascading).
+-- Locks: runs (run_id order), then live tasks with SKIP LOCKED.
+create function pgflow.fail_runs(p_run_ids uuid[], p_reason text)
+returns void
+language plpgsql
+as $$
+declare
+  v_failed uuid[];
+  v_queues text[];
+  v_messages bigint[];
+begin
+  with locked as (
+    select run_id from pgflow.runs
+    where run_id = any(p_run_ids) and status = 'started'
+    order by run_id
+    for update
+  ),
+  failed as (
+    update pgflow.runs r
+    set status = 'failed', failed_at = now()
+    from locked
+    where r.run_id = locked.run_id
+    returning r.run_id
+  )
+  select coalesce(array_agg(run_id), array[]::uuid[]) into v_failed from failed;
+
+  if cardinality(v_failed) = 0 then
+    return;
+  end if;
+
+  with live as (
+    select run_id, step_slug, task_index from pgflow.step_tasks
+    where run_id = any(v_failed) and status in ('queued', 'started')
+    order by run_id, step_slug, task_index
+    for update skip locked
+  ),
+  cancelled as (
+    update pgflow.step_tasks t
+    set status = 'failed',
+        failed_at = now(),
+        error_message = p_reason
+    from live
+    where t.run_id = live.run_id and t.step_slug = live.step_slug
+      and t.task_index = live.task_index
+    returning t.queue_name, t.message_id
+  )
+  select array_agg(queue_name), array_agg(message_id) into v_queues, v_messages from cancelled;
+
+  if v_queues is not null then
+    perform pgflow.archive_messages(v_queues, v_messages);
+  end if;
+end;
+$$;
+
+-- Completes started steps whose tasks are all done: stores the step output (a single step's
+-- task output; a map step's task outputs as an array in task order), releases dependents,
+-- completes runs that have no steps left (output: an object of the leaf steps' outputs), and
+-- starts whatever became ready.
+-- Locks: step_states of the steps (order), of their dependents (order), then runs (order).
+create function pgflow.complete_steps(p_run_ids uuid[], p_step_slugs text[])
+returns void
+language plpgsql
+as $$
+declare
+  v_runs uuid[];
+  v_steps text[];
+  v_flows text[];
+begin
+  with target as (
+    select ss.run_id, ss.step_slug
+    from pgflow.step_states ss
+    join unnest(p_run_ids, p_step_slugs) as t(run_id, step_slug)
+      on ss.run_id = t.run_id and ss.step_slug = t.step_slug
+    where ss.status = 'started' and ss.remaining_tasks = 0
+    order by ss.run_id, ss.step_slug
+    for update of ss
+  ),
+  completed as (
+    update pgflow.step_states ss
+    set status = 'completed',
+        completed_at = now(),
+        output = case s.step_type
+          when 'single' then (select t.output from pgflow.step_tasks t
+                              where t.run_id = ss.run_id and t.step_slug = ss.step_slug
+                                and t.task_index = 0)
+          else coalesce((select jsonb_agg(t.output order by t.task_index)
+                         from pgflow.step_tasks t
+                         where t.run_id = ss.run_id and t.step_slug = ss.step_slug),
+                        '[]'::jsonb)
+        end
+    from target, pgflow.steps s
+    where ss.run_id = target.run_id and ss.step_slug = target.step_slug
+      and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+    returning ss.run_id, ss.step_slug, ss.flow_slug
+  )
+  select coalesce(array_agg(run_id), array[]::uuid[]),
+         coalesce(array_agg(step_slug), array[]::text[]),
+         coalesce(array_agg(flow_slug), array[]::text[])
+  into v_runs, v_steps, v_flows
+  from completed;
+
+  if cardinality(v_runs) = 0 then
+    return;
+  end if;
+
+  -- Release dependents.
+  with released as (
+    select c.run_id, d.step_slug, count(*)::integer as n
+    from unnest(v_runs, v_steps, v_flows) as c(run_id, step_slug, flow_slug)
+    join pgflow.deps d on d.flow_slug = c.flow_slug and d.dep_slug = c.step_slug
+    group by c.run_id, d.step_slug
+  ),
+  locked as (
+    select ss.run_id, ss.step_slug, released.n
+    from pgflow.step_states ss
+    join released on released.run_id = ss.run_id and released.step_slug = ss.step_slug
+    order by ss.run_id, ss.step_slug
+    for update of ss
+  )
+  update pgflow.step_states ss
+  set remaining_deps = ss.remaining_deps - locked.n
+  from locked
+  where ss.run_id = locked.run_id and ss.step_slug = locked.step_slug;
+
+  -- Count the steps down on their runs; complete runs with nothing left.
+  with per_run as (
+    select run_id, count(*)::integer as n from unnest(v_runs) as c(run_id) group by run_id
+  ),
+  locked as (
+    select r.run_id, per_run.n
+    from pgflow.runs r
+    join per_run on per_run.run_id = r.run_id
+    where r.status = 'started'
+    order by r.run_id
+    for update of r
+  )
+  update pgflow.runs r
+  set remaining_steps = r.remaining_steps - locked.n
+  from locked
+  where r.run_id = locked.run_id;
+
+  update pgflow.runs r
+  set status = 'completed',
+      completed_at = now(),
+      output = (
+        select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+        from pgflow.step_states ss
+        where ss.run_id = r.run_id
+          and not exists (select 1 from pgflow.deps d
+                          where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug))
+  where r.run_id = any(v_runs) and r.status = 'started' and r.remaining_steps = 0;
+
+  perform pgflow.start_ready_steps(v_runs);
+end;
+$$;
+
+-- Starts every step of the given (started) runs whose dependencies are all complete:
+-- a single step gets one task; a map step one task per element of its array (the flow input
+-- or its dependency's output). An empty array completes the map step at once with `[]`, which
+-- may make further steps ready (the loop). A map over something that is not an array fails
+-- the step and its run. One PGMQ message per task, sent to the step's queue (the task's queue
+-- snapshot), delayed by the step's start_delay.
+create function pgflow.start_ready_steps(p_run_ids uuid[])
+returns void
+language plpgsql
+as $$
+declare
+  v_runs uuid[];
+  v_steps text[];
+  v_counts integer[];
+  v_bad_runs uuid[];
+  v_empty_runs uuid[];
+  v_empty_steps text[];
+  v_group record;
+begin
+  loop
+    -- Map steps over something other than an array fail their run.
+    with bad as (
+      select ss.run_id, ss.step_slug, jsonb_typeof(src.value) as got
+      from pgflow.step_states ss
+      join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
+      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+      cross join lateral (
+        select case when s.deps_count = 0 then r.input
+               else (select dss.output from pgflow.deps d
+                     join pgflow.step_states dss
+                       on dss.run_id = ss.run_id and dss.step_slug = d.dep_slug
+                     where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
+               end as value
+      ) src
+      where ss.run_id = any(p_run_ids) and ss.status = 'created' and ss.remaining_deps = 0
+        and s.step_type = 'map' and jsonb_typeof(src.value) is distinct from 'array'
+      order by ss.run_id, ss.step_slug
+      for update of ss
+    ),
+    failed as (
+      update pgflow.step_states ss
+      set status = 'failed',
+          failed_at = now(),
+          error_message = format('map step `%s` needs an array to map over, got %s',
+                                 bad.step_slug, coalesce(bad.got, 'nothing'))
+      from bad
+      where ss.run_id = bad.run_id and ss.step_slug = bad.step_slug
+      returning ss.run_id
+    )
+    select array_agg(distinct run_id) into v_bad_runs from failed;
+
+    if v_bad_runs is not null then
+      perform pgflow.fail_runs(v_bad_runs, 'run failed: a map step received a non-array input');
+    end if;
+
+    -- Start the ready steps, sizing each.
+    with ready as (
+      select ss.run_id, ss.step_slug,
+             case when s.step_type = 'single' then 1
+                  when s.deps_count = 0 then jsonb_array_length(r.input)
+                  else (select jsonb_array_length(dss.output) from pgflow.deps d
+                        join pgflow.step_states dss
+                          on dss.run_id = ss.run_id and dss.step_slug = d.dep_slug
+                        where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
+             end as task_count
+      from pgflow.step_states ss
+      join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
+      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+      where ss.run_id = any(p_run_ids) and ss.status = 'created' and ss.remaining_deps = 0
+      order by ss.run_id, ss.step_slug
+      for update of ss
+    ),
+    started as (
+      update pgflow.step_states ss
+      set status = 'started',
+          started_at = now(),
+          initial_tasks = ready.task_count,
+          remaining_tasks = ready.task_count
+      from ready
+      where ss.run_id = ready.run_id and ss.step_slug = ready.step_slug
+      returning ss.run_id, ss.step_slug, ready.task_count
+    )
+    select array_agg(run_id), array_agg(step_slug), array_agg(task_count)
+    into v_runs, v_steps, v_counts
+    from started;
+
+    exit when v_runs is null;
+
+    -- Tasks and messages, one batch per (queue, start delay).
+    for v_group in
+      select s.queue_name, o.start_delay,
+             array_agg(s.flow_slug order by u.run_id, u.step_slug, i) as flow_slugs,
+             array_agg(u.run_id order by u.run_id, u.step_slug, i) as run_ids,
+             array_agg(u.step_slug order by u.run_id, u.step_slug, i) as step_slugs,
+             array_agg(i order by u.run_id, u.step_slug, i) as task_indexes
+      from unnest(v_runs, v_steps, v_counts) as u(run_id, step_slug, task_count)
+      join pgflow.step_states ss on ss.run_id = u.run_id and ss.step_slug = u.step_slug
+      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+      join pgflow.step_options o on o.flow_slug = s.flow_slug and o.step_slug = s.step_slug
+      cross join lateral generate_series(0, u.task_count - 1) as i
+      where u.task_count > 0
+      group by s.queue_name, o.start_delay
+    loop
+      with batch as (
+        select b.flow_slug, b.run_id, b.step_slug, b.task_index, b.ordinality
+        from unnest(v_group.flow_slugs, v_group.run_ids, v_group.step_slugs, v_group.task_indexes)
+          with ordinality as b(flow_slug, run_id, step_slug, task_index, ordinality)
+      ),
+      sent as (
+        -- PGMQ assigns increasing ids in insertion order; pair them with the batch by rank.
+        select msg_id, row_number() over (order by msg_id) as ordinality
+        from pgmq.send_batch(
+          v_group.queue_name,
+          (select array_agg(jsonb_build_object('flow_slug', flow_slug, 'run_id', run_id,
+                                               'step_slug', step_slug, 'task_index', task_index)
+                            order by ordinality)
+           from batch),
+          v_group.start_delay) as msg_id
+      )
+      insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name, message_id)
+      select batch.run_id, batch.step_slug, batch.task_index, batch.flow_slug,
+             v_group.queue_name, sent.msg_id
+      from batch join sent on sent.ordinality = batch.ordinality;
+    end loop;
+
+    -- Empty maps complete at once with [] and may release further steps.
+    select array_agg(u.run_id), array_agg(u.step_slug)
+    into v_empty_runs, v_empty_steps
+    from unnest(v_runs, v_steps, v_counts) as u(run_id, step_slug, task_count)
+    where u.task_count = 0;
+
+    if v_empty_runs is not null then
+      perform pgflow.complete_steps(v_empty_runs, v_empty_steps);
+    end if;
+  end loop;
+end;
+$$;
+
+------------------------------------------------------------------------------------------------
+-- Starting runs
+------------------------------------------------------------------------------------------------
+
+-- start_flows: starts one run per input of a concrete flow, in one transaction.
+-- p_run_ids optionally fixes the run ids (same length as p_inputs; null entries get new ids).
+-- Returns the runs in input order, as they stand after the first steps were started (a run
+-- whose steps all complete at once, e.g. a map over [], is already 'completed').
+-- Raises PF004 for a flow that is not defined.
+create function pgflow.start_flows(p_flow_slug text, p_inputs jsonb[], p_run_ids uuid[] default null)
+returns setof pgflow.runs
+language plpgsql
+as $$
+declare
+  v_step_count integer;
+  v_run_ids uuid[];
+begin
+  select count(*) into v_step_count from pgflow.steps where flow_slug = p_flow_slug;
+  if v_step_count = 0 then
+    raise exception 'flow `%` is not defined; compile it first (a worker carrying it does so '
+      'at startup)', p_flow_slug
+      using errcode = 'PF004', detail = jsonb_build_object('flow_slug', p_flow_slug)::text;
+  end if;
+  if p_inputs is null or array_position(p_inputs, null) is not null then
+    raise exception 'start_flows: every input must be a JSON value (use JSON null, not SQL NULL)'
+      using errcode = 'PF005';
+  end if;
+  if p_run_ids is not null and cardinality(p_run_ids) <> cardinality(p_inputs) then
+    raise exception 'start_flows: % run ids for % inputs; pass one per input or none',
+      cardinality(p_run_ids), cardinality(p_inputs)
+      using errcode = 'PF005';
+  end if;
+
+  with inserted as (
+    insert into pgflow.runs (run_id, flow_slug, input, remaining_steps)
+    select coalesce(p_run_ids[i.ordinality], gen_random_uuid()), p_flow_slug, i.input, v_step_count
+    from unnest(p_inputs) with ordinality as i(input, ordinality)
+    order by i.ordinality
+    returning run_id
+  )
+  select array_agg(run_id) into v_run_ids from inserted;
+
+  if v_run_ids is null then
+    return;
+  end if;
+
+  insert into pgflow.step_states (run_id, step_slug, flow_slug, remaining_deps)
+  select r.run_id, s.step_slug, s.flow_slug, s.deps_count
+  from unnest(v_run_ids) as r(run_id)
+  cross join pgflow.steps s
+  where s.flow_slug = p_flow_slug;
+
+  perform pgflow.start_ready_steps(v_run_ids);
+
+  return query
+  select r.*
+  from unnest(v_run_ids) with ordinality as ids(run_id, ordinality)
+  join pgflow.runs r on r.run_id = ids.run_id
+  order by ids.ordinality;
+end;
+$$;
+
+-- start_flow: starts one run. See start_flows.
+create function pgflow.start_flow(p_flow_slug text, p_input jsonb, p_run_id uuid default null)
+returns pgflow.runs
+language sql
+as $$
+  select * from pgflow.start_flows(p_flow_slug, array[p_input], array[p_run_id])
+$$;
+
+------------------------------------------------------------------------------------------------
+-- Claiming
+------------------------------------------------------------------------------------------------
+
+-- start_tasks: claims the queued tasks behind PGMQ messages a worker of `p_queue_name` read.
+--
+-- Matches tasks by (queue_name, message_id) only; the flow recorded on each task is data, never
+-- a filter. Every matched (flow_slug, step_slug) pair is checked against the worker's supported
+-- pairs (p_flow_slugs[i], p_step_slugs[i]) before anything changes: one unsupported pair raises
+-- PF003 naming the queue, the message ids and the pairs, and nothing is changed (no task
+-- status, no attempt, no message visibility).
+--
+-- Otherwise each claimable task becomes 'started', its attempt is counted, and its message
+-- stays invisible for the step's timeout. Tasks of runs that already failed are failed and
+-- their messages archived instead of being returned. Messages without a queued task (their
+-- task was started, completed or failed in the meantime) are skipped.
+--
+-- Returns one row per claimed task, possibly of several concrete flows, with the handler
+-- input: the flow input (root single step), the element (map step), or an object of the
+-- dependencies' outputs keyed by step slug.
+-- Locks: step_tasks (message_id order); then runs/step_states only through fail_runs.
+create function pgflow.start_tasks(
+  p_queue_name text,
+  p_message_ids bigint[],
+  p_worker_id uuid,
+  p_flow_slugs text[],
+  p_step_slugs text[]
+)
+returns table (
+  flow_slug text,
+  step_slug text,
+  run_id uuid,
+  task_index integer,
+  message_id bigint,
+  queue_name text,
+  attempt integer,
+  timeout_seconds integer,
+  input jsonb
+)
+language plpgsql
+as $$
+#variable_conflict use_column
+declare
+  v_unsupported jsonb;
+  v_dead_messages bigint[];
+begin
+  if cardinality(coalesce(p_flow_slugs, array[]::text[]))
+     <> cardinality(coalesce(p_step_slugs, array[]::text[])) then
+    raise exception 'start_tasks: % flow slugs but % step slugs; supported pairs are given as '
+      'two arrays of equal length', cardinality(p_flow_slugs), cardinality(p_step_slugs)
+      using errcode = 'PF005';
+  end if;
+
+  create temporary table if not exists pg_temp.pgflow_claim (
+    run_id uuid, step_slug text, task_index integer, flow_slug text, message_id bigint,
+    run_status text
+  ) on commit drop;
+  delete from pg_temp.pgflow_claim;
+
+  insert into pg_temp.pgflow_claim
+  select t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, r.status
+  from pgflow.step_tasks t
+  join pgflow.runs r on r.run_id = t.run_id
+  where t.queue_name = p_queue_name
+    and t.message_id = any(p_message_ids)
+    and t.status = 'queued'
+  order by t.message_id
+  for update of t;
+
+  select jsonb_agg(jsonb_build_object('flow_slug', u.flow_slug, 'step_slug', u.step_slug,
+                                      'message_ids', u.message_ids)
+                   order by u.flow_slug, u.step_slug)
+  into v_unsupported
+  from (
+    select c.flow_slug, c.step_slug, jsonb_agg(c.message_id order by c.message_id) as message_ids
+    from pg_temp.pgflow_claim c
+    where not exists (
+      select 1 from unnest(p_flow_slugs, p_step_slugs) as p(flow_slug, step_slug)
+      where p.flow_slug = c.flow_slug and p.step_slug = c.step_slug)
+    group by c.flow_slug, c.step_slug
+  ) u;
+
+  if v_unsupported is not null then
+    raise exception 'queue `%`: the claimed batch has tasks this worker does not support: %; '
+      'every worker of a queue must carry every concrete flow routed to it',
+      p_queue_name,
+      (select string_agg(format('%s.%s (message ids %s)', x ->> 'flow_slug', x ->> 'step_slug',
+                                x -> 'message_ids'), ', ')
+       from jsonb_array_elements(v_unsupported) x)
+      using errcode = 'PF003',
+            detail = jsonb_build_object('queue_name', p_queue_name,
+                                        'message_ids', to_jsonb(p_message_ids),
+                                        'unsupported', v_unsupported)::text,
+            hint = 'add the missing concrete flows to this worker''s registry and restart it';
+  end if;
+
+  -- Tasks of runs that ended while they waited: fail them, archive their messages.
+  with dead as (
+    update pgflow.step_tasks t
+    set status = 'failed', failed_at = now(), error_message = 'run failed before this task started'
+    from pg_temp.pgflow_claim c
+    where c.run_status <> 'started'
+      and t.run_id = c.run_id and t.step_slug = c.step_slug and t.task_index = c.task_index
+    returning t.message_id
+  )
+  select array_agg(dead.message_id) into v_dead_messages from dead;
+
+  if v_dead_messages is not null then
+    perform pgflow.archive_messages(
+      array_fill(p_queue_name, array[cardinality(v_dead_messages)]), v_dead_messages);
+  end if;
+
+  create temporary table if not exists pg_temp.pgflow_claimed (
+    run_id uuid, step_slug text, task_index integer, flow_slug text, message_id bigint,
+    attempt integer, timeout_seconds integer
+  ) on commit drop;
+  delete from pg_temp.pgflow_claimed;
+
+  with claimed as (
+    update pgflow.step_tasks t
+    set status = 'started',
+        started_at = now(),
+        attempts_count = t.attempts_count + 1,
+        last_worker_id = p_worker_id
+    from pg_temp.pgflow_claim c
+    where c.run_status = 'started'
+      and t.run_id = c.run_id and t.step_slug = c.step_slug and t.task_index = c.task_index
+    returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count
+  )
+  insert into pg_temp.pgflow_claimed
+  select c.run_id, c.step_slug, c.task_index, c.flow_slug, c.message_id, c.attempts_count,
+         o.timeout
+  from claimed c
+  join pgflow.step_options o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug;
+
+  -- Keep each message invisible while its handler may run.
+  perform pgflow.set_message_visibility(
+    array_agg(p_queue_name), array_agg(c.message_id), array_agg(c.timeout_seconds))
+  from pg_temp.pgflow_claimed c
+  having count(*) > 0;
+
+  return query
+  select c.flow_slug, c.step_slug, c.run_id, c.task_index, c.message_id, p_queue_name,
+         c.attempt, c.timeout_seconds,
+         case
+           when s.step_type = 'map' and s.deps_count = 0 then r.input -> c.task_index
+           when s.step_type = 'map' then (
+             select dss.output -> c.task_index
+             from pgflow.deps d
+             join pgflow.step_states dss on dss.run_id = c.run_id and dss.step_slug = d.dep_slug
+             where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
+           when s.deps_count = 0 then r.input
+           else (
+             select jsonb_object_agg(d.dep_slug, dss.output)
+             from pgflow.deps d
+             join pgflow.step_states dss on dss.run_id = c.run_id and dss.step_slug = d.dep_slug
+             where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
+         end
+  from pg_temp.pgflow_claimed c
+  join pgflow.steps s on s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
+  join pgflow.runs r on r.run_id = c.run_id
+  order by c.message_id;
+end;
+$$;
+
+-- read_and_start_tasks: reads up to p_quantity visible messages of the queue (hiding them for
+-- p_visibility_timeout seconds) and claims their tasks with start_tasks, in one transaction.
+-- When start_tasks refuses the batch (PF003), the read is rolled back with it: every message
+-- of the batch is visible again with its read count unchanged.
+create function pgflow.read_and_start_tasks(
+  p_queue_name text,
+  p_worker_id uuid,
+  p_flow_slugs text[],
+  p_step_slugs text[],
+  p_quantity integer,
+  p_visibility_timeout integer
+)
+returns table (
+  flow_slug text,
+  step_slug text,
+  run_id uuid,
+  task_index integer,
+  message_id bigint,
+  queue_name text,
+  attempt integer,
+  timeout_seconds integer,
+  input jsonb
+)
+language sql
+as $$
+  select *
+  from pgflow.start_tasks(
+    p_queue_name,
+    array(select m.msg_id from pgmq.read(p_queue_name, p_visibility_timeout, p_quantity) m),
+    p_worker_id,
+    p_flow_slugs,
+    p_step_slugs)
+$$;
+
+------------------------------------------------------------------------------------------------
+-- Completion and failure
+------------------------------------------------------------------------------------------------
+
+-- complete_tasks: records the outputs of started tasks (batched; arrays of equal length).
+-- A task is identified by (run_id, step_slug, task_index) and the attempt that produced the
+-- output; a task that is no longer 'started' in that attempt (late, duplicate, or requeued and
+-- claimed again) is left unchanged. Outputs are stored exactly (0, false, "" and null stay).
+-- Archives the tasks' messages, counts the tasks down on their steps and completes the steps
+-- that are done (which releases dependents, completes runs and starts ready steps).
+-- Returns the number of tasks completed by this call.
+-- Locks: step_tasks (key order), step_states (key order), then as complete_steps.
+create function pgflow.complete_tasks(
+  p_run_ids uuid[],
+  p_step_slugs text[],
+  p_task_indexes integer[],
+  p_attempts integer[],
+  p_outputs jsonb[]
+)
+returns integer
+language plpgsql
+as $$
+declare
+  v_runs uuid[];
+  v_steps text[];
+  v_count integer;
+begin
+  if cardinality(p_run_ids) is distinct from cardinality(p_step_slugs)
+     or cardinality(p_run_ids) is distinct from cardinality(p_task_indexes)
+     or cardinality(p_run_ids) is distinct from cardinality(p_attempts)
+     or cardinality(p_run_ids) is distinct from cardinality(p_outputs) then
+    raise exception 'complete_tasks: run ids, step slugs, task indexes, attempts and outputs '
+      'must be arrays of equal length' using errcode = 'PF005';
+  end if;
+
+  create temporary table if not exists pg_temp.pgflow_completed (
+    run_id uuid, step_slug text, queue_name text, message_id bigint
+  ) on commit drop;
+  delete from pg_temp.pgflow_completed;
+
+  with input as (
+    select * from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_outputs)
+      as i(run_id, step_slug, task_index, attempt, output)
+  ),
+  locked as (
+    select t.run_id, t.step_slug, t.task_index, input.output
+    from pgflow.step_tasks t
+    join input on input.run_id = t.run_id and input.step_slug = t.step_slug
+      and input.task_index = t.task_index and input.attempt = t.attempts_count
+    where t.status = 'started'
+    order by t.run_id, t.step_slug, t.task_index
+    for update of t
+  ),
+  completed as (
+    update pgflow.step_tasks t
+    set status = 'completed',
+        completed_at = now(),
+        output = coalesce(locked.output, 'null'::jsonb)
+    from locked
+    where t.run_id = locked.run_id and t.step_slug = locked.step_slug
+      and t.task_index = locked.task_index and t.status = 'started'
+    returning t.run_id, t.step_slug, t.queue_name, t.message_id
+  )
+  insert into pg_temp.pgflow_completed select * from completed;
+  get diagnostics v_count = row_count;
+
+  if v_count = 0 then
+    return 0;
+  end if;
+
+  perform pgflow.archive_messages(array_agg(c.queue_name), array_agg(c.message_id))
+  from pg_temp.pgflow_completed c;
+
+  with per_step as (
+    select c.run_id, c.step_slug, count(*)::integer as n
+    from pg_temp.pgflow_completed c group by c.run_id, c.step_slug
+  ),
+  locked as (
+    select ss.run_id, ss.step_slug, per_step.n
+    from pgflow.step_states ss
+    join per_step on per_step.run_id = ss.run_id and per_step.step_slug = ss.step_slug
+    where ss.status = 'started'
+    order by ss.run_id, ss.step_slug
+    for update of ss
+  ),
+  counted as (
+    update pgflow.step_states ss
+    set remaining_tasks = ss.remaining_tasks - locked.n
+    from locked
+    where ss.run_id = locked.run_id and ss.step_slug = locked.step_slug
+    returning ss.run_id, ss.step_slug, ss.remaining_tasks
+  )
+  select array_agg(run_id), array_agg(step_slug) into v_runs, v_steps
+  from counted where remaining_tasks = 0;
+
+  if v_runs is not null then
+    perform pgflow.complete_steps(v_runs, v_steps);
+  end if;
+
+  return v_count;
+end;
+$$;
+
+-- Fails tasks for good: the tasks, their steps and their runs become 'failed'; the runs' other
+-- live tasks are failed too and every affected message is archived.
+-- Expects the tasks to be locked by the caller.
+create function pgflow.fail_tasks_permanently(
+  p_run_ids uuid[],
+  p_step_slugs text[],
+  p_task_indexes integer[],
+  p_error_messages text[]
+)
+returns void
+language plpgsql
+as $$
+declare
+  v_queues text[];
+  v_messages bigint[];
+  v_runs uuid[];
+begin
+  with failed as (
+    update pgflow.step_tasks t
+    set status = 'failed', failed_at = now(), error_message = f.error_message
+    from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_error_messages)
+      as f(run_id, step_slug, task_index, error_message)
+    where t.run_id = f.run_id and t.step_slug = f.step_slug and t.task_index = f.task_index
+      and t.status in ('queued', 'started')
+    returning t.queue_name, t.message_id
+  )
+  select array_agg(queue_name), array_agg(message_id) into v_queues, v_messages from failed;
+
+  if v_queues is not null then
+    perform pgflow.archive_messages(v_queues, v_messages);
+  end if;
+
+  with failing as (
+    select distinct on (f.run_id, f.step_slug) f.run_id, f.step_slug, f.error_message
+    from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_error_messages)
+      as f(run_id, step_slug, task_index, error_message)
+    order by f.run_id, f.step_slug, f.task_index
+  ),
+  locked as (
+    select ss.run_id, ss.step_slug, failing.error_message
+    from pgflow.step_states ss
+    join failing on failing.run_id = ss.run_id and failing.step_slug = ss.step_slug
+    join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
+    where ss.status = 'started'
+    order by ss.run_id, ss.step_slug
+    for update of ss
+  ),
+  failed as (
+    update pgflow.step_states ss
+    set status = 'failed', failed_at = now(), error_message = locked.error_message
+    from locked
+    where ss.run_id = locked.run_id and ss.step_slug = locked.step_slug
+    returning ss.run_id, ss.step_slug
+  )
+  select array_agg(distinct run_id) into v_runs from failed;
+
+  if v_runs is not null then
+    perform pgflow.fail_runs(v_runs, 'run failed because another step failed');
+  end if;
+end;
+$$;
+
+-- fail_tasks: records failed attempts of started tasks (batched; arrays of equal length;
+-- matched like complete_tasks, so late or duplicate reports change nothing).
+-- A task with attempts left goes back to 'queued' and its same message becomes visible again
+-- after base_delay * 2^(attempt - 1) seconds (exponential backoff; the first retry waits
+-- base_delay). A task out of attempts fails for good, with its step and run (see
+-- fail_tasks_permanently). Tasks of runs that already failed are failed without retry.
+-- Returns, per task handled, whether it will be retried and after how many seconds.
+-- Locks: step_tasks (key order), then as fail_tasks_permanently.
+create function pgflow.fail_tasks(
+  p_run_ids uuid[],
+  p_step_slugs text[],
+  p_task_indexes integer[],
+  p_attempts integer[],
+  p_error_messages text[]
+)
+returns table (run_id uuid, step_slug text, task_index integer, will_retry boolean, retry_delay_seconds integer)
+language plpgsql
+as $$
+#variable_conflict use_column
+declare
+  v_dead_runs uuid[];
+  v_dead_steps text[];
+  v_dead_indexes integer[];
+  v_dead_errors text[];
+begin
+  if cardinality(p_run_ids) is distinct from cardinality(p_step_slugs)
+     or cardinality(p_run_ids) is distinct from cardinality(p_task_indexes)
+     or cardinality(p_run_ids) is distinct from cardinality(p_attempts)
+     or cardinality(p_run_ids) is distinct from cardinality(p_error_messages) then
+    raise exception 'fail_tasks: run ids, step slugs, task indexes, attempts and error messages '
+      'must be arrays of equal length' using errcode = 'PF005';
+  end if;
+
+  create temporary table if not exists pg_temp.pgflow_failing (
+    run_id uuid, step_slug text, task_index integer, queue_name text, message_id bigint,
+    error_message text, will_retry boolean, retry_delay_seconds integer
+  ) on commit drop;
+  delete from pg_temp.pgflow_failing;
+
+  insert into pg_temp.pgflow_failing
+  select t.run_id, t.step_slug, t.task_index, t.queue_name, t.message_id,
+         left(coalesce(i.error_message, 'unknown error'), 8192),
+         r.status = 'started' and t.attempts_count < o.max_attempts,
+         least(o.base_delay::bigint * power(2, least(t.attempts_count - 1, 40))::bigint,
+               2147483647)::integer
+  from pgflow.step_tasks t
+  join unnest(p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_error_messages)
+    as i(run_id, step_slug, task_index, attempt, error_message)
+    on i.run_id = t.run_id and i.step_slug = t.step_slug and i.task_index = t.task_index
+      and i.attempt = t.attempts_count
+  join pgflow.runs r on r.run_id = t.run_id
+  join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
+  where t.status = 'started'
+  order by t.run_id, t.step_slug, t.task_index
+  for update of t;
+
+  -- Retries: back to queued, same message, visible after the backoff.
+  update pgflow.step_tasks t
+  set status = 'queued', error_message = f.error_message
+  from pg_temp.pgflow_failing f
+  where f.will_retry
+    and t.run_id = f.run_id and t.step_slug = f.step_slug and t.task_index = f.task_index;
+
+  perform pgflow.set_message_visibility(
+    array_agg(f.queue_name), array_agg(f.message_id), array_agg(f.retry_delay_seconds))
+  from pg_temp.pgflow_failing f
+  where f.will_retry
+  having count(*) > 0;
+
+  select array_agg(f.run_id), array_agg(f.step_slug), array_agg(f.task_index),
+         array_agg(f.error_message)
+  into v_dead_runs, v_dead_steps, v_dead_indexes, v_dead_errors
+  from pg_temp.pgflow_failing f where not f.will_retry;
+
+  if v_dead_runs is not null then
+    perform pgflow.fail_tasks_permanently(v_dead_runs, v_dead_steps, v_dead_indexes, v_dead_errors);
+  end if;
+
+  return query
+  select f.run_id, f.step_slug, f.task_index, f.will_retry,
+         case when f.will_retry then f.retry_delay_seconds end
+  from pg_temp.pgflow_failing f
+  order by f.run_id, f.step_slug, f.task_index;
+end;
+$$;
+
+------------------------------------------------------------------------------------------------
+-- Recovery
+------------------------------------------------------------------------------------------------
+
+-- requeue_stalled_tasks: finds 'started' tasks whose step timeout plus p_grace_seconds has
+-- passed (their worker died or lost its connection) and puts them back: status 'queued' and
+-- the message visible now, at most p_max_requeues times per task; a task stalled more often
+-- fails for good (with its run). The attempt the stalled worker consumed stays counted.
+-- One caller at a time per database (a transaction advisory lock; others return nothing).
+-- Safe to call from every worker on an interval; no pg_cron needed.
+-- Locks: advisory (namespace, 0), then step_tasks with SKIP LOCKED.
+create function pgflow.requeue_stalled_tasks(
+  p_grace_seconds integer default 30,
+  p_max_requeues integer default 3
+)
+returns table (run_id uuid, step_slug text, task_index integer, queue_name text,
+               message_id bigint, requeued boolean)
+language plpgsql
+as $$
+#variable_conflict use_column
+declare
+  v_dead record;
+begin
+  if not pg_try_advisory_xact_lock(pgflow.lock_namespace(), 0) then
+    return;
+  end if;
+
+  create temporary table if not exists pg_temp.pgflow_stalled (
+    run_id uuid, step_slug text, task_index integer, queue_name text, message_id bigint,
+    requeue boolean
+  ) on commit drop;
+  delete from pg_temp.pgflow_stalled;
+
+  insert into pg_temp.pgflow_stalled
+  select t.run_id, t.step_slug, t.task_index, t.queue_name, t.message_id,
+         t.requeue_count < p_max_requeues
+  from pgflow.step_tasks t
+  join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
+  where t.status = 'started'
+    and t.started_at < now() - make_interval(secs => o.timeout + p_grace_seconds)
+  order by t.run_id, t.step_slug, t.task_index
+  for update of t skip locked;
+
+  update pgflow.step_tasks t
+  set status = 'queued', requeue_count = t.requeue_count + 1
+  from pg_temp.pgflow_stalled s
+  where s.requeue
+    and t.run_id = s.run_id and t.step_slug = s.step_slug and t.task_index = s.task_index;
+
+  perform pgflow.set_message_visibility(
+    array_agg(s.queue_name), array_agg(s.message_id), array_agg(0))
+  from pg_temp.pgflow_stalled s
+  where s.requeue
+  having count(*) > 0;
+
+  select array_agg(s.run_id) as run_ids, array_agg(s.step_slug) as step_slugs,
+         array_agg(s.task_index) as task_indexes,
+         array_agg(format('task stalled %s times (its worker stopped or lost the database while '
+                          'running it)', p_max_requeues + 1)) as errors
+  into v_dead
+  from pg_temp.pgflow_stalled s where not s.requeue;
+
+  if v_dead.run_ids is not null then
+    perform pgflow.fail_tasks_permanently(v_dead.run_ids, v_dead.step_slugs, v_dead.task_indexes,
+                                          v_dead.errors);
+  end if;
+
+  return query
+  select s.run_id, s.step_slug, s.task_index, s.queue_name, s.message_id, s.requeue
+  from pg_temp.pgflow_stalled s
+  order by s.run_id, s.step_slug, s.task_index;
+end;
+$$;

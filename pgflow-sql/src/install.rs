@@ -1,0 +1,135 @@
+//! Installing PGMQ and the `pgflow` schema.
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgConnection, PgPool};
+
+use crate::InstallError;
+use crate::migrations::apply_pending;
+
+/// Second key of the session advisory lock that serializes installers (the first key is
+/// pgflow's lock namespace, as in the SQL core).
+const INSTALL_LOCK: (i32, i32) = (1_885_824_620, 1);
+
+/// Where the database's PGMQ came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PgmqSource {
+    /// The server's `pgmq` extension (created now or before).
+    Extension,
+    /// PGMQ's own SQL, applied by the `pgmq` crate's embedded installer.
+    EmbeddedSql,
+}
+
+/// What [`install`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstallReport {
+    /// How PGMQ is provided in this database.
+    pub pgmq: PgmqSource,
+    /// The pgflow migrations applied by this call (empty when the schema was current).
+    pub applied_migrations: Vec<i64>,
+    /// The schema version the database is at now.
+    pub schema_version: i64,
+}
+
+/// Installs or upgrades PGMQ and the `pgflow` schema in the database behind `pool`.
+///
+/// Idempotent, and safe when many processes call it at once: installers take turns on a
+/// session advisory lock held on a connection of their own (so `pool` may be small). Refuses
+/// a database whose `pgflow` schema is newer than this code ([`InstallError::SchemaNewer`]).
+pub async fn install(pool: &PgPool) -> Result<InstallReport, InstallError> {
+    let options: PgConnectOptions = (*pool.connect_options()).clone();
+    let mut lock_conn = options
+        .connect()
+        .await
+        .map_err(|e| InstallError::connect(&options, e))?;
+    sqlx::query("select pg_advisory_lock($1, $2)")
+        .bind(INSTALL_LOCK.0)
+        .bind(INSTALL_LOCK.1)
+        .execute(&mut lock_conn)
+        .await?;
+
+    let result = install_locked(&mut lock_conn, &options).await;
+
+    // Closing the connection releases the lock even if the unlock fails.
+    let _ = sqlx::query("select pg_advisory_unlock($1, $2)")
+        .bind(INSTALL_LOCK.0)
+        .bind(INSTALL_LOCK.1)
+        .execute(&mut lock_conn)
+        .await;
+    let _ = sqlx::Connection::close(lock_conn).await;
+    result
+}
+
+/// Connects to `database_url` and runs [`install`]: the form a CLI or a deploy script wants.
+pub async fn install_url(database_url: &str) -> Result<InstallReport, InstallError> {
+    let options: PgConnectOptions = database_url.parse().map_err(|e| InstallError::Connect {
+        target: "(unparsable URL)".to_owned(),
+        source: e,
+    })?;
+    // Connect once up front: a pool would retry an unreachable server until its timeout.
+    let probe = options
+        .connect()
+        .await
+        .map_err(|e| InstallError::connect(&options, e))?;
+    let _ = sqlx::Connection::close(probe).await;
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect_lazy_with(options);
+    let report = install(&pool).await;
+    pool.close().await;
+    report
+}
+
+async fn install_locked(
+    conn: &mut PgConnection,
+    options: &PgConnectOptions,
+) -> Result<InstallReport, InstallError> {
+    let pgmq = install_pgmq(conn, options).await?;
+    let applied_migrations = apply_pending(conn).await?;
+    let schema_version = crate::code_schema_version();
+    tracing::info!(?pgmq, applied = applied_migrations.len(), schema_version, "pgflow installed");
+    Ok(InstallReport {
+        pgmq,
+        applied_migrations,
+        schema_version,
+    })
+}
+
+/// PGMQ: keep an installed extension; otherwise keep SQL-installed PGMQ up to date; otherwise
+/// prefer the server's extension, falling back to PGMQ's embedded SQL.
+async fn install_pgmq(
+    conn: &mut PgConnection,
+    options: &PgConnectOptions,
+) -> Result<PgmqSource, InstallError> {
+    let (extension_installed, schema_exists, extension_available): (bool, bool, bool) =
+        sqlx::query_as(
+            "select exists (select 1 from pg_extension where extname = 'pgmq'),
+                    exists (select 1 from pg_namespace where nspname = 'pgmq'),
+                    exists (select 1 from pg_available_extensions where name = 'pgmq')",
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+
+    if extension_installed {
+        return Ok(PgmqSource::Extension);
+    }
+    if !schema_exists && extension_available {
+        sqlx::query("create extension if not exists pgmq")
+            .execute(&mut *conn)
+            .await?;
+        return Ok(PgmqSource::Extension);
+    }
+
+    // The embedded installer takes a pool; give it one connection of its own.
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(options.clone())
+        .await
+        .map_err(|e| InstallError::connect(options, e))?;
+    let result = pgmq::install::install_sql_from_embedded(&pool).await;
+    pool.close().await;
+    result.map_err(|error| match error {
+        pgmq::errors::PgmqError::DatabaseError(db) => InstallError::from(db),
+        other => InstallError::Pgmq(Box::new(other)),
+    })?;
+    Ok(PgmqSource::EmbeddedSql)
+}

@@ -1,0 +1,15 @@
+//! The pgflow SQL core: PGMQ installation, the `pgflow` schema's embedded migrations and schema
+//! version checks.
+//!
+//! [`install`] puts everything a database needs in place: PGMQ first (the server's `pgmq`
+//! extension when it has one, otherwise PGMQ's own SQL as embedded in the `pgmq` crate), then
+//! the `pgflow` schema. It is idempotent and safe to call from many processes at once.
+//! [`check_schema`] tells a worker or client whether the database matches this code.
+
+mod error;
+mod install;
+mod migrations;
+
+pub use error::InstallError;
+pub use install::{InstallReport, PgmqSource, install, install_url};
+pub use migrations::{SchemaStatus, check_schema, code_schema_version};

@@ -1,0 +1,129 @@
+//! The `pgflow` schema's migrations: embedded in the binary, applied in version order, recorded
+//! in `pgflow.schema_migrations`.
+//!
+//! The files are embedded with `sqlx::migrate!`, but applied and recorded here rather than by
+//! sqlx's own runner: that runner keeps its ledger in `public._sqlx_migrations`, the table the
+//! user's application uses for its own migrations, and the two ledgers would then mistake each
+//! other's entries for unknown versions.
+
+use sqlx::migrate::Migrator;
+use sqlx::{Acquire, PgConnection, PgPool};
+
+use crate::InstallError;
+
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// The newest schema version this code carries (the version of its last migration).
+pub fn code_schema_version() -> i64 {
+    MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+/// How a database's `pgflow` schema relates to this code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaStatus {
+    /// No pgflow schema is installed: run `pgflow install`.
+    NotInstalled,
+    /// The schema is older than this code: run `pgflow install` to upgrade it.
+    Outdated {
+        /// The newest migration applied to the database.
+        database: i64,
+        /// The newest migration this code carries.
+        code: i64,
+    },
+    /// The schema is exactly what this code expects.
+    Current,
+    /// The schema is newer than this code: upgrade the code.
+    Newer {
+        /// The newest migration applied to the database.
+        database: i64,
+        /// The newest migration this code carries.
+        code: i64,
+    },
+}
+
+/// Reads the schema version of the database behind `pool` and compares it with this code.
+pub async fn check_schema(pool: &PgPool) -> Result<SchemaStatus, InstallError> {
+    let mut conn = pool.acquire().await?;
+    let database = match applied_version(&mut conn).await? {
+        None => return Ok(SchemaStatus::NotInstalled),
+        Some(version) => version,
+    };
+    let code = code_schema_version();
+    Ok(match database.cmp(&code) {
+        std::cmp::Ordering::Less => SchemaStatus::Outdated { database, code },
+        std::cmp::Ordering::Equal => SchemaStatus::Current,
+        std::cmp::Ordering::Greater => SchemaStatus::Newer { database, code },
+    })
+}
+
+/// The newest applied migration, or `None` when the ledger does not exist.
+async fn applied_version(conn: &mut PgConnection) -> Result<Option<i64>, InstallError> {
+    let ledger_exists: bool =
+        sqlx::query_scalar("select to_regclass('pgflow.schema_migrations') is not null")
+            .fetch_one(&mut *conn)
+            .await?;
+    if !ledger_exists {
+        return Ok(None);
+    }
+    let version: Option<i64> = sqlx::query_scalar("select max(version) from pgflow.schema_migrations")
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(version)
+}
+
+/// Applies every migration the database lacks, each in its own transaction.
+///
+/// The caller holds the installation lock, so no other installer runs concurrently. Returns the
+/// versions applied now.
+pub(crate) async fn apply_pending(conn: &mut PgConnection) -> Result<Vec<i64>, InstallError> {
+    sqlx::raw_sql(
+        "create schema if not exists pgflow;
+         create table if not exists pgflow.schema_migrations (
+           version bigint primary key,
+           description text not null,
+           checksum bytea not null,
+           installed_at timestamptz not null default now()
+         );",
+    )
+    .execute(&mut *conn)
+    .await?;
+
+    let applied: Vec<(i64, Vec<u8>)> =
+        sqlx::query_as("select version, checksum from pgflow.schema_migrations order by version")
+            .fetch_all(&mut *conn)
+            .await?;
+
+    let code = code_schema_version();
+    if let Some(&(database, _)) = applied.last()
+        && database > code
+    {
+        return Err(InstallError::SchemaNewer { database, code });
+    }
+
+    let mut installed_now = Vec::new();
+    for migration in MIGRATOR.iter() {
+        if let Some((_, checksum)) = applied.iter().find(|(v, _)| *v == migration.version) {
+            if checksum.as_slice() != migration.checksum.as_ref() {
+                return Err(InstallError::ChecksumMismatch {
+                    version: migration.version,
+                });
+            }
+            continue;
+        }
+        let mut tx = conn.begin().await?;
+        sqlx::raw_sql(&migration.sql).execute(&mut *tx).await?;
+        sqlx::query(
+            "insert into pgflow.schema_migrations (version, description, checksum)
+             values ($1, $2, $3)",
+        )
+        .bind(migration.version)
+        .bind(&*migration.description)
+        .bind(migration.checksum.as_ref())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        tracing::info!(version = migration.version, description = %migration.description, "applied pgflow migration");
+        installed_now.push(migration.version);
+    }
+    Ok(installed_now)
+}

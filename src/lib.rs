@@ -1,0 +1,24 @@
+//! pgflow for Rust: Postgres-native durable workflows.
+//!
+//! Flows are DAGs of typed Rust handlers; Postgres (schema `pgflow`) stores every run, step and
+//! task, PGMQ queues the work, and workers anywhere run it. This facade re-exports the runtime
+//! ([`pgflow_runtime`]) and the installer ([`pgflow_sql`]).
+//!
+//! ```no_run
+//! # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+//! use pgflow::{FlowDefinition, FlowSlug, StepDefinition, StepSlug};
+//!
+//! pgflow::install(&pool).await?;
+//! let flow = FlowDefinition::new(FlowSlug::new("greet")?)
+//!     .step(StepDefinition::single(StepSlug::new("hello")?));
+//! pgflow::engine::compile_flow(&pool, &flow).await?;
+//! let run = pgflow::engine::start_flow(&pool, "greet", &serde_json::json!({"name": "Ada"})).await?;
+//! println!("started run {}", run.run_id);
+//! # Ok(()) }
+//! ```
+
+pub use pgflow_runtime::*;
+pub use pgflow_sql::{
+    InstallError, InstallReport, PgmqSource, SchemaStatus, check_schema, code_schema_version,
+    install, install_url,
+};
