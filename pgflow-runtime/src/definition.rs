@@ -170,7 +170,9 @@ impl FlowDefinition {
 
     /// The queue a step routes to: its own, or the flow's default queue.
     pub fn queue_of(&self, step: &StepDefinition) -> QueueName {
-        step.queue.clone().unwrap_or_else(|| self.slug.default_queue())
+        step.queue
+            .clone()
+            .unwrap_or_else(|| self.slug.default_queue())
     }
 
     /// The flow options as the SQL core's `define_flow` takes them.

@@ -274,16 +274,15 @@ pub async fn start_tasks(
     worker_id: Uuid,
     supported: &SupportedPairs,
 ) -> Result<Vec<ClaimedTask>, EngineError> {
-    let tasks = sqlx::query_as::<_, ClaimedTask>(
-        "select * from pgflow.start_tasks($1, $2, $3, $4, $5)",
-    )
-    .bind(queue.as_str())
-    .bind(message_ids)
-    .bind(worker_id)
-    .bind(&supported.flow_slugs)
-    .bind(&supported.step_slugs)
-    .fetch_all(executor)
-    .await?;
+    let tasks =
+        sqlx::query_as::<_, ClaimedTask>("select * from pgflow.start_tasks($1, $2, $3, $4, $5)")
+            .bind(queue.as_str())
+            .bind(message_ids)
+            .bind(worker_id)
+            .bind(&supported.flow_slugs)
+            .bind(&supported.step_slugs)
+            .fetch_all(executor)
+            .await?;
     Ok(tasks)
 }
 
@@ -320,7 +319,12 @@ pub async fn complete_tasks(
 ) -> Result<u64, EngineError> {
     let count: i32 = sqlx::query_scalar("select pgflow.complete_tasks($1, $2, $3, $4, $5)")
         .bind(completions.iter().map(|c| c.run_id).collect::<Vec<_>>())
-        .bind(completions.iter().map(|c| c.step_slug.as_str()).collect::<Vec<_>>())
+        .bind(
+            completions
+                .iter()
+                .map(|c| c.step_slug.as_str())
+                .collect::<Vec<_>>(),
+        )
         .bind(completions.iter().map(|c| c.task_index).collect::<Vec<_>>())
         .bind(completions.iter().map(|c| c.attempt).collect::<Vec<_>>())
         .bind(completions.iter().map(|c| &c.output).collect::<Vec<_>>())
@@ -335,16 +339,25 @@ pub async fn fail_tasks(
     executor: impl PgExecutor<'_>,
     failures: &[TaskFailure],
 ) -> Result<Vec<FailureOutcome>, EngineError> {
-    let outcomes = sqlx::query_as::<_, FailureOutcome>(
-        "select * from pgflow.fail_tasks($1, $2, $3, $4, $5)",
-    )
-    .bind(failures.iter().map(|f| f.run_id).collect::<Vec<_>>())
-    .bind(failures.iter().map(|f| f.step_slug.as_str()).collect::<Vec<_>>())
-    .bind(failures.iter().map(|f| f.task_index).collect::<Vec<_>>())
-    .bind(failures.iter().map(|f| f.attempt).collect::<Vec<_>>())
-    .bind(failures.iter().map(|f| f.error_message.as_str()).collect::<Vec<_>>())
-    .fetch_all(executor)
-    .await?;
+    let outcomes =
+        sqlx::query_as::<_, FailureOutcome>("select * from pgflow.fail_tasks($1, $2, $3, $4, $5)")
+            .bind(failures.iter().map(|f| f.run_id).collect::<Vec<_>>())
+            .bind(
+                failures
+                    .iter()
+                    .map(|f| f.step_slug.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(failures.iter().map(|f| f.task_index).collect::<Vec<_>>())
+            .bind(failures.iter().map(|f| f.attempt).collect::<Vec<_>>())
+            .bind(
+                failures
+                    .iter()
+                    .map(|f| f.error_message.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .fetch_all(executor)
+            .await?;
     Ok(outcomes)
 }
 
@@ -356,12 +369,11 @@ pub async fn requeue_stalled_tasks(
     grace_seconds: i32,
     max_requeues: i32,
 ) -> Result<Vec<StalledTask>, EngineError> {
-    let tasks = sqlx::query_as::<_, StalledTask>(
-        "select * from pgflow.requeue_stalled_tasks($1, $2)",
-    )
-    .bind(grace_seconds)
-    .bind(max_requeues)
-    .fetch_all(executor)
-    .await?;
+    let tasks =
+        sqlx::query_as::<_, StalledTask>("select * from pgflow.requeue_stalled_tasks($1, $2)")
+            .bind(grace_seconds)
+            .bind(max_requeues)
+            .fetch_all(executor)
+            .await?;
     Ok(tasks)
 }

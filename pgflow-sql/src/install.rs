@@ -86,7 +86,12 @@ async fn install_locked(
     let pgmq = install_pgmq(conn, options).await?;
     let applied_migrations = apply_pending(conn).await?;
     let schema_version = crate::code_schema_version();
-    tracing::info!(?pgmq, applied = applied_migrations.len(), schema_version, "pgflow installed");
+    tracing::info!(
+        ?pgmq,
+        applied = applied_migrations.len(),
+        schema_version,
+        "pgflow installed"
+    );
     Ok(InstallReport {
         pgmq,
         applied_migrations,

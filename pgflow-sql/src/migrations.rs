@@ -7,7 +7,7 @@
 //! other's entries for unknown versions.
 
 use sqlx::migrate::Migrator;
-use sqlx::{Acquire, PgConnection, PgPool};
+use sqlx::{Connection, Executor, PgConnection, PgPool};
 
 use crate::InstallError;
 
@@ -65,9 +65,10 @@ async fn applied_version(conn: &mut PgConnection) -> Result<Option<i64>, Install
     if !ledger_exists {
         return Ok(None);
     }
-    let version: Option<i64> = sqlx::query_scalar("select max(version) from pgflow.schema_migrations")
-        .fetch_one(&mut *conn)
-        .await?;
+    let version: Option<i64> =
+        sqlx::query_scalar("select max(version) from pgflow.schema_migrations")
+            .fetch_one(&mut *conn)
+            .await?;
     Ok(version)
 }
 
@@ -76,17 +77,19 @@ async fn applied_version(conn: &mut PgConnection) -> Result<Option<i64>, Install
 /// The caller holds the installation lock, so no other installer runs concurrently. Returns the
 /// versions applied now.
 pub(crate) async fn apply_pending(conn: &mut PgConnection) -> Result<Vec<i64>, InstallError> {
-    sqlx::raw_sql(
-        "create schema if not exists pgflow;
+    // `Executor::execute` (a boxed, `Send` future) rather than `RawSql::execute`, whose
+    // generic future is not `Send` for `&mut PgConnection`.
+    (&mut *conn)
+        .execute(sqlx::raw_sql(
+            "create schema if not exists pgflow;
          create table if not exists pgflow.schema_migrations (
            version bigint primary key,
            description text not null,
            checksum bytea not null,
            installed_at timestamptz not null default now()
          );",
-    )
-    .execute(&mut *conn)
-    .await?;
+        ))
+        .await?;
 
     let applied: Vec<(i64, Vec<u8>)> =
         sqlx::query_as("select version, checksum from pgflow.schema_migrations order by version")
@@ -110,8 +113,8 @@ pub(crate) async fn apply_pending(conn: &mut PgConnection) -> Result<Vec<i64>, I
             }
             continue;
         }
-        let mut tx = conn.begin().await?;
-        sqlx::raw_sql(&migration.sql).execute(&mut *tx).await?;
+        let mut tx = Connection::begin(&mut *conn).await?;
+        (&mut *tx).execute(sqlx::raw_sql(&migration.sql)).await?;
         sqlx::query(
             "insert into pgflow.schema_migrations (version, description, checksum)
              values ($1, $2, $3)",

@@ -1,1 +1,13 @@
+//! Integration tests of the SQL core against a real Postgres with real PGMQ.
+//!
+//! Every test gets a fresh database from `#[sqlx::test]` (server from `DATABASE_URL`, default
+//! in `.cargo/config.toml`) and installs pgflow into it.
 
+mod claim;
+mod define;
+mod flows;
+mod install;
+mod outputs;
+mod retry;
+mod stalled;
+mod support;

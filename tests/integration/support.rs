@@ -1,0 +1,166 @@
+//! Helpers shared by the integration tests.
+
+#![allow(dead_code)]
+
+use pgflow::engine::{self, ClaimedTask, Run, SupportedPairs, TaskCompletion};
+use pgflow::{FlowDefinition, FlowSlug, QueueName, StepDefinition, StepSlug};
+use serde_json::Value;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// Installs pgflow into the test database.
+pub async fn install(pool: &PgPool) {
+    pgflow::install(pool).await.expect("install pgflow");
+}
+
+pub fn flow(slug: &str) -> FlowSlug {
+    FlowSlug::new(slug).expect("valid flow slug")
+}
+
+pub fn step(slug: &str) -> StepSlug {
+    StepSlug::new(slug).expect("valid step slug")
+}
+
+pub fn queue(name: &str) -> QueueName {
+    QueueName::new(name).expect("valid queue name")
+}
+
+pub fn single(slug: &str, deps: &[&str]) -> StepDefinition {
+    deps.iter()
+        .fold(StepDefinition::single(step(slug)), |s, d| {
+            s.depends_on(step(d))
+        })
+}
+
+pub fn map(slug: &str, deps: &[&str]) -> StepDefinition {
+    deps.iter().fold(StepDefinition::map(step(slug)), |s, d| {
+        s.depends_on(step(d))
+    })
+}
+
+/// Compiles `definition` and returns it.
+pub async fn compiled(pool: &PgPool, definition: FlowDefinition) -> FlowDefinition {
+    engine::compile_flow(pool, &definition)
+        .await
+        .expect("compile flow");
+    definition
+}
+
+/// Every step of every given flow routed to `queue`.
+pub fn pairs_for(flows: &[&FlowDefinition], queue: &QueueName) -> SupportedPairs {
+    let mut pairs = SupportedPairs::new();
+    for f in flows {
+        pairs.extend_routed_to(f, queue);
+    }
+    pairs
+}
+
+/// Reads and claims up to 100 visible tasks of `queue`.
+pub async fn claim(pool: &PgPool, queue: &QueueName, pairs: &SupportedPairs) -> Vec<ClaimedTask> {
+    engine::read_and_start_tasks(pool, queue, Uuid::new_v4(), pairs, 100, 30)
+        .await
+        .expect("claim tasks")
+}
+
+/// Runs every visible task of `flow` until none is left, answering each with `handler`.
+/// Returns the tasks in the order they were handled.
+pub async fn drain(
+    pool: &PgPool,
+    flow: &FlowDefinition,
+    handler: impl Fn(&ClaimedTask) -> Value,
+) -> Vec<ClaimedTask> {
+    let mut queues: Vec<QueueName> = flow.steps.iter().map(|s| flow.queue_of(s)).collect();
+    queues.sort();
+    queues.dedup();
+    let mut handled = Vec::new();
+    loop {
+        let mut progressed = false;
+        for q in &queues {
+            let tasks = claim(pool, q, &pairs_for(&[flow], q)).await;
+            if tasks.is_empty() {
+                continue;
+            }
+            progressed = true;
+            let completions: Vec<_> = tasks
+                .iter()
+                .map(|t| TaskCompletion::of(t, handler(t)))
+                .collect();
+            engine::complete_tasks(pool, &completions)
+                .await
+                .expect("complete tasks");
+            handled.extend(tasks);
+        }
+        if !progressed {
+            return handled;
+        }
+    }
+}
+
+pub async fn run(pool: &PgPool, run_id: Uuid) -> Run {
+    sqlx::query_as("select * from pgflow.runs where run_id = $1")
+        .bind(run_id)
+        .fetch_one(pool)
+        .await
+        .expect("run exists")
+}
+
+/// `(step_slug, status)` of every step of a run, by step slug.
+pub async fn step_statuses(pool: &PgPool, run_id: Uuid) -> Vec<(String, String)> {
+    sqlx::query_as(
+        "select step_slug, status from pgflow.step_states where run_id = $1 order by step_slug",
+    )
+    .bind(run_id)
+    .fetch_all(pool)
+    .await
+    .expect("step states")
+}
+
+/// `(step_slug, task_index, status, attempts_count)` of every task of a run.
+pub async fn task_rows(pool: &PgPool, run_id: Uuid) -> Vec<(String, i32, String, i32)> {
+    sqlx::query_as(
+        "select step_slug, task_index, status, attempts_count from pgflow.step_tasks
+         where run_id = $1 order by step_slug, task_index",
+    )
+    .bind(run_id)
+    .fetch_all(pool)
+    .await
+    .expect("task rows")
+}
+
+/// A message as PGMQ holds it: (msg_id, read_ct, visible now).
+pub async fn messages(pool: &PgPool, queue: &str) -> Vec<(i64, i32, bool)> {
+    sqlx::query_as(&format!(
+        "select msg_id, read_ct, vt <= clock_timestamp() from pgmq.q_{queue} order by msg_id"
+    ))
+    .fetch_all(pool)
+    .await
+    .expect("queue table")
+}
+
+/// Number of archived messages of a queue.
+pub async fn archived(pool: &PgPool, queue: &str) -> i64 {
+    sqlx::query_scalar(&format!("select count(*) from pgmq.a_{queue}"))
+        .fetch_one(pool)
+        .await
+        .expect("archive table")
+}
+
+/// Makes every message of the queue visible now (instead of waiting out a delay).
+pub async fn make_visible(pool: &PgPool, queue: &str) {
+    sqlx::query(&format!("update pgmq.q_{queue} set vt = clock_timestamp()"))
+        .execute(pool)
+        .await
+        .expect("make messages visible");
+}
+
+/// A connection URL to the test database behind `pool`.
+pub fn database_url(pool: &PgPool) -> String {
+    let options = pool.connect_options();
+    format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().expect("test database name")
+    )
+}
