@@ -3,6 +3,8 @@
 //! Every test gets a fresh database from `#[sqlx::test]` (server from `DATABASE_URL`, default
 //! in `.cargo/config.toml`) and installs pgflow into it.
 
+#![allow(clippy::unwrap_used)]
+
 mod claim;
 mod define;
 mod flows;
