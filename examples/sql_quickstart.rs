@@ -3,7 +3,7 @@
 //! SQL calls until every run is done.
 //!
 //! Database: `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`); the example
-//! works in its own database, `pgflow_quickstart`, created on first use.
+//! works in a database of its own, `pgflow_quickstart`, created afresh on every run.
 //!
 //! These loops show the engine's contract (queue-scoped claims, batched completions); the
 //! worker runtime (`pgflow::Worker`) builds the production version of them.
@@ -169,7 +169,7 @@ async fn wait_for_runs(pool: &PgPool, run_ids: &[Uuid]) -> Result<(usize, usize)
     }
 }
 
-/// Connects to the example's own database, creating it when missing.
+/// Connects to a fresh copy of the example's own database.
 async fn connect() -> Result<PgPool, Error> {
     let url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
@@ -181,16 +181,12 @@ async fn connect() -> Result<PgPool, Error> {
             server.get_port()
         )
     })?;
-    let exists: bool =
-        sqlx::query_scalar("select exists (select 1 from pg_database where datname = $1)")
-            .bind(DATABASE)
-            .fetch_one(&mut admin)
-            .await?;
-    if !exists {
-        sqlx::query(&format!("create database {DATABASE}"))
-            .execute(&mut admin)
-            .await?;
-    }
+    sqlx::query(&format!("drop database if exists {DATABASE} with (force)"))
+        .execute(&mut admin)
+        .await?;
+    sqlx::query(&format!("create database {DATABASE}"))
+        .execute(&mut admin)
+        .await?;
     Ok(PgPoolOptions::new()
         .max_connections(8)
         .connect_with(server.database(DATABASE))

@@ -9,12 +9,14 @@
 --   PF005 invalid call arguments          (message says which)
 --
 -- Lock order, for every function below (deadlock freedom):
---   1. advisory lock of a flow (compile only), then
---   2. step_tasks rows, in (run_id, step_slug, task_index) order,
---   3. step_states rows, in (run_id, step_slug) order: completed steps before their dependents,
---   4. runs rows, in run_id order,
+--   1. advisory lock of a flow (compile only; the stalled-task sweep uses a try-lock),
+--   2. runs rows, in run_id order (every function that changes a run's progress locks the
+--      runs it touches first, with FOR NO KEY UPDATE),
+--   3. step_tasks rows, in (run_id, step_slug, task_index) order,
+--   4. step_states rows, in (run_id, step_slug) order: completed steps before their dependents,
 --   5. other live tasks of failing runs, with SKIP LOCKED (never waits).
--- PGMQ calls (send, set_vt, archive) only touch message rows of tasks locked in step 2.
+-- A claim (start_tasks) locks queued step_tasks only and never waits for a run.
+-- PGMQ calls (send, set_vt, archive) only touch message rows of tasks this transaction holds.
 
 -- Advisory lock keys: one namespace (the first key) for everything pgflow locks.
 create function pgflow.lock_namespace()
@@ -68,6 +70,20 @@ as $$
           from unnest(p_queue_names, p_message_ids, p_delays) as u(queue_name, message_id, delay)
           group by u.queue_name, u.delay) g
   ) updated;
+$$;
+
+-- Locks runs (FOR NO KEY UPDATE, run_id order): the first lock of every function that changes
+-- the progress of existing runs.
+create function pgflow.lock_runs(p_run_ids uuid[])
+returns void
+language sql
+as $$
+  select count(*) from (
+    select 1 from pgflow.runs
+    where run_id = any(p_run_ids)
+    order by run_id
+    for no key update
+  ) locked;
 $$;
 
 ------------------------------------------------------------------------------------------------
@@ -411,7 +427,7 @@ begin
     select run_id from pgflow.runs
     where run_id = any(p_run_ids) and status = 'started'
     order by run_id
-    for update
+    for no key update
   ),
   failed as (
     update pgflow.runs r
@@ -430,7 +446,7 @@ begin
     select run_id, step_slug, task_index from pgflow.step_tasks
     where run_id = any(v_failed) and status in ('queued', 'started')
     order by run_id, step_slug, task_index
-    for update skip locked
+    for no key update skip locked
   ),
   cancelled as (
     update pgflow.step_tasks t
@@ -471,7 +487,7 @@ begin
       on ss.run_id = t.run_id and ss.step_slug = t.step_slug
     where ss.status = 'started' and ss.remaining_tasks = 0
     order by ss.run_id, ss.step_slug
-    for update of ss
+    for no key update of ss
   ),
   completed as (
     update pgflow.step_states ss
@@ -513,7 +529,7 @@ begin
     from pgflow.step_states ss
     join released on released.run_id = ss.run_id and released.step_slug = ss.step_slug
     order by ss.run_id, ss.step_slug
-    for update of ss
+    for no key update of ss
   )
   update pgflow.step_states ss
   set remaining_deps = ss.remaining_deps - locked.n
@@ -530,7 +546,7 @@ begin
     join per_run on per_run.run_id = r.run_id
     where r.status = 'started'
     order by r.run_id
-    for update of r
+    for no key update of r
   )
   update pgflow.runs r
   set remaining_steps = r.remaining_steps - locked.n
@@ -589,7 +605,7 @@ begin
       where ss.run_id = any(p_run_ids) and ss.status = 'created' and ss.remaining_deps = 0
         and s.step_type = 'map' and jsonb_typeof(src.value) is distinct from 'array'
       order by ss.run_id, ss.step_slug
-      for update of ss
+      for no key update of ss
     ),
     failed as (
       update pgflow.step_states ss
@@ -622,7 +638,7 @@ begin
       join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
       where ss.run_id = any(p_run_ids) and ss.status = 'created' and ss.remaining_deps = 0
       order by ss.run_id, ss.step_slug
-      for update of ss
+      for no key update of ss
     ),
     started as (
       update pgflow.step_states ss
@@ -780,7 +796,7 @@ $$;
 -- Returns one row per claimed task, possibly of several concrete flows, with the handler
 -- input: the flow input (root single step), the element (map step), or an object of the
 -- dependencies' outputs keyed by step slug.
--- Locks: step_tasks (message_id order); then runs/step_states only through fail_runs.
+-- Locks: the matched queued step_tasks (message_id order); no run locks.
 create function pgflow.start_tasks(
   p_queue_name text,
   p_message_ids bigint[],
@@ -803,6 +819,14 @@ language plpgsql
 as $$
 #variable_conflict use_column
 declare
+  v_run_ids uuid[];
+  v_step_slugs text[];
+  v_task_indexes integer[];
+  v_flow_slugs text[];
+  v_message_ids bigint[];
+  v_live boolean[];
+  v_attempts integer[];
+  v_timeouts integer[];
   v_unsupported jsonb;
   v_dead_messages bigint[];
 begin
@@ -813,29 +837,37 @@ begin
       using errcode = 'PF005';
   end if;
 
-  create temporary table if not exists pg_temp.pgflow_claim (
-    run_id uuid, step_slug text, task_index integer, flow_slug text, message_id bigint,
-    run_status text
-  ) on commit drop;
-  delete from pg_temp.pgflow_claim;
+  with matched as (
+    select t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id
+    from pgflow.step_tasks t
+    where t.queue_name = p_queue_name
+      and t.message_id = any(p_message_ids)
+      and t.status = 'queued'
+    order by t.message_id
+    for no key update of t
+  )
+  select array_agg(m.run_id order by m.message_id),
+         array_agg(m.step_slug order by m.message_id),
+         array_agg(m.task_index order by m.message_id),
+         array_agg(m.flow_slug order by m.message_id),
+         array_agg(m.message_id order by m.message_id),
+         array_agg(r.status = 'started' order by m.message_id)
+  into v_run_ids, v_step_slugs, v_task_indexes, v_flow_slugs, v_message_ids, v_live
+  from matched m
+  join pgflow.runs r on r.run_id = m.run_id;
 
-  insert into pg_temp.pgflow_claim
-  select t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, r.status
-  from pgflow.step_tasks t
-  join pgflow.runs r on r.run_id = t.run_id
-  where t.queue_name = p_queue_name
-    and t.message_id = any(p_message_ids)
-    and t.status = 'queued'
-  order by t.message_id
-  for update of t;
+  if v_run_ids is null then
+    return;
+  end if;
 
+  -- Validate every pair before any change.
   select jsonb_agg(jsonb_build_object('flow_slug', u.flow_slug, 'step_slug', u.step_slug,
                                       'message_ids', u.message_ids)
                    order by u.flow_slug, u.step_slug)
   into v_unsupported
   from (
     select c.flow_slug, c.step_slug, jsonb_agg(c.message_id order by c.message_id) as message_ids
-    from pg_temp.pgflow_claim c
+    from unnest(v_flow_slugs, v_step_slugs, v_message_ids) as c(flow_slug, step_slug, message_id)
     where not exists (
       select 1 from unnest(p_flow_slugs, p_step_slugs) as p(flow_slug, step_slug)
       where p.flow_slug = c.flow_slug and p.step_slug = c.step_slug)
@@ -857,49 +889,54 @@ begin
   end if;
 
   -- Tasks of runs that ended while they waited: fail them, archive their messages.
-  with dead as (
-    update pgflow.step_tasks t
-    set status = 'failed', failed_at = now(), error_message = 'run failed before this task started'
-    from pg_temp.pgflow_claim c
-    where c.run_status <> 'started'
-      and t.run_id = c.run_id and t.step_slug = c.step_slug and t.task_index = c.task_index
-    returning t.message_id
-  )
-  select array_agg(dead.message_id) into v_dead_messages from dead;
+  if false = any(v_live) then
+    with dead as (
+      update pgflow.step_tasks t
+      set status = 'failed', failed_at = now(),
+          error_message = 'run failed before this task started'
+      from unnest(v_run_ids, v_step_slugs, v_task_indexes, v_live)
+        as c(run_id, step_slug, task_index, live)
+      where not c.live
+        and t.run_id = c.run_id and t.step_slug = c.step_slug and t.task_index = c.task_index
+      returning t.message_id
+    )
+    select array_agg(dead.message_id) into v_dead_messages from dead;
 
-  if v_dead_messages is not null then
     perform pgflow.archive_messages(
       array_fill(p_queue_name, array[cardinality(v_dead_messages)]), v_dead_messages);
   end if;
 
-  create temporary table if not exists pg_temp.pgflow_claimed (
-    run_id uuid, step_slug text, task_index integer, flow_slug text, message_id bigint,
-    attempt integer, timeout_seconds integer
-  ) on commit drop;
-  delete from pg_temp.pgflow_claimed;
-
+  -- Claim the rest.
   with claimed as (
     update pgflow.step_tasks t
     set status = 'started',
         started_at = now(),
         attempts_count = t.attempts_count + 1,
         last_worker_id = p_worker_id
-    from pg_temp.pgflow_claim c
-    where c.run_status = 'started'
+    from unnest(v_run_ids, v_step_slugs, v_task_indexes, v_live)
+      as c(run_id, step_slug, task_index, live)
+    where c.live
       and t.run_id = c.run_id and t.step_slug = c.step_slug and t.task_index = c.task_index
     returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count
   )
-  insert into pg_temp.pgflow_claimed
-  select c.run_id, c.step_slug, c.task_index, c.flow_slug, c.message_id, c.attempts_count,
-         o.timeout
+  select array_agg(c.run_id order by c.message_id),
+         array_agg(c.step_slug order by c.message_id),
+         array_agg(c.task_index order by c.message_id),
+         array_agg(c.flow_slug order by c.message_id),
+         array_agg(c.message_id order by c.message_id),
+         array_agg(c.attempts_count order by c.message_id),
+         array_agg(o.timeout order by c.message_id)
+  into v_run_ids, v_step_slugs, v_task_indexes, v_flow_slugs, v_message_ids, v_attempts, v_timeouts
   from claimed c
   join pgflow.step_options o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug;
 
+  if v_run_ids is null then
+    return;
+  end if;
+
   -- Keep each message invisible while its handler may run.
   perform pgflow.set_message_visibility(
-    array_agg(p_queue_name), array_agg(c.message_id), array_agg(c.timeout_seconds))
-  from pg_temp.pgflow_claimed c
-  having count(*) > 0;
+    array_fill(p_queue_name, array[cardinality(v_message_ids)]), v_message_ids, v_timeouts);
 
   return query
   select c.flow_slug, c.step_slug, c.run_id, c.task_index, c.message_id, p_queue_name,
@@ -918,7 +955,9 @@ begin
              join pgflow.step_states dss on dss.run_id = c.run_id and dss.step_slug = d.dep_slug
              where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
          end
-  from pg_temp.pgflow_claimed c
+  from unnest(v_run_ids, v_step_slugs, v_task_indexes, v_flow_slugs, v_message_ids, v_attempts,
+              v_timeouts)
+    as c(run_id, step_slug, task_index, flow_slug, message_id, attempt, timeout_seconds)
   join pgflow.steps s on s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
   join pgflow.runs r on r.run_id = c.run_id
   order by c.message_id;
@@ -970,7 +1009,7 @@ $$;
 -- Archives the tasks' messages, counts the tasks down on their steps and completes the steps
 -- that are done (which releases dependents, completes runs and starts ready steps).
 -- Returns the number of tasks completed by this call.
--- Locks: step_tasks (key order), step_states (key order), then as complete_steps.
+-- Locks: runs, step_tasks, step_states (see the lock order above).
 create function pgflow.complete_tasks(
   p_run_ids uuid[],
   p_step_slugs text[],
@@ -984,7 +1023,8 @@ as $$
 declare
   v_runs uuid[];
   v_steps text[];
-  v_count integer;
+  v_queues text[];
+  v_messages bigint[];
 begin
   if cardinality(p_run_ids) is distinct from cardinality(p_step_slugs)
      or cardinality(p_run_ids) is distinct from cardinality(p_task_indexes)
@@ -994,10 +1034,7 @@ begin
       'must be arrays of equal length' using errcode = 'PF005';
   end if;
 
-  create temporary table if not exists pg_temp.pgflow_completed (
-    run_id uuid, step_slug text, queue_name text, message_id bigint
-  ) on commit drop;
-  delete from pg_temp.pgflow_completed;
+  perform pgflow.lock_runs(p_run_ids);
 
   with input as (
     select * from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_outputs)
@@ -1010,7 +1047,7 @@ begin
       and input.task_index = t.task_index and input.attempt = t.attempts_count
     where t.status = 'started'
     order by t.run_id, t.step_slug, t.task_index
-    for update of t
+    for no key update of t
   ),
   completed as (
     update pgflow.step_tasks t
@@ -1022,19 +1059,20 @@ begin
       and t.task_index = locked.task_index and t.status = 'started'
     returning t.run_id, t.step_slug, t.queue_name, t.message_id
   )
-  insert into pg_temp.pgflow_completed select * from completed;
-  get diagnostics v_count = row_count;
+  select array_agg(run_id), array_agg(step_slug), array_agg(queue_name), array_agg(message_id)
+  into v_runs, v_steps, v_queues, v_messages
+  from completed;
 
-  if v_count = 0 then
+  if v_runs is null then
     return 0;
   end if;
 
-  perform pgflow.archive_messages(array_agg(c.queue_name), array_agg(c.message_id))
-  from pg_temp.pgflow_completed c;
+  perform pgflow.archive_messages(v_queues, v_messages);
 
   with per_step as (
     select c.run_id, c.step_slug, count(*)::integer as n
-    from pg_temp.pgflow_completed c group by c.run_id, c.step_slug
+    from unnest(v_runs, v_steps) as c(run_id, step_slug)
+    group by c.run_id, c.step_slug
   ),
   locked as (
     select ss.run_id, ss.step_slug, per_step.n
@@ -1042,7 +1080,7 @@ begin
     join per_step on per_step.run_id = ss.run_id and per_step.step_slug = ss.step_slug
     where ss.status = 'started'
     order by ss.run_id, ss.step_slug
-    for update of ss
+    for no key update of ss
   ),
   counted as (
     update pgflow.step_states ss
@@ -1058,13 +1096,13 @@ begin
     perform pgflow.complete_steps(v_runs, v_steps);
   end if;
 
-  return v_count;
+  return cardinality(v_messages);
 end;
 $$;
 
 -- Fails tasks for good: the tasks, their steps and their runs become 'failed'; the runs' other
 -- live tasks are failed too and every affected message is archived.
--- Expects the tasks to be locked by the caller.
+-- Expects the caller to hold the runs' and the tasks' locks.
 create function pgflow.fail_tasks_permanently(
   p_run_ids uuid[],
   p_step_slugs text[],
@@ -1107,7 +1145,7 @@ begin
     join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
     where ss.status = 'started'
     order by ss.run_id, ss.step_slug
-    for update of ss
+    for no key update of ss
   ),
   failed as (
     update pgflow.step_states ss
@@ -1131,7 +1169,7 @@ $$;
 -- base_delay). A task out of attempts fails for good, with its step and run (see
 -- fail_tasks_permanently). Tasks of runs that already failed are failed without retry.
 -- Returns, per task handled, whether it will be retried and after how many seconds.
--- Locks: step_tasks (key order), then as fail_tasks_permanently.
+-- Locks: runs, step_tasks, then as fail_tasks_permanently.
 create function pgflow.fail_tasks(
   p_run_ids uuid[],
   p_step_slugs text[],
@@ -1144,10 +1182,14 @@ language plpgsql
 as $$
 #variable_conflict use_column
 declare
-  v_dead_runs uuid[];
-  v_dead_steps text[];
-  v_dead_indexes integer[];
-  v_dead_errors text[];
+  v_runs uuid[];
+  v_steps text[];
+  v_indexes integer[];
+  v_queues text[];
+  v_messages bigint[];
+  v_errors text[];
+  v_retry boolean[];
+  v_delays integer[];
 begin
   if cardinality(p_run_ids) is distinct from cardinality(p_step_slugs)
      or cardinality(p_run_ids) is distinct from cardinality(p_task_indexes)
@@ -1157,55 +1199,66 @@ begin
       'must be arrays of equal length' using errcode = 'PF005';
   end if;
 
-  create temporary table if not exists pg_temp.pgflow_failing (
-    run_id uuid, step_slug text, task_index integer, queue_name text, message_id bigint,
-    error_message text, will_retry boolean, retry_delay_seconds integer
-  ) on commit drop;
-  delete from pg_temp.pgflow_failing;
+  perform pgflow.lock_runs(p_run_ids);
 
-  insert into pg_temp.pgflow_failing
-  select t.run_id, t.step_slug, t.task_index, t.queue_name, t.message_id,
-         left(coalesce(i.error_message, 'unknown error'), 8192),
-         r.status = 'started' and t.attempts_count < o.max_attempts,
-         least(o.base_delay::bigint * power(2, least(t.attempts_count - 1, 40))::bigint,
-               2147483647)::integer
-  from pgflow.step_tasks t
-  join unnest(p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_error_messages)
-    as i(run_id, step_slug, task_index, attempt, error_message)
-    on i.run_id = t.run_id and i.step_slug = t.step_slug and i.task_index = t.task_index
-      and i.attempt = t.attempts_count
-  join pgflow.runs r on r.run_id = t.run_id
-  join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
-  where t.status = 'started'
-  order by t.run_id, t.step_slug, t.task_index
-  for update of t;
+  with failing as (
+    select t.run_id, t.step_slug, t.task_index, t.queue_name, t.message_id,
+           left(coalesce(i.error_message, 'unknown error'), 8192) as error_message,
+           r.status = 'started' and t.attempts_count < o.max_attempts as will_retry,
+           least(o.base_delay::bigint * power(2, least(t.attempts_count - 1, 40))::bigint,
+                 2147483647)::integer as retry_delay_seconds
+    from pgflow.step_tasks t
+    join unnest(p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_error_messages)
+      as i(run_id, step_slug, task_index, attempt, error_message)
+      on i.run_id = t.run_id and i.step_slug = t.step_slug and i.task_index = t.task_index
+        and i.attempt = t.attempts_count
+    join pgflow.runs r on r.run_id = t.run_id
+    join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
+    where t.status = 'started'
+    order by t.run_id, t.step_slug, t.task_index
+    for no key update of t
+  )
+  select array_agg(f.run_id), array_agg(f.step_slug), array_agg(f.task_index),
+         array_agg(f.queue_name), array_agg(f.message_id), array_agg(f.error_message),
+         array_agg(f.will_retry), array_agg(f.retry_delay_seconds)
+  into v_runs, v_steps, v_indexes, v_queues, v_messages, v_errors, v_retry, v_delays
+  from failing f;
+
+  if v_runs is null then
+    return;
+  end if;
 
   -- Retries: back to queued, same message, visible after the backoff.
-  update pgflow.step_tasks t
-  set status = 'queued', error_message = f.error_message
-  from pg_temp.pgflow_failing f
-  where f.will_retry
-    and t.run_id = f.run_id and t.step_slug = f.step_slug and t.task_index = f.task_index;
+  if true = any(v_retry) then
+    update pgflow.step_tasks t
+    set status = 'queued', error_message = f.error_message
+    from unnest(v_runs, v_steps, v_indexes, v_errors, v_retry)
+      as f(run_id, step_slug, task_index, error_message, will_retry)
+    where f.will_retry
+      and t.run_id = f.run_id and t.step_slug = f.step_slug and t.task_index = f.task_index;
 
-  perform pgflow.set_message_visibility(
-    array_agg(f.queue_name), array_agg(f.message_id), array_agg(f.retry_delay_seconds))
-  from pg_temp.pgflow_failing f
-  where f.will_retry
-  having count(*) > 0;
+    perform pgflow.set_message_visibility(array_agg(f.queue_name), array_agg(f.message_id),
+                                          array_agg(f.delay))
+    from unnest(v_queues, v_messages, v_delays, v_retry)
+      as f(queue_name, message_id, delay, will_retry)
+    where f.will_retry;
+  end if;
 
-  select array_agg(f.run_id), array_agg(f.step_slug), array_agg(f.task_index),
-         array_agg(f.error_message)
-  into v_dead_runs, v_dead_steps, v_dead_indexes, v_dead_errors
-  from pg_temp.pgflow_failing f where not f.will_retry;
-
-  if v_dead_runs is not null then
-    perform pgflow.fail_tasks_permanently(v_dead_runs, v_dead_steps, v_dead_indexes, v_dead_errors);
+  -- Out of attempts: fail for good.
+  if false = any(v_retry) then
+    perform pgflow.fail_tasks_permanently(
+      array_agg(f.run_id), array_agg(f.step_slug), array_agg(f.task_index),
+      array_agg(f.error_message))
+    from unnest(v_runs, v_steps, v_indexes, v_errors, v_retry)
+      as f(run_id, step_slug, task_index, error_message, will_retry)
+    where not f.will_retry;
   end if;
 
   return query
   select f.run_id, f.step_slug, f.task_index, f.will_retry,
-         case when f.will_retry then f.retry_delay_seconds end
-  from pg_temp.pgflow_failing f
+         case when f.will_retry then f.delay end
+  from unnest(v_runs, v_steps, v_indexes, v_retry, v_delays)
+    as f(run_id, step_slug, task_index, will_retry, delay)
   order by f.run_id, f.step_slug, f.task_index;
 end;
 $$;
@@ -1218,9 +1271,9 @@ $$;
 -- passed (their worker died or lost its connection) and puts them back: status 'queued' and
 -- the message visible now, at most p_max_requeues times per task; a task stalled more often
 -- fails for good (with its run). The attempt the stalled worker consumed stays counted.
--- One caller at a time per database (a transaction advisory lock; others return nothing).
+-- One caller at a time per database (a transaction advisory try-lock; others return nothing).
 -- Safe to call from every worker on an interval; no pg_cron needed.
--- Locks: advisory (namespace, 0), then step_tasks with SKIP LOCKED.
+-- Locks: advisory (namespace, 0), runs of the candidates, then step_tasks with SKIP LOCKED.
 create function pgflow.requeue_stalled_tasks(
   p_grace_seconds integer default 30,
   p_max_requeues integer default 3
@@ -1231,55 +1284,76 @@ language plpgsql
 as $$
 #variable_conflict use_column
 declare
-  v_dead record;
+  v_candidate_runs uuid[];
+  v_runs uuid[];
+  v_steps text[];
+  v_indexes integer[];
+  v_queues text[];
+  v_messages bigint[];
+  v_requeue boolean[];
 begin
   if not pg_try_advisory_xact_lock(pgflow.lock_namespace(), 0) then
     return;
   end if;
 
-  create temporary table if not exists pg_temp.pgflow_stalled (
-    run_id uuid, step_slug text, task_index integer, queue_name text, message_id bigint,
-    requeue boolean
-  ) on commit drop;
-  delete from pg_temp.pgflow_stalled;
-
-  insert into pg_temp.pgflow_stalled
-  select t.run_id, t.step_slug, t.task_index, t.queue_name, t.message_id,
-         t.requeue_count < p_max_requeues
+  select array_agg(distinct t.run_id) into v_candidate_runs
   from pgflow.step_tasks t
   join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
   where t.status = 'started'
-    and t.started_at < now() - make_interval(secs => o.timeout + p_grace_seconds)
-  order by t.run_id, t.step_slug, t.task_index
-  for update of t skip locked;
+    and t.started_at < now() - make_interval(secs => o.timeout + p_grace_seconds);
 
-  update pgflow.step_tasks t
-  set status = 'queued', requeue_count = t.requeue_count + 1
-  from pg_temp.pgflow_stalled s
-  where s.requeue
-    and t.run_id = s.run_id and t.step_slug = s.step_slug and t.task_index = s.task_index;
+  if v_candidate_runs is null then
+    return;
+  end if;
 
-  perform pgflow.set_message_visibility(
-    array_agg(s.queue_name), array_agg(s.message_id), array_agg(0))
-  from pg_temp.pgflow_stalled s
-  where s.requeue
-  having count(*) > 0;
+  perform pgflow.lock_runs(v_candidate_runs);
 
-  select array_agg(s.run_id) as run_ids, array_agg(s.step_slug) as step_slugs,
-         array_agg(s.task_index) as task_indexes,
-         array_agg(format('task stalled %s times (its worker stopped or lost the database while '
-                          'running it)', p_max_requeues + 1)) as errors
-  into v_dead
-  from pg_temp.pgflow_stalled s where not s.requeue;
+  with stalled as (
+    select t.run_id, t.step_slug, t.task_index, t.queue_name, t.message_id,
+           t.requeue_count < p_max_requeues as requeue
+    from pgflow.step_tasks t
+    join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
+    where t.run_id = any(v_candidate_runs)
+      and t.status = 'started'
+      and t.started_at < now() - make_interval(secs => o.timeout + p_grace_seconds)
+    order by t.run_id, t.step_slug, t.task_index
+    for no key update of t skip locked
+  )
+  select array_agg(s.run_id), array_agg(s.step_slug), array_agg(s.task_index),
+         array_agg(s.queue_name), array_agg(s.message_id), array_agg(s.requeue)
+  into v_runs, v_steps, v_indexes, v_queues, v_messages, v_requeue
+  from stalled s;
 
-  if v_dead.run_ids is not null then
-    perform pgflow.fail_tasks_permanently(v_dead.run_ids, v_dead.step_slugs, v_dead.task_indexes,
-                                          v_dead.errors);
+  if v_runs is null then
+    return;
+  end if;
+
+  if true = any(v_requeue) then
+    update pgflow.step_tasks t
+    set status = 'queued', requeue_count = t.requeue_count + 1
+    from unnest(v_runs, v_steps, v_indexes, v_requeue) as s(run_id, step_slug, task_index, requeue)
+    where s.requeue
+      and t.run_id = s.run_id and t.step_slug = s.step_slug and t.task_index = s.task_index;
+
+    perform pgflow.set_message_visibility(array_agg(s.queue_name), array_agg(s.message_id),
+                                          array_agg(0))
+    from unnest(v_queues, v_messages, v_requeue) as s(queue_name, message_id, requeue)
+    where s.requeue;
+  end if;
+
+  if false = any(v_requeue) then
+    perform pgflow.fail_tasks_permanently(
+      array_agg(s.run_id), array_agg(s.step_slug), array_agg(s.task_index),
+      array_agg(format('task stalled %s times (its worker stopped or lost the database while '
+                       'running it)', p_max_requeues + 1)))
+    from unnest(v_runs, v_steps, v_indexes, v_requeue) as s(run_id, step_slug, task_index, requeue)
+    where not s.requeue;
   end if;
 
   return query
   select s.run_id, s.step_slug, s.task_index, s.queue_name, s.message_id, s.requeue
-  from pg_temp.pgflow_stalled s
+  from unnest(v_runs, v_steps, v_indexes, v_queues, v_messages, v_requeue)
+    as s(run_id, step_slug, task_index, queue_name, message_id, requeue)
   order by s.run_id, s.step_slug, s.task_index;
 end;
 $$;

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod claim;
+mod concurrency;
 mod define;
 mod flows;
 mod install;
