@@ -273,3 +273,32 @@ async fn concurrent_claimers_never_get_the_same_task(pool: PgPool) {
     assert_eq!(all.len(), 300, "every task claimed");
     assert_eq!(distinct.len(), 300, "no task claimed twice");
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_queued_task_of_a_failed_run_is_failed_at_claim_not_returned(pool: PgPool) {
+    install(&pool).await;
+    let (v1, _) = shared_flows(&pool).await;
+    let run = engine::start_flow(&pool, "triage_v1", &json!(1))
+        .await
+        .unwrap();
+    // The run failed while this task's row was locked by someone else (so fail_runs skipped it).
+    sqlx::query("update pgflow.runs set status = 'failed', failed_at = now() where run_id = $1")
+        .bind(run.run_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let classify = queue("classify_threads");
+    assert!(
+        claim(&pool, &classify, &pairs_for(&[&v1], &classify))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        task_rows(&pool, run.run_id).await,
+        vec![("classify".into(), 0, "failed".into(), 0)]
+    );
+    assert!(
+        messages(&pool, "classify_threads").await.is_empty(),
+        "its message is archived"
+    );
+}
