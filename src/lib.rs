@@ -18,6 +18,18 @@
 //! ```
 
 pub use pgflow_runtime::*;
+
+#[doc = include_str!("docs/flow.md")]
+pub use pgflow_macros::flow;
+
+/// Marks an `async fn` inside a [`flow`] module as a step (keys: `queue`, `depends_on`, `map`,
+/// `max_attempts`, `base_delay`, `timeout`, `start_delay`). `#[flow]` reads and removes it;
+/// anywhere else it is a compile error.
+pub use pgflow_macros::step;
+
+/// Not public API: what the macros expand to calls into this module.
+#[doc(hidden)]
+pub use pgflow_runtime::private as __private;
 pub use pgflow_sql::{
     InstallError, InstallReport, PgmqSource, SchemaStatus, check_schema, code_schema_version,
     install, install_url,

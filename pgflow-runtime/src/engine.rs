@@ -377,3 +377,36 @@ pub async fn requeue_stalled_tasks(
             .await?;
     Ok(tasks)
 }
+
+/// The flow input a run was started with.
+pub async fn run_input(executor: impl PgExecutor<'_>, run_id: Uuid) -> Result<Value, EngineError> {
+    let input = sqlx::query_scalar("select input from pgflow.runs where run_id = $1")
+        .bind(run_id)
+        .fetch_optional(executor)
+        .await?;
+    input.ok_or_else(|| EngineError::UnknownRun { run_id })
+}
+
+/// A run by id.
+pub async fn run(executor: impl PgExecutor<'_>, run_id: Uuid) -> Result<Run, EngineError> {
+    let run = sqlx::query_as::<_, Run>("select * from pgflow.runs where run_id = $1")
+        .bind(run_id)
+        .fetch_optional(executor)
+        .await?;
+    run.ok_or_else(|| EngineError::UnknownRun { run_id })
+}
+
+/// The error of the step that failed a run, if any.
+pub async fn run_error(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Option<(String, String)>, EngineError> {
+    let failed = sqlx::query_as(
+        "select step_slug, coalesce(error_message, 'failed') from pgflow.step_states
+         where run_id = $1 and status = 'failed' order by failed_at limit 1",
+    )
+    .bind(run_id)
+    .fetch_optional(executor)
+    .await?;
+    Ok(failed)
+}

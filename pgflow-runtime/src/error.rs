@@ -63,6 +63,13 @@ pub enum EngineError {
         flow_slug: String,
     },
 
+    /// No run has this id.
+    #[error("run {run_id} does not exist")]
+    UnknownRun {
+        /// The id asked for.
+        run_id: uuid::Uuid,
+    },
+
     /// The arguments of a call do not fit together (array lengths, SQL NULL inputs).
     #[error("{0}")]
     InvalidArguments(String),

@@ -3,16 +3,29 @@
 //! - [`names`]: validated slugs and queue names, the same rules as the SQL `CHECK`s.
 //! - [`definition`]: a concrete flow's shape, options and queue routes, as data.
 //! - [`engine`]: compile/verify, start runs, claim, complete, fail and recover tasks.
+//! - [`deployment`], [`handler`], [`context`]: flows as types (what `#[flow]` generates),
+//!   step adapters and what a handler sees.
+//! - [`client`]: typed starts and waits.
 
+pub mod client;
+pub mod context;
 pub mod definition;
+pub mod deployment;
 pub mod engine;
 pub mod error;
+pub mod handler;
 pub mod names;
+#[doc(hidden)]
+pub mod private;
 
+pub use client::{Client, RunError, RunHandle};
+pub use context::{Context, ContextParts};
 pub use definition::{FlowDefinition, FlowOptions, StepDefinition, StepOptions, StepType};
 pub use engine::{
     ClaimedTask, CompileStatus, FailureOutcome, Run, RunStatus, StalledTask, SupportedPairs,
     TaskCompletion, TaskFailure,
 };
+pub use deployment::{Deployment, FlowQueue, FlowSpec};
 pub use error::{EngineError, UnsupportedPair};
+pub use handler::{HandlerFuture, StepFailure, StepHandler, TaskInput};
 pub use names::{FlowSlug, NameError, QueueName, StepSlug};

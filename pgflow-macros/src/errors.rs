@@ -1,0 +1,209 @@
+//! Every message the macros emit (lowercase, no trailing period, code in backticks, with a
+//! hint on how to fix it), and the collector that reports all errors of one invocation.
+
+use std::fmt::Display;
+
+use proc_macro2::TokenStream;
+use quote::ToTokens;
+
+/// Collects errors so that one invocation reports all of them at once.
+#[derive(Default)]
+pub struct Errors {
+    errors: Vec<syn::Error>,
+}
+
+impl Errors {
+    /// Records `message` at the tokens of `at`.
+    pub fn at(&mut self, at: impl ToTokens, message: impl Display) {
+        self.errors.push(syn::Error::new_spanned(at, message));
+    }
+
+    /// Records an error built elsewhere.
+    pub fn push(&mut self, error: syn::Error) {
+        self.errors.push(error);
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.errors.is_empty()
+    }
+
+    /// All errors as `compile_error!` invocations.
+    pub fn to_compile_errors(&self) -> TokenStream {
+        self.errors.iter().map(syn::Error::to_compile_error).collect()
+    }
+}
+
+/// The catalogue of messages.
+pub mod msg {
+    pub fn unknown_key(key: &str, accepted: &[&str]) -> String {
+        let list = accepted
+            .iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!("unknown key `{key}`; accepted keys are {list}")
+    }
+
+    pub fn duplicate_key(key: &str) -> String {
+        format!("duplicate key `{key}`; set it once")
+    }
+
+    pub fn expected_string(key: &str) -> String {
+        format!("`{key}` takes a string literal, e.g. `{key} = \"...\"`")
+    }
+
+    pub fn expected_integer(key: &str, min: u64) -> String {
+        format!("`{key}` takes a whole number of at least {min}")
+    }
+
+    pub fn expected_type(key: &str) -> String {
+        format!("`{key}` takes a type, e.g. `{key} = MyInput`")
+    }
+
+    pub fn bad_duration(key: &str) -> String {
+        format!(
+            "`{key}` takes a duration: whole seconds (`{key} = 30`) or a string with a unit \
+             (`{key} = \"30s\"`, `\"5m\"`, `\"1h\"`)"
+        )
+    }
+
+    pub fn duration_too_short(key: &str, min: u64) -> String {
+        format!("`{key}` must be at least {min} s")
+    }
+
+    pub fn depends_on_list() -> String {
+        "`depends_on` takes a list of step names, e.g. `depends_on = [fetch, split]`".to_owned()
+    }
+
+    pub fn invalid_slug(error: impl std::fmt::Display) -> String {
+        format!("invalid {error}")
+    }
+
+    pub fn invalid_queue(error: impl std::fmt::Display) -> String {
+        format!("invalid {error}; PGMQ queue names are lowercase `a-z`, `0-9` and `_`")
+    }
+
+    pub fn invalid_step_name(name: &str, error: impl std::fmt::Display) -> String {
+        format!("`{name}` cannot name a step: {error}; rename the fn")
+    }
+
+    pub fn non_inline_module() -> String {
+        "`#[flow]` needs an inline module: `mod name { ... }`, not `mod name;`".to_owned()
+    }
+
+    pub fn flow_on_non_module() -> String {
+        "`#[flow]` goes on an inline module of step handlers: `#[pgflow::flow(slug = \"...\")] mod name { ... }`".to_owned()
+    }
+
+    pub fn step_outside_flow() -> String {
+        "`#[step]` only works on an `async fn` inside a module annotated with `#[pgflow::flow(...)]`"
+            .to_owned()
+    }
+
+    pub fn step_on_non_fn() -> String {
+        "`#[step]` goes on an `async fn` step handler".to_owned()
+    }
+
+    pub fn no_steps() -> String {
+        "this flow has no steps; add `#[step] async fn name(..) -> Result<T, E>` to the module"
+            .to_owned()
+    }
+
+    pub fn not_async(step: &str) -> String {
+        format!("step handler `{step}` must be an `async fn`")
+    }
+
+    pub fn no_return(step: &str) -> String {
+        format!("step handler `{step}` must return `Result<T, E>`; add `-> Result<T, E>`")
+    }
+
+    pub fn generic_handler(step: &str) -> String {
+        format!("step handler `{step}` cannot be generic; use concrete types")
+    }
+
+    pub fn duplicate_step(step: &str) -> String {
+        format!("step `{step}` is defined twice; step names must be unique within a flow")
+    }
+
+    pub fn unknown_dependency(step: &str, dep: &str) -> String {
+        format!(
+            "step `{step}` depends on `{dep}`, which is not a step of this flow; \
+             name a `#[step]` fn of this module"
+        )
+    }
+
+    pub fn self_dependency(step: &str) -> String {
+        format!("step `{step}` depends on itself; remove `{step}` from its dependencies")
+    }
+
+    pub fn duplicate_dependency(step: &str, dep: &str) -> String {
+        format!("step `{step}` lists dependency `{dep}` twice; list it once")
+    }
+
+    pub fn cycle(path: &[String]) -> String {
+        let chain = path
+            .iter()
+            .map(|s| format!("`{s}`"))
+            .collect::<Vec<_>>()
+            .join(" -> ");
+        format!("this dependency closes a cycle: {chain}; a flow must be acyclic")
+    }
+
+    pub fn map_with_other_deps(step: &str) -> String {
+        format!(
+            "map step `{step}` has more than one dependency; a map step maps over the flow \
+             input (`map`) or over exactly one dependency (`map = dep`), with no other dependencies"
+        )
+    }
+
+    pub fn param_pattern() -> String {
+        "step handler parameters must be plain names, e.g. `fetch: Thread`".to_owned()
+    }
+
+    pub fn param_no_dependency(param: &str, step: &str, deps: &[String]) -> String {
+        let hint = if deps.is_empty() {
+            "this step has no dependencies".to_owned()
+        } else {
+            format!(
+                "its dependencies are {}",
+                deps.iter()
+                    .map(|d| format!("`{d}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        format!(
+            "parameter `{param}` of step `{step}` names no dependency ({hint}); name a \
+             parameter after the dependency whose output it takes, call it `input` for the \
+             flow input, or add the step to `depends_on`"
+        )
+    }
+
+    pub fn second_context(step: &str) -> String {
+        format!("step `{step}` takes `pgflow::Context` twice; take it once")
+    }
+
+    pub fn map_needs_element(step: &str) -> String {
+        format!(
+            "map step `{step}` needs a parameter for the element it maps over, e.g. `item: T`"
+        )
+    }
+
+    pub fn second_element(step: &str) -> String {
+        format!(
+            "map step `{step}` takes one element parameter; other parameters can only be \
+             `input` (the flow input) and `pgflow::Context`"
+        )
+    }
+
+    pub fn reserved_name(name: &str) -> String {
+        format!("`{name}` is generated by `#[flow]` in this module; rename this item")
+    }
+
+    pub fn queue_variant_clash(a: &str, b: &str) -> String {
+        format!(
+            "queues `{a}` and `{b}` would both become the same `Queue` variant; rename one"
+        )
+    }
+}

@@ -1,0 +1,373 @@
+//! Code generation: thin data and shims that call `::pgflow::__private`.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Ident, ItemMod, Type};
+
+use crate::errors::{Errors, msg};
+use crate::model::{Flow, ParamKind, Step};
+use crate::parse::MapSource;
+
+/// The module with the generated items appended.
+pub fn expand(flow: &Flow, order: &[usize], mut module: ItemMod, errors: &mut Errors) -> ItemMod {
+    let queues = queue_variants(flow, errors);
+    let generated = generated_items(flow, order, &queues);
+    if let Some((_, items)) = &mut module.content {
+        items.push(syn::Item::Verbatim(generated));
+    }
+    module
+}
+
+/// `(queue name, variant)` for every queue routed to, in topological step order.
+fn queue_variants(flow: &Flow, errors: &mut Errors) -> Vec<(String, Ident)> {
+    let default_queue = flow.slug.to_ascii_lowercase();
+    let mut queues: Vec<(String, Ident)> = Vec::new();
+    for step in &flow.steps {
+        let (name, span) = match &step.queue {
+            Some(q) => (q.value.clone(), q.span),
+            None => (default_queue.clone(), step.ident.span()),
+        };
+        if queues.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        let variant = Ident::new(&variant_name(&name), span);
+        if let Some((other, _)) = queues.iter().find(|(_, v)| *v == variant) {
+            errors.push(syn::Error::new(span, msg::queue_variant_clash(other, &name)));
+            continue;
+        }
+        queues.push((name, variant));
+    }
+    queues
+}
+
+/// `classify_threads` -> `ClassifyThreads`; a leading digit gets a `Q` prefix.
+pub fn variant_name(queue: &str) -> String {
+    let mut name: String = queue
+        .split('_')
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            let mut chars = part.chars();
+            chars
+                .next()
+                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect();
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert(0, 'Q');
+    }
+    name
+}
+
+fn option_tokens<T: quote::ToTokens>(value: Option<T>) -> TokenStream {
+    match value {
+        Some(v) => quote!(::core::option::Option::Some(#v)),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+fn generated_items(flow: &Flow, order: &[usize], queues: &[(String, Ident)]) -> TokenStream {
+    let steps: Vec<&Step> = order.iter().map(|&i| &flow.steps[i]).collect();
+    let input_ty: Type = flow
+        .input
+        .clone()
+        .unwrap_or_else(|| syn::parse_quote!(::pgflow::__private::serde_json::Value));
+
+    let queue_enum = queue_enum(queues);
+    let decl = flow_decl(flow, &steps);
+    let output = output_struct(flow, &steps);
+    let adapters: Vec<TokenStream> = steps.iter().map(|s| adapter(s)).collect();
+    let checks: Vec<TokenStream> = steps
+        .iter()
+        .map(|s| static_checks(flow, s, &input_ty))
+        .collect();
+    let handler_arms = steps.iter().map(|s| {
+        let slug = &s.slug;
+        let adapter = adapter_ident(s);
+        quote!(#slug => ::core::option::Option::Some(#adapter as ::pgflow::__private::StepHandler))
+    });
+    let slug = &flow.slug;
+    let doc_flow = format!("The concrete flow `{slug}` as a type.");
+
+    quote! {
+        #queue_enum
+
+        #[doc = #doc_flow]
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+        pub struct Flow;
+
+        /// The concrete slug of this flow.
+        pub const SLUG: &str = #slug;
+
+        #output
+
+        impl ::pgflow::__private::FlowSpec for Flow {
+            type Input = #input_ty;
+            type Output = Output;
+            type Queue = Queue;
+            const SLUG: &'static str = #slug;
+
+            fn definition() -> ::pgflow::__private::FlowDefinition {
+                #decl
+                ::pgflow::__private::definition(&DECL)
+            }
+
+            fn handler(step_slug: &str) -> ::core::option::Option<::pgflow::__private::StepHandler> {
+                match step_slug {
+                    #(#handler_arms,)*
+                    _ => ::core::option::Option::None,
+                }
+            }
+        }
+
+        /// This flow's deployment: what a worker carries and a client starts.
+        pub fn deployment() -> ::pgflow::__private::Deployment<Flow> {
+            ::pgflow::__private::Deployment::new()
+        }
+
+        /// Starts a run of this flow.
+        pub async fn start(
+            client: &::pgflow::__private::Client,
+            input: &#input_ty,
+        ) -> ::core::result::Result<
+            ::pgflow::__private::RunHandle<Output>,
+            ::pgflow::__private::EngineError,
+        > {
+            client.start::<Flow>(input).await
+        }
+
+        #(#adapters)*
+
+        #(#checks)*
+    }
+}
+
+fn queue_enum(queues: &[(String, Ident)]) -> TokenStream {
+    let variants: Vec<&Ident> = queues.iter().map(|(_, v)| v).collect();
+    let names: Vec<&String> = queues.iter().map(|(n, _)| n).collect();
+    let docs = names.iter().map(|n| format!("The queue `{n}`."));
+    let count = queues.len();
+    quote! {
+        /// The queues this flow routes steps to.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Queue {
+            #(#[doc = #docs] #variants,)*
+        }
+
+        impl Queue {
+            /// Every queue of this flow.
+            pub const ALL: [Queue; #count] = [#(Queue::#variants),*];
+
+            /// The queue's name.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    #(Queue::#variants => #names,)*
+                }
+            }
+        }
+
+        impl ::core::fmt::Display for Queue {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl ::pgflow::__private::FlowQueue for Queue {
+            type Flow = Flow;
+            fn name(self) -> &'static str {
+                self.as_str()
+            }
+        }
+    }
+}
+
+fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
+    let slug = &flow.slug;
+    let alias = &flow.alias;
+    let version = flow.version;
+    let max_attempts = option_tokens(flow.max_attempts);
+    let base_delay = option_tokens(flow.base_delay);
+    let timeout = option_tokens(flow.timeout);
+    let step_decls = steps.iter().map(|step| {
+        let slug = &step.slug;
+        let map = step.map.is_some();
+        let deps = step.dep_names();
+        let queue = option_tokens(step.queue.as_ref().map(|q| q.value.clone()));
+        let max_attempts = option_tokens(step.max_attempts);
+        let base_delay = option_tokens(step.base_delay);
+        let timeout = option_tokens(step.timeout);
+        let start_delay = option_tokens(step.start_delay);
+        quote! {
+            ::pgflow::__private::StepDecl {
+                slug: #slug,
+                map: #map,
+                depends_on: &[#(#deps),*],
+                queue: #queue,
+                max_attempts: #max_attempts,
+                base_delay: #base_delay,
+                timeout: #timeout,
+                start_delay: #start_delay,
+                ..::pgflow::__private::StepDecl::DEFAULT
+            }
+        }
+    });
+    quote! {
+        const DECL: ::pgflow::__private::FlowDecl = ::pgflow::__private::FlowDecl {
+            slug: #slug,
+            alias: #alias,
+            version: #version,
+            max_attempts: #max_attempts,
+            base_delay: #base_delay,
+            timeout: #timeout,
+            steps: &[#(#step_decls),*],
+            ..::pgflow::__private::FlowDecl::DEFAULT
+        };
+    }
+}
+
+/// `Output`: one field per leaf step (a step nothing depends on), as the run output holds them.
+fn output_struct(flow: &Flow, steps: &[&Step]) -> TokenStream {
+    let leaves = steps.iter().filter(|step| {
+        !flow
+            .steps
+            .iter()
+            .any(|other| other.deps.iter().any(|d| *d == step.ident))
+    });
+    let fields = leaves.filter_map(|step| {
+        let ident = &step.ident;
+        let ty = step_output_type(step)?;
+        let doc = format!("The output of step `{}`.", step.slug);
+        Some(quote! {
+            #[doc = #doc]
+            pub #ident: #ty
+        })
+    });
+    quote! {
+        /// The output of a completed run: the outputs of the steps nothing depends on.
+        #[derive(Debug, Clone, ::pgflow::__private::serde::Deserialize)]
+        #[serde(crate = "::pgflow::__private::serde")]
+        pub struct Output {
+            #(#fields,)*
+        }
+    }
+}
+
+/// The type of a step's output as its dependents and the run output see it: the handler's
+/// `T`, or `Vec<T>` for a map step.
+fn step_output_type(step: &Step) -> Option<TokenStream> {
+    let ret = step.output.as_ref()?;
+    let handler_output = quote!(<#ret as ::pgflow::__private::StepResult>::Output);
+    Some(if step.map.is_some() {
+        quote!(::std::vec::Vec<#handler_output>)
+    } else {
+        handler_output
+    })
+}
+
+fn adapter_ident(step: &Step) -> Ident {
+    format_ident!("__pgflow_step_{}", step.slug)
+}
+
+/// One adapter per step: decode parameters, call the handler, encode its result.
+fn adapter(step: &Step) -> TokenStream {
+    let name = adapter_ident(step);
+    let handler = &step.ident;
+    let slug = &step.slug;
+    let bindings = step.params.iter().map(|param| {
+        let ident = &param.ident;
+        let ty = &param.ty;
+        let param_name = ident.to_string();
+        match &param.kind {
+            ParamKind::Context => quote!(let #ident = task.context();),
+            ParamKind::Element => quote!(let #ident: #ty = task.whole(#param_name)?;),
+            ParamKind::FlowInput if step.is_root() && step.map.is_none() => {
+                quote!(let #ident: #ty = task.whole(#param_name)?;)
+            }
+            ParamKind::FlowInput => quote!(let #ident: #ty = task.flow_input().await?;),
+            ParamKind::Dependency(dep) => {
+                let dep_name = dep.to_string();
+                quote!(let #ident: #ty = task.dependency(#dep_name)?;)
+            }
+        }
+    });
+    let args = step.params.iter().map(|p| &p.ident);
+    quote! {
+        #[doc(hidden)]
+        fn #name(task: ::pgflow::__private::TaskInput) -> ::pgflow::__private::HandlerFuture {
+            ::std::boxed::Box::pin(async move {
+                #(#bindings)*
+                ::pgflow::__private::output(#slug, #handler(#(#args),*).await)
+            })
+        }
+    }
+}
+
+/// Compile-time checks, each spanned at the user's tokens so rustc points there.
+fn static_checks(flow: &Flow, step: &Step, input_ty: &Type) -> TokenStream {
+    let output_of = |name: &Ident| -> Option<TokenStream> {
+        flow.steps
+            .iter()
+            .find(|s| s.ident == *name)
+            .and_then(step_output_type)
+    };
+    let mut checks = Vec::new();
+    if let Some(ret) = &step.output {
+        checks.push(quote_spanned! {ret.span()=>
+            const _: () = ::pgflow::__private::assert_step_result::<#ret>();
+        });
+    }
+    for param in &step.params {
+        let ty = &param.ty;
+        let span: Span = ty.span();
+        match &param.kind {
+            ParamKind::Dependency(dep) => {
+                if let Some(dep_output) = output_of(dep) {
+                    checks.push(quote_spanned! {span=>
+                        const _: () = ::pgflow::__private::assert_dependency_type::<
+                            #ty,
+                            #dep_output,
+                        >();
+                    });
+                }
+            }
+            ParamKind::FlowInput => checks.push(quote_spanned! {span=>
+                const _: () = ::pgflow::__private::assert_flow_input_type::<#ty, #input_ty>();
+            }),
+            ParamKind::Element => match &step.map {
+                Some(MapSource::Dependency(dep)) => {
+                    if let Some(dep_output) = output_of(dep) {
+                        let source_span = dep.span();
+                        checks.push(quote_spanned! {source_span=>
+                            const _: () = ::pgflow::__private::assert_map_element::<
+                                #ty,
+                                #dep_output,
+                            >();
+                        });
+                    }
+                }
+                Some(MapSource::Input(source_span)) => checks.push(quote_spanned! {*source_span=>
+                    const _: () = ::pgflow::__private::assert_map_element::<#ty, #input_ty>();
+                }),
+                None => {}
+            },
+            ParamKind::Context => {}
+        }
+    }
+    quote!(#(#checks)*)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::variant_name;
+
+    #[test]
+    fn queue_names_become_pascal_case_variants() {
+        assert_eq!(variant_name("classify_threads"), "ClassifyThreads");
+        assert_eq!(variant_name("triage_v2"), "TriageV2");
+        assert_eq!(variant_name("q"), "Q");
+        assert_eq!(variant_name("2fast"), "Q2fast");
+        assert_eq!(variant_name("_x_"), "X");
+        assert_eq!(variant_name("_"), "Q");
+    }
+}

@@ -1,0 +1,325 @@
+//! The flow as the macro understands it: steps with their dependencies, parameters, queues
+//! and options, read from the module and checked for everything that needs no type
+//! information.
+
+use syn::{FnArg, Ident, Item, ItemFn, ItemMod, Pat, ReturnType, Type};
+
+use crate::errors::{Errors, msg};
+use crate::names::{validate_queue_name, validate_slug};
+use crate::parse::{self, FlowArgs, Located, MapSource, StepArgs};
+
+/// Items `#[flow]` generates inside the module; user items may not take these names.
+pub const RESERVED: &[&str] = &["Queue", "Flow", "Output", "deployment", "start", "SLUG"];
+
+/// One flow.
+pub struct Flow {
+    pub slug: String,
+    pub alias: String,
+    pub version: u32,
+    pub input: Option<Type>,
+    pub max_attempts: Option<u32>,
+    pub base_delay: Option<u64>,
+    pub timeout: Option<u64>,
+    /// Steps in declaration order.
+    pub steps: Vec<Step>,
+}
+
+/// One step.
+pub struct Step {
+    pub ident: Ident,
+    pub slug: String,
+    pub queue: Option<Located<String>>,
+    /// Dependencies as written (`depends_on` entries, then the map source if not listed).
+    pub deps: Vec<Ident>,
+    pub map: Option<MapSource>,
+    pub params: Vec<Param>,
+    pub output: Option<Type>,
+    pub max_attempts: Option<u32>,
+    pub base_delay: Option<u64>,
+    pub timeout: Option<u64>,
+    pub start_delay: Option<u64>,
+}
+
+/// What a handler parameter receives.
+#[derive(Clone, Debug)]
+pub enum ParamKind {
+    /// `pgflow::Context`.
+    Context,
+    /// The flow input.
+    FlowInput,
+    /// The output of the named dependency.
+    Dependency(Ident),
+    /// The element of a map step.
+    Element,
+}
+
+/// One handler parameter.
+pub struct Param {
+    pub ident: Ident,
+    pub ty: Type,
+    pub kind: ParamKind,
+}
+
+impl Step {
+    pub fn is_root(&self) -> bool {
+        self.deps.is_empty()
+    }
+
+    pub fn dep_names(&self) -> Vec<String> {
+        self.deps.iter().map(Ident::to_string).collect()
+    }
+}
+
+/// Reads the flow from its arguments and module; strips `#[step]` attributes from the module.
+pub fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) -> Flow {
+    let default_slug = Located {
+        value: module.ident.to_string(),
+        span: module.ident.span(),
+    };
+    let slug = args.slug.unwrap_or(default_slug);
+    if let Err(error) = validate_slug("flow slug", &slug.value) {
+        errors.push(syn::Error::new(slug.span, msg::invalid_slug(error)));
+    }
+    let alias = args.alias.unwrap_or_else(|| slug.clone());
+    if let Err(error) = validate_slug("alias", &alias.value) {
+        errors.push(syn::Error::new(alias.span, msg::invalid_slug(error)));
+    }
+
+    let mut steps = Vec::new();
+    if let Some((_, items)) = &mut module.content {
+        for item in items.iter_mut() {
+            check_reserved(item, errors);
+            match item {
+                Item::Fn(function) => {
+                    if let Some(step_args) = take_step_attr(&mut function.attrs, errors) {
+                        steps.push(read_step(function, step_args, errors));
+                    }
+                }
+                other => {
+                    if let Some(attrs) = attrs_of(other)
+                        && let Some(attr) = attrs.iter().find(|a| is_step_attr(a))
+                    {
+                        errors.at(attr, msg::step_on_non_fn());
+                        attrs.retain(|a| !is_step_attr(a));
+                    }
+                }
+            }
+        }
+    }
+    if steps.is_empty() {
+        errors.at(&module.ident, msg::no_steps());
+    }
+
+    Flow {
+        slug: slug.value,
+        alias: alias.value,
+        version: args.version.map_or(1, |v| v.value),
+        input: args.input,
+        max_attempts: args.max_attempts.map(|v| v.value),
+        base_delay: args.base_delay.map(|v| v.value),
+        timeout: args.timeout.map(|v| v.value),
+        steps,
+    }
+}
+
+fn check_reserved(item: &Item, errors: &mut Errors) {
+    let ident = match item {
+        Item::Fn(f) => Some(&f.sig.ident),
+        Item::Struct(s) => Some(&s.ident),
+        Item::Enum(e) => Some(&e.ident),
+        Item::Type(t) => Some(&t.ident),
+        Item::Const(c) => Some(&c.ident),
+        Item::Static(s) => Some(&s.ident),
+        Item::Mod(m) => Some(&m.ident),
+        Item::Trait(t) => Some(&t.ident),
+        Item::Union(u) => Some(&u.ident),
+        _ => None,
+    };
+    if let Some(ident) = ident
+        && RESERVED.contains(&ident.to_string().as_str())
+    {
+        errors.at(ident, msg::reserved_name(&ident.to_string()));
+    }
+}
+
+fn attrs_of(item: &mut Item) -> Option<&mut Vec<syn::Attribute>> {
+    match item {
+        Item::Struct(i) => Some(&mut i.attrs),
+        Item::Enum(i) => Some(&mut i.attrs),
+        Item::Const(i) => Some(&mut i.attrs),
+        Item::Static(i) => Some(&mut i.attrs),
+        Item::Mod(i) => Some(&mut i.attrs),
+        Item::Impl(i) => Some(&mut i.attrs),
+        Item::Trait(i) => Some(&mut i.attrs),
+        Item::Type(i) => Some(&mut i.attrs),
+        Item::Use(i) => Some(&mut i.attrs),
+        _ => None,
+    }
+}
+
+/// `#[step]`, `#[step(...)]`, `#[pgflow::step(...)]`.
+fn is_step_attr(attr: &syn::Attribute) -> bool {
+    attr.path()
+        .segments
+        .last()
+        .is_some_and(|segment| segment.ident == "step")
+}
+
+/// Removes the `#[step]` attribute of a fn and parses its arguments.
+fn take_step_attr(attrs: &mut Vec<syn::Attribute>, errors: &mut Errors) -> Option<StepArgs> {
+    let position = attrs.iter().position(is_step_attr)?;
+    let attr = attrs.remove(position);
+    let tokens = match &attr.meta {
+        syn::Meta::Path(_) => proc_macro2::TokenStream::new(),
+        syn::Meta::List(list) => list.tokens.clone(),
+        syn::Meta::NameValue(nv) => {
+            errors.at(nv, "write `#[step(key = value, ...)]` or `#[step]`");
+            proc_macro2::TokenStream::new()
+        }
+    };
+    if let Some(second) = attrs.iter().position(is_step_attr) {
+        errors.at(&attrs[second], msg::duplicate_key("#[step]"));
+        attrs.remove(second);
+    }
+    Some(parse::step_args(tokens, errors))
+}
+
+fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
+    let ident = function.sig.ident.clone();
+    let slug = ident.to_string().trim_start_matches("r#").to_owned();
+    if let Err(error) = validate_slug("step slug", &slug) {
+        errors.at(&ident, msg::invalid_step_name(&slug, error));
+    }
+    if function.sig.asyncness.is_none() {
+        errors.at(function.sig.fn_token, msg::not_async(&slug));
+    }
+    if !function.sig.generics.params.is_empty() {
+        errors.at(&function.sig.generics, msg::generic_handler(&slug));
+    }
+    let output = match &function.sig.output {
+        ReturnType::Default => {
+            errors.at(&function.sig, msg::no_return(&slug));
+            None
+        }
+        ReturnType::Type(_, ty) => Some((**ty).clone()),
+    };
+    if let Some(queue) = &args.queue
+        && let Err(error) = validate_queue_name(&queue.value)
+    {
+        errors.push(syn::Error::new(queue.span, msg::invalid_queue(error)));
+    }
+
+    // Dependencies: `depends_on`, plus the map source.
+    let mut deps = args.depends_on.clone().unwrap_or_default();
+    if let Some(MapSource::Dependency(source)) = &args.map {
+        let others = deps.iter().filter(|d| *d != source).count();
+        if others > 0 {
+            errors.at(source, msg::map_with_other_deps(&slug));
+        }
+        if !deps.contains(source) {
+            deps.push(source.clone());
+        }
+    }
+    if let Some(MapSource::Input(span)) = &args.map
+        && !deps.is_empty()
+    {
+        errors.push(syn::Error::new(*span, msg::map_with_other_deps(&slug)));
+    }
+
+    let params = read_params(function, &slug, &deps, args.map.is_some(), errors);
+
+    Step {
+        ident,
+        slug,
+        queue: args.queue,
+        deps,
+        map: args.map,
+        params,
+        output,
+        max_attempts: args.max_attempts.map(|v| v.value),
+        base_delay: args.base_delay.map(|v| v.value),
+        timeout: args.timeout.map(|v| v.value),
+        start_delay: args.start_delay.map(|v| v.value),
+    }
+}
+
+/// Whether `ty` is written as pgflow's context: `Context`, `pgflow::Context` or
+/// `::pgflow::Context`.
+fn is_context_type(ty: &Type) -> bool {
+    let Type::Path(path) = ty else { return false };
+    if path.qself.is_some() {
+        return false;
+    }
+    let segments: Vec<String> = path
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    matches!(
+        segments.iter().map(String::as_str).collect::<Vec<_>>().as_slice(),
+        ["Context"] | ["pgflow", "Context"]
+    )
+}
+
+fn read_params(
+    function: &ItemFn,
+    slug: &str,
+    deps: &[Ident],
+    is_map: bool,
+    errors: &mut Errors,
+) -> Vec<Param> {
+    let mut params = Vec::new();
+    let mut seen_context = false;
+    let mut seen_element = false;
+    let mut seen_root_input = false;
+    for input in &function.sig.inputs {
+        let FnArg::Typed(typed) = input else {
+            errors.at(input, msg::param_pattern());
+            continue;
+        };
+        let Pat::Ident(pat) = &*typed.pat else {
+            errors.at(&typed.pat, msg::param_pattern());
+            continue;
+        };
+        if pat.by_ref.is_some() || pat.subpat.is_some() {
+            errors.at(&typed.pat, msg::param_pattern());
+            continue;
+        }
+        let ident = pat.ident.clone();
+        let name = ident.to_string();
+        let ty = (*typed.ty).clone();
+        let kind = if is_context_type(&ty) {
+            if seen_context {
+                errors.at(&typed.ty, msg::second_context(slug));
+            }
+            seen_context = true;
+            ParamKind::Context
+        } else if is_map {
+            if name == "input" {
+                ParamKind::FlowInput
+            } else {
+                if seen_element {
+                    errors.at(&ident, msg::second_element(slug));
+                }
+                seen_element = true;
+                ParamKind::Element
+            }
+        } else if let Some(dep) = deps.iter().find(|d| **d == name) {
+            ParamKind::Dependency(dep.clone())
+        } else if name == "input" || (deps.is_empty() && !seen_root_input) {
+            seen_root_input = true;
+            ParamKind::FlowInput
+        } else {
+            let dep_names: Vec<String> = deps.iter().map(Ident::to_string).collect();
+            errors.at(&ident, msg::param_no_dependency(&name, slug, &dep_names));
+            continue;
+        };
+        params.push(Param { ident, ty, kind });
+    }
+    if is_map && !seen_element {
+        errors.at(&function.sig.ident, msg::map_needs_element(slug));
+    }
+    params
+}
+

@@ -1,0 +1,403 @@
+//! Parsing `#[flow(...)]` and `#[step(...)]` arguments. Every key is parsed the same way
+//! (`parse_nested_meta` plus one set-once helper); problems are recorded, not returned, so all
+//! of them are reported together.
+
+use proc_macro2::{Span, TokenStream};
+use syn::meta::ParseNestedMeta;
+use syn::parse::Parser;
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, Ident, Lit, LitInt, LitStr, Token, Type};
+
+use crate::errors::{Errors, msg};
+
+/// A value with the span it was written at.
+#[derive(Clone, Debug)]
+pub struct Located<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+/// `#[flow(...)]` arguments.
+#[derive(Default)]
+pub struct FlowArgs {
+    pub slug: Option<Located<String>>,
+    pub alias: Option<Located<String>>,
+    pub version: Option<Located<u32>>,
+    pub input: Option<Type>,
+    pub max_attempts: Option<Located<u32>>,
+    pub base_delay: Option<Located<u64>>,
+    pub timeout: Option<Located<u64>>,
+}
+
+/// How a map step gets its array.
+#[derive(Clone, Debug)]
+pub enum MapSource {
+    /// `map`: the flow input.
+    Input(Span),
+    /// `map = dep`: one dependency's output.
+    Dependency(Ident),
+}
+
+/// `#[step(...)]` arguments.
+#[derive(Default)]
+pub struct StepArgs {
+    pub queue: Option<Located<String>>,
+    pub depends_on: Option<Vec<Ident>>,
+    pub map: Option<MapSource>,
+    pub max_attempts: Option<Located<u32>>,
+    pub base_delay: Option<Located<u64>>,
+    pub timeout: Option<Located<u64>>,
+    pub start_delay: Option<Located<u64>>,
+}
+
+const FLOW_KEYS: &[&str] = &[
+    "slug",
+    "alias",
+    "version",
+    "input",
+    "max_attempts",
+    "base_delay",
+    "timeout",
+];
+
+const STEP_KEYS: &[&str] = &[
+    "queue",
+    "depends_on",
+    "map",
+    "max_attempts",
+    "base_delay",
+    "timeout",
+    "start_delay",
+];
+
+/// Parses `#[flow(...)]` arguments, recording problems in `errors`.
+pub fn flow_args(tokens: TokenStream, errors: &mut Errors) -> FlowArgs {
+    let mut args = FlowArgs::default();
+    let parser = syn::meta::parser(|meta| {
+        let key = key_of(&meta);
+        match key.as_str() {
+            "slug" => set_once(&mut args.slug, &meta, &key, errors, string_value),
+            "alias" => set_once(&mut args.alias, &meta, &key, errors, string_value),
+            "version" => set_once(&mut args.version, &meta, &key, errors, |m, k, e| {
+                integer_value(m, k, e, 1)
+            }),
+            "input" => set_once(&mut args.input, &meta, &key, errors, type_value),
+            "max_attempts" => set_once(&mut args.max_attempts, &meta, &key, errors, |m, k, e| {
+                integer_value(m, k, e, 1)
+            }),
+            "base_delay" => set_once(&mut args.base_delay, &meta, &key, errors, |m, k, e| {
+                duration_value(m, k, e, 0)
+            }),
+            "timeout" => set_once(&mut args.timeout, &meta, &key, errors, |m, k, e| {
+                duration_value(m, k, e, 1)
+            }),
+            _ => unknown_key(&meta, &key, FLOW_KEYS, errors),
+        }
+    });
+    if let Err(error) = parser.parse2(tokens) {
+        errors.push(error);
+    }
+    args
+}
+
+/// Parses `#[step(...)]` arguments, recording problems in `errors`.
+pub fn step_args(tokens: TokenStream, errors: &mut Errors) -> StepArgs {
+    let mut args = StepArgs::default();
+    let parser = syn::meta::parser(|meta| {
+        let key = key_of(&meta);
+        match key.as_str() {
+            "queue" => set_once(&mut args.queue, &meta, &key, errors, string_value),
+            "depends_on" => set_once(&mut args.depends_on, &meta, &key, errors, depends_on_value),
+            "map" => set_once(&mut args.map, &meta, &key, errors, map_value),
+            "max_attempts" => set_once(&mut args.max_attempts, &meta, &key, errors, |m, k, e| {
+                integer_value(m, k, e, 1)
+            }),
+            "base_delay" => set_once(&mut args.base_delay, &meta, &key, errors, |m, k, e| {
+                duration_value(m, k, e, 0)
+            }),
+            "timeout" => set_once(&mut args.timeout, &meta, &key, errors, |m, k, e| {
+                duration_value(m, k, e, 1)
+            }),
+            "start_delay" => set_once(&mut args.start_delay, &meta, &key, errors, |m, k, e| {
+                duration_value(m, k, e, 0)
+            }),
+            _ => unknown_key(&meta, &key, STEP_KEYS, errors),
+        }
+    });
+    if let Err(error) = parser.parse2(tokens) {
+        errors.push(error);
+    }
+    args
+}
+
+fn key_of(meta: &ParseNestedMeta<'_>) -> String {
+    meta.path
+        .get_ident()
+        .map(Ident::to_string)
+        .unwrap_or_else(|| {
+            let path = &meta.path;
+            quote::quote!(#path).to_string().replace(' ', "")
+        })
+}
+
+/// Parses one key's value into `slot`, reporting a second occurrence.
+fn set_once<T>(
+    slot: &mut Option<T>,
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    errors: &mut Errors,
+    parse: impl FnOnce(&ParseNestedMeta<'_>, &str, &mut Errors) -> syn::Result<Option<T>>,
+) -> syn::Result<()> {
+    let duplicate = slot.is_some();
+    let value = parse(meta, key, errors)?;
+    if duplicate {
+        errors.at(&meta.path, msg::duplicate_key(key));
+    } else if let Some(value) = value {
+        *slot = Some(value);
+    }
+    Ok(())
+}
+
+/// Consumes an unknown key's value and reports the key.
+fn unknown_key(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    accepted: &[&str],
+    errors: &mut Errors,
+) -> syn::Result<()> {
+    if meta.input.peek(Token![=]) {
+        meta.value()?.parse::<Expr>()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        meta.parse_nested_meta(|nested| {
+            if nested.input.peek(Token![=]) {
+                nested.value()?.parse::<Expr>()?;
+            }
+            Ok(())
+        })?;
+    }
+    errors.at(&meta.path, msg::unknown_key(key, accepted));
+    Ok(())
+}
+
+fn expr_value(meta: &ParseNestedMeta<'_>) -> syn::Result<Expr> {
+    meta.value()?.parse::<Expr>()
+}
+
+fn string_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<Located<String>>> {
+    if !meta.input.peek(Token![=]) {
+        errors.at(&meta.path, msg::expected_string(key));
+        return Ok(None);
+    }
+    match expr_value(meta)? {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => Ok(Some(Located {
+            value: s.value(),
+            span: s.span(),
+        })),
+        other => {
+            errors.at(other, msg::expected_string(key));
+            Ok(None)
+        }
+    }
+}
+
+fn integer_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    errors: &mut Errors,
+    min: u64,
+) -> syn::Result<Option<Located<u32>>> {
+    if !meta.input.peek(Token![=]) {
+        errors.at(&meta.path, msg::expected_integer(key, min));
+        return Ok(None);
+    }
+    let expr = expr_value(meta)?;
+    let parsed = match &expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => i.base10_parse::<u32>().ok().filter(|v| u64::from(*v) >= min),
+        _ => None,
+    };
+    match parsed {
+        Some(value) => Ok(Some(Located {
+            value,
+            span: expr.span(),
+        })),
+        None => {
+            errors.at(&expr, msg::expected_integer(key, min));
+            Ok(None)
+        }
+    }
+}
+
+fn type_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<Type>> {
+    if !meta.input.peek(Token![=]) {
+        errors.at(&meta.path, msg::expected_type(key));
+        return Ok(None);
+    }
+    Ok(Some(meta.value()?.parse::<Type>()?))
+}
+
+fn duration_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    errors: &mut Errors,
+    min: u64,
+) -> syn::Result<Option<Located<u64>>> {
+    if !meta.input.peek(Token![=]) {
+        errors.at(&meta.path, msg::bad_duration(key));
+        return Ok(None);
+    }
+    let expr = expr_value(meta)?;
+    let seconds = match &expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => seconds_of_int(i),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => seconds_of_str(s),
+        _ => None,
+    };
+    match seconds {
+        Some(value) if value >= min => Ok(Some(Located {
+            value,
+            span: expr.span(),
+        })),
+        Some(_) => {
+            errors.at(&expr, msg::duration_too_short(key, min));
+            Ok(None)
+        }
+        None => {
+            errors.at(&expr, msg::bad_duration(key));
+            Ok(None)
+        }
+    }
+}
+
+fn seconds_of_int(lit: &LitInt) -> Option<u64> {
+    lit.base10_parse::<u64>().ok()
+}
+
+/// `"30s"`, `"5m"`, `"1h"` or `"30"` as seconds.
+pub fn seconds_of_text(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let number: u64 = number.parse().ok()?;
+    let factor = match unit.trim() {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return None,
+    };
+    number.checked_mul(factor).filter(|s| *s <= u64::from(i32::MAX as u32))
+}
+
+fn seconds_of_str(lit: &LitStr) -> Option<u64> {
+    seconds_of_text(&lit.value())
+}
+
+fn depends_on_value(
+    meta: &ParseNestedMeta<'_>,
+    _key: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<Vec<Ident>>> {
+    if !meta.input.peek(Token![=]) {
+        errors.at(&meta.path, msg::depends_on_list());
+        return Ok(None);
+    }
+    let expr = expr_value(meta)?;
+    let Expr::Array(array) = &expr else {
+        errors.at(&expr, msg::depends_on_list());
+        return Ok(None);
+    };
+    let mut deps = Vec::new();
+    for element in &array.elems {
+        match element {
+            Expr::Path(path) if path.qself.is_none() && path.path.get_ident().is_some() => {
+                if let Some(ident) = path.path.get_ident() {
+                    deps.push(ident.clone());
+                }
+            }
+            other => errors.at(other, msg::depends_on_list()),
+        }
+    }
+    Ok(Some(deps))
+}
+
+fn map_value(
+    meta: &ParseNestedMeta<'_>,
+    _key: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<MapSource>> {
+    if !meta.input.peek(Token![=]) {
+        return Ok(Some(MapSource::Input(meta.path.span())));
+    }
+    let expr = expr_value(meta)?;
+    match &expr {
+        Expr::Path(path) if path.qself.is_none() && path.path.get_ident().is_some() => Ok(path
+            .path
+            .get_ident()
+            .map(|ident| MapSource::Dependency(ident.clone()))),
+        other => {
+            errors.at(
+                other,
+                "`map = dep` takes the name of one step; write `map` alone to map over the flow input",
+            );
+            Ok(None)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_accept_seconds_minutes_and_hours() {
+        assert_eq!(seconds_of_text("30s"), Some(30));
+        assert_eq!(seconds_of_text("5m"), Some(300));
+        assert_eq!(seconds_of_text("1h"), Some(3600));
+        assert_eq!(seconds_of_text("45"), Some(45));
+        assert_eq!(seconds_of_text("5 m"), Some(300));
+        assert_eq!(seconds_of_text("1d"), None);
+        assert_eq!(seconds_of_text("s"), None);
+        assert_eq!(seconds_of_text("-5s"), None);
+        assert_eq!(seconds_of_text("99999999999h"), None);
+    }
+
+    #[test]
+    fn every_problem_of_one_attribute_is_reported() {
+        let mut errors = Errors::default();
+        let args = step_args(
+            quote::quote!(queue = "ok", colour = "red", queue = "again", timeout = "forever"),
+            &mut errors,
+        );
+        assert_eq!(args.queue.map(|q| q.value), Some("ok".to_owned()));
+        let text = errors.to_compile_errors().to_string();
+        assert!(text.contains("unknown key `colour`"), "{text}");
+        assert!(text.contains("duplicate key `queue`"), "{text}");
+        assert!(text.contains("`timeout` takes a duration"), "{text}");
+    }
+
+    #[test]
+    fn map_alone_maps_over_the_input_and_map_eq_names_a_dependency() {
+        let mut errors = Errors::default();
+        let args = step_args(quote::quote!(map), &mut errors);
+        assert!(matches!(args.map, Some(MapSource::Input(_))));
+        let args = step_args(quote::quote!(map = split), &mut errors);
+        assert!(matches!(args.map, Some(MapSource::Dependency(ref d)) if d == "split"));
+        assert!(errors.is_empty());
+    }
+}

@@ -1,0 +1,168 @@
+//! Starting typed runs and waiting for their outputs.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::deployment::{Deployment, FlowSpec};
+use crate::engine::{self, CompileStatus, Run, RunStatus};
+use crate::error::EngineError;
+
+/// A handle on a pgflow database for callers: deploys flows and starts typed runs.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pool: PgPool,
+}
+
+impl Client {
+    /// A client over `pool`.
+    pub fn new(pool: PgPool) -> Self {
+        Self { pool }
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Compiles (or verifies) a deployment's flow, as a worker does at startup.
+    pub async fn deploy<F: FlowSpec>(
+        &self,
+        deployment: &Deployment<F>,
+    ) -> Result<CompileStatus, EngineError> {
+        engine::compile_flow(&self.pool, deployment.definition()).await
+    }
+
+    /// Starts a run of flow `F` with `input`.
+    pub async fn start<F: FlowSpec>(
+        &self,
+        input: &F::Input,
+    ) -> Result<RunHandle<F::Output>, EngineError> {
+        let input = serde_json::to_value(input).map_err(|source| EngineError::Encode {
+            what: "the flow input",
+            source,
+        })?;
+        let run = engine::start_flow(&self.pool, F::SLUG, &input).await?;
+        Ok(RunHandle::new(run.run_id))
+    }
+
+    /// Starts one run of flow `F` per input, in one transaction, in input order.
+    pub async fn start_many<F: FlowSpec>(
+        &self,
+        inputs: &[F::Input],
+    ) -> Result<Vec<RunHandle<F::Output>>, EngineError> {
+        let inputs = inputs
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| EngineError::Encode {
+                what: "a flow input",
+                source,
+            })?;
+        let runs = engine::start_flows(&self.pool, F::SLUG, &inputs).await?;
+        Ok(runs.iter().map(|r| RunHandle::new(r.run_id)).collect())
+    }
+}
+
+/// Why waiting for a run's output did not produce it.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The run failed.
+    #[error("run {run_id} failed at step `{step_slug}`: {error}")]
+    Failed {
+        /// The run.
+        run_id: Uuid,
+        /// The step that failed.
+        step_slug: String,
+        /// Its error.
+        error: String,
+    },
+    /// The run had not ended when the wait gave up.
+    #[error("run {run_id} has not ended after {waited:?}")]
+    StillRunning {
+        /// The run.
+        run_id: Uuid,
+        /// How long the wait lasted.
+        waited: Duration,
+    },
+    /// The run's output does not decode as the flow's output type.
+    #[error("run {run_id}: cannot decode its output: {source}")]
+    Decode {
+        /// The run.
+        run_id: Uuid,
+        /// serde's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A database error.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// A started run whose output decodes as `O`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunHandle<O> {
+    run_id: Uuid,
+    output: PhantomData<fn() -> O>,
+}
+
+impl<O: DeserializeOwned> RunHandle<O> {
+    /// A handle on an existing run.
+    pub fn new(run_id: Uuid) -> Self {
+        Self {
+            run_id,
+            output: PhantomData,
+        }
+    }
+
+    /// The run's id.
+    pub fn run_id(&self) -> Uuid {
+        self.run_id
+    }
+
+    /// The run as stored now.
+    pub async fn run(&self, client: &Client) -> Result<Run, EngineError> {
+        engine::run(client.pool(), self.run_id).await
+    }
+
+    /// Waits (polling) until the run ends, at most `timeout`; returns its typed output.
+    pub async fn wait(&self, client: &Client, timeout: Duration) -> Result<O, RunError> {
+        let started = tokio::time::Instant::now();
+        let mut interval = Duration::from_millis(5);
+        loop {
+            let run = self.run(client).await?;
+            match run.status {
+                RunStatus::Completed => {
+                    let output = run.output.unwrap_or_default();
+                    return serde_json::from_value(output).map_err(|source| RunError::Decode {
+                        run_id: self.run_id,
+                        source,
+                    });
+                }
+                RunStatus::Failed => {
+                    let (step_slug, error) = engine::run_error(client.pool(), self.run_id)
+                        .await?
+                        .unwrap_or_else(|| ("(unknown)".to_owned(), "failed".to_owned()));
+                    return Err(RunError::Failed {
+                        run_id: self.run_id,
+                        step_slug,
+                        error,
+                    });
+                }
+                RunStatus::Started => {}
+            }
+            let waited = started.elapsed();
+            if waited >= timeout {
+                return Err(RunError::StillRunning {
+                    run_id: self.run_id,
+                    waited,
+                });
+            }
+            tokio::time::sleep(interval.min(timeout - waited)).await;
+            interval = (interval * 2).min(Duration::from_millis(200));
+        }
+    }
+}

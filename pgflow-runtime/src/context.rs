@@ -1,0 +1,123 @@
+//! What a step handler can know about the task it runs.
+
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::handler::StepFailure;
+
+/// The task a handler is running: run, flow, step, queue, task index and attempt, a
+/// cancellation token that fires when the step's timeout passes or the worker shuts down, and
+/// lazy access to the flow input.
+///
+/// Take it as a handler parameter of type `pgflow::Context`.
+#[derive(Debug, Clone)]
+pub struct Context {
+    inner: Arc<ContextInner>,
+}
+
+#[derive(Debug)]
+struct ContextInner {
+    run_id: Uuid,
+    flow_slug: String,
+    step_slug: String,
+    queue_name: String,
+    task_index: i32,
+    attempt: i32,
+    cancellation: CancellationToken,
+    pool: PgPool,
+}
+
+/// The parts a [`Context`] is built from (the worker fills it in).
+#[derive(Debug, Clone)]
+pub struct ContextParts {
+    /// The run.
+    pub run_id: Uuid,
+    /// The concrete flow.
+    pub flow_slug: String,
+    /// The step.
+    pub step_slug: String,
+    /// The queue the task came from.
+    pub queue_name: String,
+    /// 0 for a single step; the element index for a map step.
+    pub task_index: i32,
+    /// 1 for the first attempt.
+    pub attempt: i32,
+    /// Fires on timeout or shutdown.
+    pub cancellation: CancellationToken,
+    /// Where the flow input is read from, when asked for.
+    pub pool: PgPool,
+}
+
+impl Context {
+    /// A context from its parts.
+    pub fn new(parts: ContextParts) -> Self {
+        Self {
+            inner: Arc::new(ContextInner {
+                run_id: parts.run_id,
+                flow_slug: parts.flow_slug,
+                step_slug: parts.step_slug,
+                queue_name: parts.queue_name,
+                task_index: parts.task_index,
+                attempt: parts.attempt,
+                cancellation: parts.cancellation,
+                pool: parts.pool,
+            }),
+        }
+    }
+
+    /// The run this task belongs to.
+    pub fn run_id(&self) -> Uuid {
+        self.inner.run_id
+    }
+
+    /// The concrete flow slug recorded on the task.
+    pub fn flow_slug(&self) -> &str {
+        &self.inner.flow_slug
+    }
+
+    /// The step being run.
+    pub fn step_slug(&self) -> &str {
+        &self.inner.step_slug
+    }
+
+    /// The queue the task was claimed from.
+    pub fn queue_name(&self) -> &str {
+        &self.inner.queue_name
+    }
+
+    /// 0 for a single step; the index of the element for a map step.
+    pub fn task_index(&self) -> i32 {
+        self.inner.task_index
+    }
+
+    /// This attempt's number, 1 for the first.
+    pub fn attempt(&self) -> i32 {
+        self.inner.attempt
+    }
+
+    /// Fires when the step's timeout passes or the worker shuts down. Long handlers should
+    /// stop early when it does (`ctx.cancellation().cancelled().await`).
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.inner.cancellation
+    }
+
+    /// Whether the task has been cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancellation.is_cancelled()
+    }
+
+    /// Reads the run's flow input from the database and decodes it as `T`.
+    pub async fn flow_input<T: DeserializeOwned>(&self) -> Result<T, StepFailure> {
+        let input: serde_json::Value = crate::engine::run_input(&self.inner.pool, self.inner.run_id)
+            .await
+            .map_err(|e| StepFailure::FlowInput {
+                step_slug: self.inner.step_slug.clone(),
+                reason: e.to_string(),
+            })?;
+        crate::handler::decode::<T>(&self.inner.step_slug, "input", input)
+    }
+}

@@ -1,0 +1,213 @@
+//! Not public API. The code `#[pgflow::flow]` expands to calls into this module (as
+//! `::pgflow::__private`); it may change in any release without notice.
+
+use std::fmt::Display;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use serde;
+pub use serde_json;
+
+pub use crate::client::{Client, RunHandle};
+pub use crate::context::Context;
+pub use crate::definition::FlowDefinition;
+pub use crate::deployment::{Deployment, FlowQueue, FlowSpec};
+pub use crate::error::EngineError;
+pub use crate::handler::{HandlerFuture, StepFailure, StepHandler, TaskInput};
+
+use crate::definition::{FlowOptions, StepDefinition, StepOptions, StepType};
+use crate::names::{FlowSlug, QueueName, StepSlug};
+
+/// A flow as the macro writes it down: literals only, validated at compile time.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowDecl {
+    /// Concrete slug.
+    pub slug: &'static str,
+    /// Alias.
+    pub alias: &'static str,
+    /// Version within the alias.
+    pub version: u32,
+    /// Flow `max_attempts`, if set.
+    pub max_attempts: Option<u32>,
+    /// Flow `base_delay` in seconds, if set.
+    pub base_delay: Option<u64>,
+    /// Flow `timeout` in seconds, if set.
+    pub timeout: Option<u64>,
+    /// Steps in topological order.
+    pub steps: &'static [StepDecl],
+}
+
+impl FlowDecl {
+    /// Every optional field unset.
+    pub const DEFAULT: Self = Self {
+        slug: "",
+        alias: "",
+        version: 1,
+        max_attempts: None,
+        base_delay: None,
+        timeout: None,
+        steps: &[],
+    };
+}
+
+/// A step as the macro writes it down.
+#[derive(Debug, Clone, Copy)]
+pub struct StepDecl {
+    /// Step slug.
+    pub slug: &'static str,
+    /// Whether it is a map step.
+    pub map: bool,
+    /// Dependencies (for a map over a dependency: that one dependency).
+    pub depends_on: &'static [&'static str],
+    /// Queue route; `None` is the flow's default queue.
+    pub queue: Option<&'static str>,
+    /// `max_attempts`, if set.
+    pub max_attempts: Option<u32>,
+    /// `base_delay` in seconds, if set.
+    pub base_delay: Option<u64>,
+    /// `timeout` in seconds, if set.
+    pub timeout: Option<u64>,
+    /// `start_delay` in seconds, if set.
+    pub start_delay: Option<u64>,
+}
+
+impl StepDecl {
+    /// Every optional field unset.
+    pub const DEFAULT: Self = Self {
+        slug: "",
+        map: false,
+        depends_on: &[],
+        queue: None,
+        max_attempts: None,
+        base_delay: None,
+        timeout: None,
+        start_delay: None,
+    };
+}
+
+/// Turns a declaration into a [`FlowDefinition`].
+///
+/// # Panics
+/// Only on names the macro did not validate, which it always does at compile time.
+pub fn definition(decl: &FlowDecl) -> FlowDefinition {
+    const CHECKED: &str = "name validated by #[pgflow::flow] at compile time";
+    let defaults = FlowOptions::DEFAULT;
+    let mut flow = FlowDefinition::new(FlowSlug::new(decl.slug).expect(CHECKED))
+        .alias(FlowSlug::new(decl.alias).expect(CHECKED), decl.version)
+        .options(FlowOptions {
+            max_attempts: decl.max_attempts.unwrap_or(defaults.max_attempts),
+            base_delay: decl
+                .base_delay
+                .map_or(defaults.base_delay, Duration::from_secs),
+            timeout: decl.timeout.map_or(defaults.timeout, Duration::from_secs),
+        });
+    for step in decl.steps {
+        flow = flow.step(StepDefinition {
+            slug: StepSlug::new(step.slug).expect(CHECKED),
+            step_type: if step.map {
+                StepType::Map
+            } else {
+                StepType::Single
+            },
+            depends_on: step
+                .depends_on
+                .iter()
+                .map(|d| StepSlug::new(*d).expect(CHECKED))
+                .collect(),
+            queue: step.queue.map(|q| QueueName::new(q).expect(CHECKED)),
+            options: StepOptions {
+                max_attempts: step.max_attempts,
+                base_delay: step.base_delay.map(Duration::from_secs),
+                timeout: step.timeout.map(Duration::from_secs),
+                start_delay: step.start_delay.map(Duration::from_secs),
+            },
+        });
+    }
+    flow
+}
+
+/// What a step handler returns: `Result<T, E>` with a JSON-able `T` and a displayable `E`.
+#[diagnostic::on_unimplemented(
+    message = "a step handler must return `Result<T, E>`, not `{Self}`",
+    label = "return `Result<T, E>` with `T: Serialize + DeserializeOwned` and `E: Display`"
+)]
+pub trait StepResult {
+    /// The step's output type.
+    type Output: Serialize + DeserializeOwned + Send + 'static;
+    /// The handler's error type.
+    type Error: Display;
+    /// The result.
+    fn into_result(self) -> Result<Self::Output, Self::Error>;
+}
+
+impl<T, E> StepResult for Result<T, E>
+where
+    T: Serialize + DeserializeOwned + Send + 'static,
+    E: Display,
+{
+    type Output = T;
+    type Error = E;
+    fn into_result(self) -> Result<T, E> {
+        self
+    }
+}
+
+/// `Self` is the output type of the dependency a parameter names.
+#[diagnostic::on_unimplemented(
+    message = "this parameter's type `{Self}` is not the output type `{Expected}` of the step it names",
+    label = "expected `{Expected}`, the dependency's output type"
+)]
+pub trait DependencyType<Expected> {}
+impl<T> DependencyType<T> for T {}
+
+/// `Self` is the flow's input type.
+#[diagnostic::on_unimplemented(
+    message = "this parameter's type `{Self}` is not the flow input type `{Expected}`",
+    label = "expected `{Expected}`, the flow's `input` type"
+)]
+pub trait FlowInputType<Expected> {}
+impl<T> FlowInputType<T> for T {}
+
+/// What a map step maps over: a `Vec<T>`.
+#[diagnostic::on_unimplemented(
+    message = "a map step maps over a `Vec<T>`, but its source has type `{Self}`",
+    label = "the map source must produce a `Vec<T>`"
+)]
+pub trait MapSource {
+    /// The element type.
+    type Element;
+}
+impl<T> MapSource for Vec<T> {
+    type Element = T;
+}
+
+/// `Self` is the element type of the array a map step maps over.
+#[diagnostic::on_unimplemented(
+    message = "this parameter's type `{Self}` is not the element type `{Expected}` of the array the map step maps over",
+    label = "expected `{Expected}`"
+)]
+pub trait ElementType<Expected> {}
+impl<T> ElementType<T> for T {}
+
+/// Compile-time check: a dependency parameter has the dependency's output type.
+pub const fn assert_dependency_type<Param: DependencyType<Expected>, Expected>() {}
+
+/// Compile-time check: a flow-input parameter has the flow's input type.
+pub const fn assert_flow_input_type<Param: FlowInputType<Expected>, Expected>() {}
+
+/// Compile-time check: a map step's element parameter has the element type of its source.
+pub const fn assert_map_element<Param: ElementType<Source::Element>, Source: MapSource>() {}
+
+/// Compile-time check: a handler returns a [`StepResult`].
+pub const fn assert_step_result<R: StepResult>() {}
+
+/// Encodes a handler's result for the SQL core.
+pub fn output<R: StepResult>(step_slug: &str, result: R) -> Result<Value, StepFailure> {
+    match result.into_result() {
+        Ok(value) => crate::handler::encode(step_slug, &value),
+        Err(error) => Err(StepFailure::Handler(error.to_string())),
+    }
+}
