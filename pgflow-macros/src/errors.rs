@@ -30,7 +30,10 @@ impl Errors {
 
     /// All errors as `compile_error!` invocations.
     pub fn to_compile_errors(&self) -> TokenStream {
-        self.errors.iter().map(syn::Error::to_compile_error).collect()
+        self.errors
+            .iter()
+            .map(syn::Error::to_compile_error)
+            .collect()
     }
 }
 
@@ -76,12 +79,8 @@ pub mod msg {
         "`depends_on` takes a list of step names, e.g. `depends_on = [fetch, split]`".to_owned()
     }
 
-    pub fn invalid_slug(error: impl std::fmt::Display) -> String {
-        format!("invalid {error}")
-    }
-
-    pub fn invalid_queue(error: impl std::fmt::Display) -> String {
-        format!("invalid {error}; PGMQ queue names are lowercase `a-z`, `0-9` and `_`")
+    pub fn invalid_name(error: impl std::fmt::Display) -> String {
+        error.to_string()
     }
 
     pub fn invalid_step_name(name: &str, error: impl std::fmt::Display) -> String {
@@ -116,6 +115,13 @@ pub mod msg {
 
     pub fn no_return(step: &str) -> String {
         format!("step handler `{step}` must return `Result<T, E>`; add `-> Result<T, E>`")
+    }
+
+    pub fn not_result(step: &str) -> String {
+        format!(
+            "step handler `{step}` must return `Result<T, E>` (written as a path ending in \
+             `Result`, such as `Result<T, E>` or `anyhow::Result<T>`)"
+        )
     }
 
     pub fn generic_handler(step: &str) -> String {
@@ -185,9 +191,7 @@ pub mod msg {
     }
 
     pub fn map_needs_element(step: &str) -> String {
-        format!(
-            "map step `{step}` needs a parameter for the element it maps over, e.g. `item: T`"
-        )
+        format!("map step `{step}` needs a parameter for the element it maps over, e.g. `item: T`")
     }
 
     pub fn second_element(step: &str) -> String {
@@ -202,8 +206,6 @@ pub mod msg {
     }
 
     pub fn queue_variant_clash(a: &str, b: &str) -> String {
-        format!(
-            "queues `{a}` and `{b}` would both become the same `Queue` variant; rename one"
-        )
+        format!("queues `{a}` and `{b}` would both become the same `Queue` variant; rename one")
     }
 }

@@ -33,7 +33,10 @@ fn queue_variants(flow: &Flow, errors: &mut Errors) -> Vec<(String, Ident)> {
         }
         let variant = Ident::new(&variant_name(&name), span);
         if let Some((other, _)) = queues.iter().find(|(_, v)| *v == variant) {
-            errors.push(syn::Error::new(span, msg::queue_variant_clash(other, &name)));
+            errors.push(syn::Error::new(
+                span,
+                msg::queue_variant_clash(other, &name),
+            ));
             continue;
         }
         queues.push((name, variant));
@@ -108,6 +111,8 @@ fn generated_items(flow: &Flow, order: &[usize], queues: &[(String, Ident)]) -> 
             type Queue = Queue;
             const SLUG: &'static str = #slug;
 
+            // `..DEFAULT` lets the runtime add fields without breaking generated code.
+            #[allow(clippy::needless_update)]
             fn definition() -> ::pgflow::__private::FlowDefinition {
                 #decl
                 ::pgflow::__private::definition(&DECL)
@@ -232,7 +237,7 @@ fn output_struct(flow: &Flow, steps: &[&Step]) -> TokenStream {
         !flow
             .steps
             .iter()
-            .any(|other| other.deps.iter().any(|d| *d == step.ident))
+            .any(|other| other.deps.contains(&step.ident))
     });
     let fields = leaves.filter_map(|step| {
         let ident = &step.ident;

@@ -56,7 +56,9 @@ pub fn check(steps: &[Step], errors: &mut Errors) -> Option<Vec<usize>> {
     let mut order = Vec::with_capacity(steps.len());
     let mut path = Vec::new();
     for start in 0..steps.len() {
-        visit(start, steps, &edges, &mut marks, &mut order, &mut path, errors, &mut valid);
+        visit(
+            start, steps, &edges, &mut marks, &mut order, &mut path, errors, &mut valid,
+        );
     }
     valid.then_some(order)
 }
@@ -136,7 +138,10 @@ mod tests {
                 #[step] async fn d() -> Result<(), E> {}
             }",
         );
-        assert_eq!(order, Ok(vec!["a".into(), "b".into(), "c".into(), "d".into()]));
+        assert_eq!(
+            order,
+            Ok(vec!["a".into(), "b".into(), "c".into(), "d".into()])
+        );
     }
 
     #[test]
@@ -165,7 +170,10 @@ mod tests {
             }",
         )
         .unwrap_err();
-        assert!(error.contains("depends on `ghost`, which is not a step"), "{error}");
+        assert!(
+            error.contains("depends on `ghost`, which is not a step"),
+            "{error}"
+        );
         assert!(error.contains("depends on itself"), "{error}");
         assert!(error.contains("lists dependency `a` twice"), "{error}");
         assert!(error.contains("step `b` is defined twice"), "{error}");

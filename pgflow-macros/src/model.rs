@@ -38,6 +38,9 @@ pub struct Step {
     pub base_delay: Option<u64>,
     pub timeout: Option<u64>,
     pub start_delay: Option<u64>,
+    /// Parameters that name no dependency: reported only when every dependency of the step
+    /// exists (a misspelt dependency is the error to show, not its consequences).
+    pub unmatched_params: Vec<syn::Error>,
 }
 
 /// What a handler parameter receives.
@@ -78,12 +81,17 @@ pub fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) -> Flow {
     };
     let slug = args.slug.unwrap_or(default_slug);
     if let Err(error) = validate_slug("flow slug", &slug.value) {
-        errors.push(syn::Error::new(slug.span, msg::invalid_slug(error)));
+        errors.push(syn::Error::new(slug.span, msg::invalid_name(error)));
     }
-    let alias = args.alias.unwrap_or_else(|| slug.clone());
-    if let Err(error) = validate_slug("alias", &alias.value) {
-        errors.push(syn::Error::new(alias.span, msg::invalid_slug(error)));
-    }
+    let alias = match args.alias {
+        Some(alias) => {
+            if let Err(error) = validate_slug("alias", &alias.value) {
+                errors.push(syn::Error::new(alias.span, msg::invalid_name(error)));
+            }
+            alias
+        }
+        None => slug.clone(),
+    };
 
     let mut steps = Vec::new();
     if let Some((_, items)) = &mut module.content {
@@ -108,6 +116,14 @@ pub fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) -> Flow {
     }
     if steps.is_empty() {
         errors.at(&module.ident, msg::no_steps());
+    }
+    let names: Vec<String> = steps.iter().map(|s: &Step| s.slug.clone()).collect();
+    for step in &mut steps {
+        if step.deps.iter().all(|d| names.contains(&d.to_string())) {
+            for error in step.unmatched_params.drain(..) {
+                errors.push(error);
+            }
+        }
     }
 
     Flow {
@@ -201,12 +217,16 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
             errors.at(&function.sig, msg::no_return(&slug));
             None
         }
-        ReturnType::Type(_, ty) => Some((**ty).clone()),
+        ReturnType::Type(_, ty) if is_result_type(ty) => Some((**ty).clone()),
+        ReturnType::Type(_, ty) => {
+            errors.at(ty, msg::not_result(&slug));
+            None
+        }
     };
     if let Some(queue) = &args.queue
         && let Err(error) = validate_queue_name(&queue.value)
     {
-        errors.push(syn::Error::new(queue.span, msg::invalid_queue(error)));
+        errors.push(syn::Error::new(queue.span, msg::invalid_name(error)));
     }
 
     // Dependencies: `depends_on`, plus the map source.
@@ -226,7 +246,15 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
         errors.push(syn::Error::new(*span, msg::map_with_other_deps(&slug)));
     }
 
-    let params = read_params(function, &slug, &deps, args.map.is_some(), errors);
+    let mut unmatched_params = Vec::new();
+    let params = read_params(
+        function,
+        &slug,
+        &deps,
+        args.map.is_some(),
+        errors,
+        &mut unmatched_params,
+    );
 
     Step {
         ident,
@@ -240,7 +268,14 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
         base_delay: args.base_delay.map(|v| v.value),
         timeout: args.timeout.map(|v| v.value),
         start_delay: args.start_delay.map(|v| v.value),
+        unmatched_params,
     }
+}
+
+/// Whether `ty` is written as a `Result` (a path whose last segment is `Result`).
+fn is_result_type(ty: &Type) -> bool {
+    matches!(ty, Type::Path(path) if path.qself.is_none()
+        && path.path.segments.last().is_some_and(|s| s.ident == "Result"))
 }
 
 /// Whether `ty` is written as pgflow's context: `Context`, `pgflow::Context` or
@@ -257,7 +292,11 @@ fn is_context_type(ty: &Type) -> bool {
         .map(|s| s.ident.to_string())
         .collect();
     matches!(
-        segments.iter().map(String::as_str).collect::<Vec<_>>().as_slice(),
+        segments
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice(),
         ["Context"] | ["pgflow", "Context"]
     )
 }
@@ -268,6 +307,7 @@ fn read_params(
     deps: &[Ident],
     is_map: bool,
     errors: &mut Errors,
+    unmatched: &mut Vec<syn::Error>,
 ) -> Vec<Param> {
     let mut params = Vec::new();
     let mut seen_context = false;
@@ -312,7 +352,10 @@ fn read_params(
             ParamKind::FlowInput
         } else {
             let dep_names: Vec<String> = deps.iter().map(Ident::to_string).collect();
-            errors.at(&ident, msg::param_no_dependency(&name, slug, &dep_names));
+            unmatched.push(syn::Error::new_spanned(
+                &ident,
+                msg::param_no_dependency(&name, slug, &dep_names),
+            ));
             continue;
         };
         params.push(Param { ident, ty, kind });
@@ -322,4 +365,3 @@ fn read_params(
     }
     params
 }
-

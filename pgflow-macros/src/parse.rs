@@ -220,7 +220,10 @@ fn integer_value(
     let parsed = match &expr {
         Expr::Lit(ExprLit {
             lit: Lit::Int(i), ..
-        }) => i.base10_parse::<u32>().ok().filter(|v| u64::from(*v) >= min),
+        }) => i
+            .base10_parse::<u32>()
+            .ok()
+            .filter(|v| u64::from(*v) >= min),
         _ => None,
     };
     match parsed {
@@ -301,7 +304,9 @@ pub fn seconds_of_text(text: &str) -> Option<u64> {
         "h" => 3600,
         _ => return None,
     };
-    number.checked_mul(factor).filter(|s| *s <= u64::from(i32::MAX as u32))
+    number
+        .checked_mul(factor)
+        .filter(|s| *s <= u64::from(i32::MAX as u32))
 }
 
 fn seconds_of_str(lit: &LitStr) -> Option<u64> {
@@ -381,7 +386,12 @@ mod tests {
     fn every_problem_of_one_attribute_is_reported() {
         let mut errors = Errors::default();
         let args = step_args(
-            quote::quote!(queue = "ok", colour = "red", queue = "again", timeout = "forever"),
+            quote::quote!(
+                queue = "ok",
+                colour = "red",
+                queue = "again",
+                timeout = "forever"
+            ),
             &mut errors,
         );
         assert_eq!(args.queue.map(|q| q.value), Some("ok".to_owned()));

@@ -69,6 +69,24 @@ impl Context {
         }
     }
 
+    /// The context of a claimed task.
+    pub fn for_task(
+        task: &crate::engine::ClaimedTask,
+        pool: PgPool,
+        cancellation: CancellationToken,
+    ) -> Self {
+        Self::new(ContextParts {
+            run_id: task.run_id,
+            flow_slug: task.flow_slug.clone(),
+            step_slug: task.step_slug.clone(),
+            queue_name: task.queue_name.clone(),
+            task_index: task.task_index,
+            attempt: task.attempt,
+            cancellation,
+            pool,
+        })
+    }
+
     /// The run this task belongs to.
     pub fn run_id(&self) -> Uuid {
         self.inner.run_id
@@ -112,12 +130,13 @@ impl Context {
 
     /// Reads the run's flow input from the database and decodes it as `T`.
     pub async fn flow_input<T: DeserializeOwned>(&self) -> Result<T, StepFailure> {
-        let input: serde_json::Value = crate::engine::run_input(&self.inner.pool, self.inner.run_id)
-            .await
-            .map_err(|e| StepFailure::FlowInput {
-                step_slug: self.inner.step_slug.clone(),
-                reason: e.to_string(),
-            })?;
+        let input: serde_json::Value =
+            crate::engine::run_input(&self.inner.pool, self.inner.run_id)
+                .await
+                .map_err(|e| StepFailure::FlowInput {
+                    step_slug: self.inner.step_slug.clone(),
+                    reason: e.to_string(),
+                })?;
         crate::handler::decode::<T>(&self.inner.step_slug, "input", input)
     }
 }

@@ -94,3 +94,22 @@ impl<F: FlowSpec> fmt::Debug for Deployment<F> {
             .finish()
     }
 }
+
+impl<F: FlowSpec> Deployment<F> {
+    /// Runs the handler of a claimed task of this flow and returns its encoded output (no
+    /// timeout, no completion: the worker adds those).
+    pub async fn execute(
+        &self,
+        task: crate::engine::ClaimedTask,
+        pool: &sqlx::PgPool,
+    ) -> Result<serde_json::Value, crate::handler::StepFailure> {
+        let Some(handler) = self.handler(&task.step_slug) else {
+            return Err(crate::handler::StepFailure::NoHandler {
+                flow_slug: task.flow_slug.clone(),
+                step_slug: task.step_slug.clone(),
+            });
+        };
+        let context = crate::context::Context::for_task(&task, pool.clone(), Default::default());
+        handler(crate::handler::TaskInput::new(task, context)).await
+    }
+}

@@ -21,11 +21,11 @@ pub mod private;
 pub use client::{Client, RunError, RunHandle};
 pub use context::{Context, ContextParts};
 pub use definition::{FlowDefinition, FlowOptions, StepDefinition, StepOptions, StepType};
+pub use deployment::{Deployment, FlowQueue, FlowSpec};
 pub use engine::{
     ClaimedTask, CompileStatus, FailureOutcome, Run, RunStatus, StalledTask, SupportedPairs,
     TaskCompletion, TaskFailure,
 };
-pub use deployment::{Deployment, FlowQueue, FlowSpec};
 pub use error::{EngineError, UnsupportedPair};
 pub use handler::{HandlerFuture, StepFailure, StepHandler, TaskInput};
 pub use names::{FlowSlug, NameError, QueueName, StepSlug};

@@ -8,6 +8,7 @@
 mod claim;
 mod concurrency;
 mod define;
+mod dsl;
 mod flows;
 mod install;
 mod outputs;

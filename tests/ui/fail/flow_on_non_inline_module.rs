@@ -1,0 +1,4 @@
+#[pgflow::flow(slug = "outside")]
+mod outside;
+
+fn main() {}

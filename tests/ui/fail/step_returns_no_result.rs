@@ -1,0 +1,7 @@
+#[pgflow::flow(slug = "returns")]
+mod returns {
+    #[step]
+    async fn fetch() {}
+}
+
+fn main() {}
