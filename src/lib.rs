@@ -31,6 +31,6 @@ pub use pgflow_macros::step;
 #[doc(hidden)]
 pub use pgflow_runtime::private as __private;
 pub use pgflow_sql::{
-    InstallError, InstallReport, PgmqSource, SchemaStatus, check_schema, code_schema_version,
-    install, install_url,
+    InstallError, InstallReport, PgmqSource, SchemaStatus, check_schema, code_migration_versions,
+    code_schema_version, install, install_url,
 };

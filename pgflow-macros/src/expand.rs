@@ -98,9 +98,11 @@ fn generated_items(flow: &Flow, order: &[usize], queues: &[(String, Ident)]) -> 
 
         #[doc = #doc_flow]
         #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+        #[allow(dead_code)]
         pub struct Flow;
 
         /// The concrete slug of this flow.
+        #[allow(dead_code)]
         pub const SLUG: &str = #slug;
 
         #output
@@ -127,11 +129,13 @@ fn generated_items(flow: &Flow, order: &[usize], queues: &[(String, Ident)]) -> 
         }
 
         /// This flow's deployment: what a worker carries and a client starts.
+        #[allow(dead_code)]
         pub fn deployment() -> ::pgflow::__private::Deployment<Flow> {
             ::pgflow::__private::Deployment::new()
         }
 
         /// Starts a run of this flow.
+        #[allow(dead_code)]
         pub async fn start(
             client: &::pgflow::__private::Client,
             input: &#input_ty,
@@ -156,10 +160,12 @@ fn queue_enum(queues: &[(String, Ident)]) -> TokenStream {
     quote! {
         /// The queues this flow routes steps to.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[allow(dead_code)]
         pub enum Queue {
             #(#[doc = #docs] #variants,)*
         }
 
+        #[allow(dead_code)]
         impl Queue {
             /// Every queue of this flow.
             pub const ALL: [Queue; #count] = [#(Queue::#variants),*];
@@ -251,6 +257,7 @@ fn output_struct(flow: &Flow, steps: &[&Step]) -> TokenStream {
     quote! {
         /// The output of a completed run: the outputs of the steps nothing depends on.
         #[derive(Debug, Clone, ::pgflow::__private::serde::Deserialize)]
+        #[allow(dead_code)]
         #[serde(crate = "::pgflow::__private::serde")]
         pub struct Output {
             #(#fields,)*

@@ -17,6 +17,7 @@ pub mod handler;
 pub mod names;
 #[doc(hidden)]
 pub mod private;
+pub mod worker;
 
 pub use client::{Client, RunError, RunHandle};
 pub use context::{Context, ContextParts};
@@ -29,3 +30,4 @@ pub use engine::{
 pub use error::{EngineError, UnsupportedPair};
 pub use handler::{HandlerFuture, StepFailure, StepHandler, TaskInput};
 pub use names::{FlowSlug, NameError, QueueName, StepSlug};
+pub use worker::{Worker, WorkerConfig, WorkerError, WorkerHandle};

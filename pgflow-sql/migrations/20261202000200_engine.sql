@@ -86,6 +86,16 @@ as $$
   ) locked;
 $$;
 
+-- Wakes the workers listening on `pgflow.<queue_name>` (see `pgflow_runtime::worker`).
+-- Postgres delivers one notification per channel and payload at commit, however often a
+-- transaction calls this.
+create function pgflow.notify_queue(p_queue_name text)
+returns void
+language sql
+as $$
+  select pg_notify('pgflow.' || p_queue_name, '')
+$$;
+
 ------------------------------------------------------------------------------------------------
 -- Definitions
 ------------------------------------------------------------------------------------------------
@@ -691,6 +701,11 @@ begin
       select batch.run_id, batch.step_slug, batch.task_index, batch.flow_slug,
              v_group.queue_name, sent.msg_id
       from batch join sent on sent.ordinality = batch.ordinality;
+
+      -- Wake the queue's idle workers (delivered at commit, once per channel and transaction).
+      if v_group.start_delay = 0 then
+        perform pgflow.notify_queue(v_group.queue_name);
+      end if;
     end loop;
 
     -- Empty maps complete at once with [] and may release further steps.
@@ -1339,6 +1354,11 @@ begin
                                           array_agg(0))
     from unnest(v_queues, v_messages, v_requeue) as s(queue_name, message_id, requeue)
     where s.requeue;
+
+    perform pgflow.notify_queue(q.queue_name)
+    from (select distinct u.queue_name
+          from unnest(v_queues, v_requeue) as u(queue_name, requeue)
+          where u.requeue) q;
   end if;
 
   if false = any(v_requeue) then

@@ -12,4 +12,4 @@ mod migrations;
 
 pub use error::InstallError;
 pub use install::{InstallReport, PgmqSource, install, install_url};
-pub use migrations::{SchemaStatus, check_schema, code_schema_version};
+pub use migrations::{SchemaStatus, check_schema, code_migration_versions, code_schema_version};

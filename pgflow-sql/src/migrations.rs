@@ -18,6 +18,11 @@ pub fn code_schema_version() -> i64 {
     MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
 }
 
+/// The versions of every migration this code carries, in order.
+pub fn code_migration_versions() -> Vec<i64> {
+    MIGRATOR.iter().map(|m| m.version).collect()
+}
+
 /// How a database's `pgflow` schema relates to this code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchemaStatus {

@@ -15,3 +15,4 @@ mod outputs;
 mod retry;
 mod stalled;
 mod support;
+mod worker;

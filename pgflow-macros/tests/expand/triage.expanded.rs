@@ -18,6 +18,7 @@ pub mod triage_v2 {
     }
     /// The queues this flow routes steps to.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[allow(dead_code)]
     pub enum Queue {
         ///The queue `fetch_threads`.
         FetchThreads,
@@ -28,6 +29,7 @@ pub mod triage_v2 {
         ///The queue `deliver_slack_alerts`.
         DeliverSlackAlerts,
     }
+    #[allow(dead_code)]
     impl Queue {
         /// Every queue of this flow.
         pub const ALL: [Queue; 4usize] = [
@@ -59,11 +61,14 @@ pub mod triage_v2 {
     }
     ///The concrete flow `triage_v2` as a type.
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+    #[allow(dead_code)]
     pub struct Flow;
     /// The concrete slug of this flow.
+    #[allow(dead_code)]
     pub const SLUG: &str = "triage_v2";
     /// The output of a completed run: the outputs of the steps nothing depends on.
     #[derive(Debug, Clone, ::pgflow::__private::serde::Deserialize)]
+    #[allow(dead_code)]
     #[serde(crate = "::pgflow::__private::serde")]
     pub struct Output {
         ///The output of step `alert`.
@@ -162,10 +167,12 @@ pub mod triage_v2 {
         }
     }
     /// This flow's deployment: what a worker carries and a client starts.
+    #[allow(dead_code)]
     pub fn deployment() -> ::pgflow::__private::Deployment<Flow> {
         ::pgflow::__private::Deployment::new()
     }
     /// Starts a run of this flow.
+    #[allow(dead_code)]
     pub async fn start(
         client: &::pgflow::__private::Client,
         input: &TriageInput,

@@ -1,0 +1,201 @@
+//! Queue-scoped worker configuration. Retries and timeouts are not here: they belong to
+//! flows and steps (in the SQL core).
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use crate::deployment::FlowQueue;
+
+/// Where a worker gets its database connections.
+#[derive(Debug, Clone, Default)]
+pub enum Connection {
+    /// `DATABASE_URL` from the environment (the default).
+    #[default]
+    FromEnv,
+    /// A connection URL.
+    Url(String),
+    /// An existing pool (its own size applies; `max_pg_connections` is ignored).
+    Pool(PgPool),
+}
+
+/// The untyped settings of a worker; [`WorkerConfig`] wraps them with a typed queue.
+#[derive(Debug, Clone)]
+pub struct WorkerSettings {
+    /// Handlers running at once. Default 10.
+    pub max_concurrent: usize,
+    /// Messages read per poll, at most (never more than the free slots). Default 10.
+    pub batch_size: usize,
+    /// Size of the worker's connection pool (plus one listening connection). Default 4.
+    pub max_pg_connections: u32,
+    /// How long an idle worker waits before reading again when no new-message notification
+    /// wakes it sooner (notifications wake it at once; this catches delayed retries). Default 1 s.
+    pub poll_interval: Duration,
+    /// How long read messages stay hidden before their claim extends that to the step's
+    /// timeout. Default 10 s.
+    pub visibility_timeout: Duration,
+    /// How often the worker reports it is alive and checks whether it was deprecated. Default 5 s.
+    pub heartbeat_interval: Duration,
+    /// How long a stopping worker waits for in-flight handlers before cancelling them (their
+    /// tasks are then recovered as stalled). Default 30 s.
+    pub shutdown_grace: Duration,
+    /// How often the worker looks for stalled tasks (one worker per database does it at a
+    /// time). Default 15 s.
+    pub stalled_check_interval: Duration,
+    /// How long past its timeout a started task must be before it counts as stalled. Default 30 s.
+    pub stalled_grace: Duration,
+    /// How often a task may be requeued after stalling before it fails for good. Default 3.
+    pub max_requeues: u32,
+    /// The worker function this worker belongs to. Default: `PGFLOW_WORKER_FUNCTION`, else the
+    /// binary's name.
+    pub function_name: Option<String>,
+    /// Database connection. Default: `DATABASE_URL`.
+    pub connection: Connection,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        Self {
+            max_concurrent: 10,
+            batch_size: 10,
+            max_pg_connections: 4,
+            poll_interval: Duration::from_secs(1),
+            visibility_timeout: Duration::from_secs(10),
+            heartbeat_interval: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(30),
+            stalled_check_interval: Duration::from_secs(15),
+            stalled_grace: Duration::from_secs(30),
+            max_requeues: 3,
+            function_name: None,
+            connection: Connection::FromEnv,
+        }
+    }
+}
+
+impl WorkerSettings {
+    /// The function name: configured, else `PGFLOW_WORKER_FUNCTION`, else the binary's name.
+    pub fn resolved_function_name(&self) -> String {
+        if let Some(name) = &self.function_name {
+            return name.clone();
+        }
+        if let Ok(name) = std::env::var("PGFLOW_WORKER_FUNCTION")
+            && !name.trim().is_empty()
+        {
+            return name;
+        }
+        std::env::current_exe()
+            .ok()
+            .and_then(|path| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "pgflow-worker".to_owned())
+    }
+}
+
+/// A worker's configuration: the one queue it polls (a generated `Queue` variant) and its
+/// queue-scoped settings.
+///
+/// ```ignore
+/// WorkerConfig::new(triage_v2::Queue::ClassifyThreads).max_concurrent(1).batch_size(5)
+/// ```
+#[derive(Debug, Clone)]
+pub struct WorkerConfig<Q> {
+    pub(crate) queue: Q,
+    pub(crate) settings: WorkerSettings,
+}
+
+impl<Q: FlowQueue> WorkerConfig<Q> {
+    /// Defaults for polling `queue`.
+    pub fn new(queue: Q) -> Self {
+        Self {
+            queue,
+            settings: WorkerSettings::default(),
+        }
+    }
+
+    /// The queue.
+    pub fn queue(&self) -> Q {
+        self.queue
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &WorkerSettings {
+        &self.settings
+    }
+
+    /// Handlers running at once (at least 1).
+    pub fn max_concurrent(mut self, n: usize) -> Self {
+        self.settings.max_concurrent = n.max(1);
+        self
+    }
+
+    /// Messages read per poll (at least 1).
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.settings.batch_size = n.max(1);
+        self
+    }
+
+    /// Connection pool size (at least 1).
+    pub fn max_pg_connections(mut self, n: u32) -> Self {
+        self.settings.max_pg_connections = n.max(1);
+        self
+    }
+
+    /// Idle wait between reads when no notification arrives.
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.settings.poll_interval = interval;
+        self
+    }
+
+    /// Initial visibility timeout of read messages (whole seconds, at least 1).
+    pub fn visibility_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.visibility_timeout = timeout.max(Duration::from_secs(1));
+        self
+    }
+
+    /// Heartbeat interval.
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.settings.heartbeat_interval = interval;
+        self
+    }
+
+    /// How long shutdown waits for in-flight handlers.
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.settings.shutdown_grace = grace;
+        self
+    }
+
+    /// How often to look for stalled tasks.
+    pub fn stalled_check_interval(mut self, interval: Duration) -> Self {
+        self.settings.stalled_check_interval = interval;
+        self
+    }
+
+    /// How long past its timeout a task counts as stalled.
+    pub fn stalled_grace(mut self, grace: Duration) -> Self {
+        self.settings.stalled_grace = grace;
+        self
+    }
+
+    /// How often a stalled task is requeued before it fails.
+    pub fn max_requeues(mut self, n: u32) -> Self {
+        self.settings.max_requeues = n;
+        self
+    }
+
+    /// The worker function name.
+    pub fn function_name(mut self, name: impl Into<String>) -> Self {
+        self.settings.function_name = Some(name.into());
+        self
+    }
+
+    /// Connect with this URL.
+    pub fn database_url(mut self, url: impl Into<String>) -> Self {
+        self.settings.connection = Connection::Url(url.into());
+        self
+    }
+
+    /// Use this pool.
+    pub fn pool(mut self, pool: PgPool) -> Self {
+        self.settings.connection = Connection::Pool(pool);
+        self
+    }
+}

@@ -1,0 +1,210 @@
+//! Queue-centric workers: one worker polls exactly one queue and runs the tasks it claims
+//! through a registry of concrete flow deployments.
+//!
+//! ```ignore
+//! // The simple form: the flow's default queue (its lowercased slug), default settings.
+//! let worker = Worker::start(triage_v2::deployment()).await?;
+//!
+//! // The queue-centric form: several deployments, one explicit queue, its own settings.
+//! let worker = Worker::start_with(
+//!     (triage_v1::deployment(), triage_v2::deployment()),
+//!     WorkerConfig::new(triage_v2::Queue::ClassifyThreads).max_concurrent(1),
+//! )
+//! .await?;
+//! worker.run_until_signal().await?;
+//! ```
+//!
+//! Startup (before anything is polled): connect and check the schema, reject duplicate
+//! concrete slugs, compile or verify every deployment, derive the `(flow, step)` pairs routed
+//! to the queue, check that those pairs cover all work waiting on the queue, register the
+//! worker and log one banner. Then the loop reads at most as many messages as it has free
+//! slots, claims them (refusing, without changing anything, a batch with a pair the registry
+//! lacks), runs each handler with its step's timeout and stores results in batches.
+
+mod config;
+mod error;
+mod registry;
+mod run;
+mod startup;
+
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::deployment::{Deployment, FlowQueue, FlowSpec};
+use crate::names::QueueName;
+
+pub use config::{Connection, WorkerConfig, WorkerSettings};
+pub use error::{COVERAGE_LIST_LIMIT, WorkerError};
+pub use registry::{RegisteredFlow, Registry, Routes, at};
+
+/// Starts workers. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Worker;
+
+impl Worker {
+    /// Starts a worker for one flow on its default queue (the lowercased slug) with default
+    /// settings. Fails at startup when the flow routes no step to that queue: use
+    /// [`Worker::start_with`] with an explicit queue then.
+    pub async fn start<F: FlowSpec>(
+        deployment: Deployment<F>,
+    ) -> Result<WorkerHandle, WorkerError> {
+        Self::start_with_settings(deployment, WorkerSettings::default()).await
+    }
+
+    /// [`Worker::start`] (one flow, its default queue) with explicit settings, e.g. a
+    /// connection or a concurrency limit.
+    pub async fn start_with_settings<F: FlowSpec>(
+        deployment: Deployment<F>,
+        settings: WorkerSettings,
+    ) -> Result<WorkerHandle, WorkerError> {
+        let queue = deployment.definition().slug.default_queue();
+        let flow_slug = deployment.slug().to_owned();
+        launch(
+            deployment.flows(),
+            queue,
+            startup::QueueChoice::DefaultOf(flow_slug),
+            settings,
+        )
+        .await
+    }
+
+    /// Starts a worker polling `config`'s queue with a registry of deployments (one
+    /// deployment or a tuple of them). The queue must be a `Queue` of a flow in the registry;
+    /// anything else does not compile.
+    pub async fn start_with<R, Q, At>(
+        registry: R,
+        config: WorkerConfig<Q>,
+    ) -> Result<WorkerHandle, WorkerError>
+    where
+        R: Registry + Routes<Q::Flow, At>,
+        Q: FlowQueue,
+    {
+        let queue = QueueName::new(config.queue.name())
+            .map_err(|e| WorkerError::Schema(format!("generated queue name is invalid: {e}")))?;
+        launch(
+            registry.flows(),
+            queue,
+            startup::QueueChoice::Explicit,
+            config.settings,
+        )
+        .await
+    }
+}
+
+async fn launch(
+    flows: Vec<RegisteredFlow>,
+    queue: QueueName,
+    choice: startup::QueueChoice,
+    settings: WorkerSettings,
+) -> Result<WorkerHandle, WorkerError> {
+    let started = startup::start(flows, queue.clone(), choice, &settings).await?;
+    let worker_id = started.worker_id;
+    let runtime = Arc::new(run::Runtime {
+        slots: Arc::new(Semaphore::new(settings.max_concurrent)),
+        started,
+        settings,
+        shutdown: CancellationToken::new(),
+        hard_stop: CancellationToken::new(),
+    });
+    let shutdown = runtime.shutdown.clone();
+    let hard_stop = runtime.hard_stop.clone();
+    let join = tokio::spawn(run::run(runtime));
+    Ok(WorkerHandle {
+        worker_id,
+        queue,
+        shutdown,
+        hard_stop,
+        join,
+    })
+}
+
+/// A running worker.
+#[derive(Debug)]
+pub struct WorkerHandle {
+    worker_id: Uuid,
+    queue: QueueName,
+    shutdown: CancellationToken,
+    hard_stop: CancellationToken,
+    join: JoinHandle<Result<(), WorkerError>>,
+}
+
+impl WorkerHandle {
+    /// The worker's id (its row in `pgflow.workers`).
+    pub fn worker_id(&self) -> Uuid {
+        self.worker_id
+    }
+
+    /// The queue it polls.
+    pub fn queue(&self) -> &QueueName {
+        &self.queue
+    }
+
+    /// Asks the worker to stop polling, finish in-flight tasks (within its shutdown grace)
+    /// and stop.
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Stops at once: in-flight handlers are cancelled and their tasks are recovered as
+    /// stalled later.
+    pub fn stop_now(&self) {
+        self.shutdown.cancel();
+        self.hard_stop.cancel();
+    }
+
+    /// Whether the worker has stopped.
+    pub fn is_finished(&self) -> bool {
+        self.join.is_finished()
+    }
+
+    /// Waits until the worker has stopped; returns the fatal error that stopped it, if any.
+    pub async fn wait(self) -> Result<(), WorkerError> {
+        match self.join.await {
+            Ok(result) => result,
+            Err(error) => std::panic::resume_unwind(error.into_panic()),
+        }
+    }
+
+    /// Runs until SIGTERM or SIGINT: the first drains (stop polling, finish in-flight tasks,
+    /// mark stopped), a second stops at once.
+    pub async fn run_until_signal(self) -> Result<(), WorkerError> {
+        let shutdown = self.shutdown.clone();
+        let hard_stop = self.hard_stop.clone();
+        let signals = tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("signal received: draining (send it again to stop at once)");
+            shutdown.cancel();
+            wait_for_signal().await;
+            tracing::warn!("second signal: stopping at once");
+            hard_stop.cancel();
+        });
+        let result = self.wait().await;
+        signals.abort();
+        result
+    }
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() {
+    let _ = tokio::signal::ctrl_c().await;
+}

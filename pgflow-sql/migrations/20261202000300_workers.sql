@@ -1,0 +1,135 @@
+-- Workers: one row per worker instance, subscribed to exactly one queue, carrying any number
+-- of concrete flows. Worker functions group the workers of one deployable unit (a service or
+-- binary); the rollout fence enables and disables them.
+
+create table pgflow.worker_functions (
+  function_name text primary key
+    constraint worker_functions_name_not_blank check (length(trim(function_name)) > 0),
+  enabled boolean not null default true,
+  created_at timestamptz not null default now(),
+  updated_at timestamptz not null default now()
+);
+
+create table pgflow.workers (
+  worker_id uuid primary key,
+  queue_name text not null
+    constraint workers_queue_name_valid check (pgflow.is_valid_queue_name(queue_name)),
+  function_name text not null references pgflow.worker_functions (function_name),
+  flow_slugs text[] not null,
+  started_at timestamptz not null default now(),
+  last_heartbeat_at timestamptz not null default now(),
+  deprecated_at timestamptz,
+  stopped_at timestamptz,
+  constraint workers_stopped_after_start check (stopped_at is null or stopped_at >= started_at)
+);
+
+create index workers_live_by_queue_idx on pgflow.workers (queue_name) where stopped_at is null;
+create index workers_live_by_function_idx on pgflow.workers (function_name)
+  where stopped_at is null;
+
+-- register_worker: records a started worker (and its function, enabled, if new).
+create function pgflow.register_worker(
+  p_worker_id uuid,
+  p_queue_name text,
+  p_function_name text,
+  p_flow_slugs text[]
+)
+returns void
+language sql
+as $$
+  insert into pgflow.worker_functions (function_name) values (p_function_name)
+  on conflict (function_name) do nothing;
+  insert into pgflow.workers (worker_id, queue_name, function_name, flow_slugs)
+  values (p_worker_id, p_queue_name, p_function_name, p_flow_slugs);
+$$;
+
+-- heartbeat: records that the worker is alive; returns true when it has been deprecated (it
+-- should stop polling, finish in-flight tasks and stop).
+create function pgflow.heartbeat(p_worker_id uuid)
+returns boolean
+language sql
+as $$
+  update pgflow.workers
+  set last_heartbeat_at = now()
+  where worker_id = p_worker_id
+  returning deprecated_at is not null
+$$;
+
+-- stop_worker: records that the worker has stopped.
+create function pgflow.stop_worker(p_worker_id uuid)
+returns void
+language sql
+as $$
+  update pgflow.workers
+  set stopped_at = now(),
+      deprecated_at = coalesce(deprecated_at, now())
+  where worker_id = p_worker_id and stopped_at is null
+$$;
+
+-- deprecate_workers: asks every live worker of a function to drain and stop; returns how many.
+create function pgflow.deprecate_workers(p_function_name text)
+returns integer
+language sql
+as $$
+  with deprecated as (
+    update pgflow.workers
+    set deprecated_at = now()
+    where function_name = p_function_name and stopped_at is null and deprecated_at is null
+    returning 1
+  )
+  select count(*)::integer from deprecated
+$$;
+
+-- queue_coverage_gaps: the (flow_slug, step_slug) pairs that work on `p_queue_name` needs but
+-- the supported pairs (p_flow_slugs[i], p_step_slugs[i]) lack, with what needs them:
+--   queued_tasks   executable tasks of the pair on this queue,
+--   started_tasks  recoverable tasks (they may stall and be requeued),
+--   started_runs   started runs whose step of this pair has not completed yet and routes here
+--                  (the step may still put tasks on this queue).
+-- Ordered by flow and step.
+create function pgflow.queue_coverage_gaps(
+  p_queue_name text,
+  p_flow_slugs text[],
+  p_step_slugs text[]
+)
+returns table (flow_slug text, step_slug text, queued_tasks bigint, started_tasks bigint,
+               started_runs bigint)
+language sql
+stable
+as $$
+  with supported as (
+    select * from unnest(p_flow_slugs, p_step_slugs) as p(flow_slug, step_slug)
+  ),
+  live_tasks as (
+    select t.flow_slug, t.step_slug,
+           count(*) filter (where t.status = 'queued') as queued_tasks,
+           count(*) filter (where t.status = 'started') as started_tasks
+    from pgflow.step_tasks t
+    where t.queue_name = p_queue_name and t.status in ('queued', 'started')
+    group by t.flow_slug, t.step_slug
+  ),
+  pending_steps as (
+    select ss.flow_slug, ss.step_slug, count(*) as started_runs
+    from pgflow.runs r
+    join pgflow.step_states ss on ss.run_id = r.run_id
+    join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+    where r.status = 'started'
+      and ss.status in ('created', 'started')
+      and s.queue_name = p_queue_name
+    group by ss.flow_slug, ss.step_slug
+  ),
+  needed as (
+    select coalesce(l.flow_slug, p.flow_slug) as flow_slug,
+           coalesce(l.step_slug, p.step_slug) as step_slug,
+           coalesce(l.queued_tasks, 0) as queued_tasks,
+           coalesce(l.started_tasks, 0) as started_tasks,
+           coalesce(p.started_runs, 0) as started_runs
+    from live_tasks l
+    full join pending_steps p on p.flow_slug = l.flow_slug and p.step_slug = l.step_slug
+  )
+  select n.flow_slug, n.step_slug, n.queued_tasks, n.started_tasks, n.started_runs
+  from needed n
+  where not exists (select 1 from supported s
+                    where s.flow_slug = n.flow_slug and s.step_slug = n.step_slug)
+  order by n.flow_slug, n.step_slug
+$$;
