@@ -75,6 +75,15 @@ pub mod msg {
         format!("`{key}` must be at least {min} s")
     }
 
+    pub fn step_attribute_form() -> String {
+        "write `#[step(key = value, ...)]` or `#[step]`".to_owned()
+    }
+
+    pub fn map_value() -> String {
+        "`map = dep` takes the name of one step; write `map` alone to map over the flow input"
+            .to_owned()
+    }
+
     pub fn depends_on_list() -> String {
         "`depends_on` takes a list of step names, e.g. `depends_on = [fetch, split]`".to_owned()
     }

@@ -189,7 +189,7 @@ fn take_step_attr(attrs: &mut Vec<syn::Attribute>, errors: &mut Errors) -> Optio
         syn::Meta::Path(_) => proc_macro2::TokenStream::new(),
         syn::Meta::List(list) => list.tokens.clone(),
         syn::Meta::NameValue(nv) => {
-            errors.at(nv, "write `#[step(key = value, ...)]` or `#[step]`");
+            errors.at(nv, msg::step_attribute_form());
             proc_macro2::TokenStream::new()
         }
     };

@@ -356,10 +356,7 @@ fn map_value(
             .get_ident()
             .map(|ident| MapSource::Dependency(ident.clone()))),
         other => {
-            errors.at(
-                other,
-                "`map = dep` takes the name of one step; write `map` alone to map over the flow input",
-            );
+            errors.at(other, msg::map_value());
             Ok(None)
         }
     }

@@ -1,0 +1,281 @@
+//! The main job: a thread-triage flow written with the macros, three queue-centric workers in
+//! one process (each with its own concurrency), a few hundred runs started through one call,
+//! live progress and a summary. Exits non-zero unless every run completed.
+//!
+//! Database: `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`); the example
+//! works in a database of its own, `pgflow_triage`, created afresh on every run.
+//!
+//! ```sh
+//! cargo run --release --example triage          # RUNS=1000 for a bigger batch
+//! ```
+
+use std::time::{Duration, Instant};
+
+use pgflow::{Client, Worker, WorkerConfig};
+use serde::{Deserialize, Serialize};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+const DATABASE: &str = "pgflow_triage";
+
+/// What callers start a triage with.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TriageInput {
+    /// The thread to triage.
+    pub thread_id: u64,
+}
+
+/// A support thread.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Thread {
+    /// Its id.
+    pub id: u64,
+    /// Its messages, oldest first.
+    pub messages: Vec<String>,
+}
+
+/// How urgent one message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Label {
+    /// Needs a human now.
+    Urgent,
+    /// Can wait.
+    Normal,
+}
+
+/// What the alerting step reports.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Alert {
+    /// The thread.
+    pub thread_id: u64,
+    /// How many of its messages are urgent.
+    pub urgent: usize,
+    /// Whether an alert went out.
+    pub sent: bool,
+}
+
+/// Version 1 of the `triage` flow.
+#[pgflow::flow(slug = "triage_v1", alias = "triage", version = 1, input = TriageInput, max_attempts = 3)]
+pub mod triage_v1 {
+    use super::*;
+
+    /// Loads the thread (default queue `triage_v1`).
+    #[step]
+    pub async fn fetch(input: TriageInput) -> Result<Thread, String> {
+        let count = input.thread_id % 4 + 1;
+        Ok(Thread {
+            id: input.thread_id,
+            messages: (0..count)
+                .map(|m| {
+                    if (input.thread_id + m).is_multiple_of(5) {
+                        format!("message {m}: production is down!")
+                    } else {
+                        format!("message {m}: a question")
+                    }
+                })
+                .collect(),
+        })
+    }
+
+    /// Splits it into messages.
+    #[step(depends_on = [fetch])]
+    pub async fn split(fetch: Thread) -> Result<Vec<String>, String> {
+        Ok(fetch.messages)
+    }
+
+    /// Scores each message, one at a time (a rate-limited model behind `classify_threads`).
+    #[step(map = split, queue = "classify_threads", timeout = "10s")]
+    pub async fn classify(message: String) -> Result<Label, String> {
+        tokio::time::sleep(Duration::from_micros(200)).await;
+        Ok(if message.ends_with('!') {
+            Label::Urgent
+        } else {
+            Label::Normal
+        })
+    }
+
+    /// Alerts on urgent threads (on `deliver_slack_alerts`, five at a time).
+    #[step(depends_on = [fetch, classify], queue = "deliver_slack_alerts")]
+    pub async fn alert(fetch: Thread, classify: Vec<Label>) -> Result<Alert, String> {
+        let urgent = classify.iter().filter(|l| **l == Label::Urgent).count();
+        if urgent > 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok(Alert {
+            thread_id: fetch.id,
+            urgent,
+            sent: urgent > 0,
+        })
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PGFLOW_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let runs: usize = std::env::var("RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(300);
+
+    let (pool, where_) = connect().await?;
+    println!("database: {where_}");
+    pgflow::install(&pool).await?;
+
+    // Three workers, one per queue, each with the queue's own concurrency.
+    let config = |queue| {
+        WorkerConfig::new(queue)
+            .pool(pool.clone())
+            .function_name("triage_example")
+    };
+    let workers = [
+        Worker::start_with(
+            triage_v1::deployment(),
+            config(triage_v1::Queue::TriageV1).max_concurrent(10),
+        )
+        .await?,
+        Worker::start_with(
+            triage_v1::deployment(),
+            config(triage_v1::Queue::ClassifyThreads).max_concurrent(1),
+        )
+        .await?,
+        Worker::start_with(
+            triage_v1::deployment(),
+            config(triage_v1::Queue::DeliverSlackAlerts).max_concurrent(5),
+        )
+        .await?,
+    ];
+    for worker in &workers {
+        println!("worker {} polls `{}`", worker.worker_id(), worker.queue());
+    }
+
+    let client = Client::new(pool.clone());
+    let inputs: Vec<TriageInput> = (0..runs as u64)
+        .map(|thread_id| TriageInput { thread_id })
+        .collect();
+    let started = Instant::now();
+    client.start_many::<triage_v1::Flow>(&inputs).await?;
+    println!("started {runs} runs of `triage_v1` in one call");
+
+    let deadline = started + Duration::from_secs(60);
+    let (completed, failed) = loop {
+        let (completed, failed): (i64, i64) = sqlx::query_as(
+            "select count(*) filter (where status = 'completed'), count(*) filter (where status = 'failed')
+             from pgflow.runs",
+        )
+        .fetch_one(&pool)
+        .await?;
+        let done = (completed + failed) as usize;
+        print!(
+            "\r{} {done:>5}/{runs} runs done ({failed} failed)",
+            bar(done, runs)
+        );
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        if done == runs || Instant::now() > deadline {
+            println!();
+            break (completed, failed);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let elapsed = started.elapsed();
+
+    for worker in workers {
+        worker.shutdown();
+        worker.wait().await?;
+    }
+    summary(&pool, runs, completed, failed, elapsed).await?;
+    if completed as usize != runs {
+        return Err(format!(
+            "{} of {runs} runs did not complete",
+            runs - completed as usize
+        )
+        .into());
+    }
+    Ok(())
+}
+
+fn bar(done: usize, total: usize) -> String {
+    let width = 30;
+    let filled = (done * width).checked_div(total).unwrap_or(width);
+    format!("[{}{}]", "#".repeat(filled), ".".repeat(width - filled))
+}
+
+async fn summary(
+    pool: &PgPool,
+    runs: usize,
+    completed: i64,
+    failed: i64,
+    elapsed: Duration,
+) -> Result<(), Error> {
+    let per_queue: Vec<(String, i64)> = sqlx::query_as(
+        "select queue_name, count(*) from pgflow.step_tasks group by queue_name order by queue_name",
+    )
+    .fetch_all(pool)
+    .await?;
+    let (p50, p95): (Option<f64>, Option<f64>) = sqlx::query_as(
+        "select percentile_cont(0.5) within group (order by ms), percentile_cont(0.95) within group (order by ms)
+         from (select extract(epoch from completed_at - started_at) * 1000 as ms
+               from pgflow.runs where status = 'completed') latencies",
+    )
+    .fetch_one(pool)
+    .await?;
+    let alerts: i64 = sqlx::query_scalar(
+        "select count(*) from pgflow.runs where (output -> 'alert' ->> 'sent')::boolean",
+    )
+    .fetch_one(pool)
+    .await?;
+    let tasks: i64 = per_queue.iter().map(|(_, n)| n).sum();
+    println!("\nsummary");
+    println!("  runs       {completed} completed, {failed} failed, of {runs}");
+    for (queue, count) in &per_queue {
+        println!("  queue      {queue:<22} {count:>6} tasks");
+    }
+    println!(
+        "  latency    p50 {:.1} ms, p95 {:.1} ms (start to completion)",
+        p50.unwrap_or(0.0),
+        p95.unwrap_or(0.0)
+    );
+    println!(
+        "  throughput {:.0} runs/s, {:.0} tasks/s over {:.2?}",
+        completed as f64 / elapsed.as_secs_f64(),
+        tasks as f64 / elapsed.as_secs_f64(),
+        elapsed
+    );
+    println!("  alerts     {alerts} urgent threads alerted");
+    Ok(())
+}
+
+/// A fresh copy of the example's own database on the configured server.
+async fn connect() -> Result<(PgPool, String), Error> {
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let server: PgConnectOptions = url.parse()?;
+    let mut admin = server.connect().await.map_err(|e| {
+        format!(
+            "cannot reach Postgres at {}:{} ({e}); start it or set DATABASE_URL",
+            server.get_host(),
+            server.get_port()
+        )
+    })?;
+    sqlx::query(&format!("drop database if exists {DATABASE} with (force)"))
+        .execute(&mut admin)
+        .await?;
+    sqlx::query(&format!("create database {DATABASE}"))
+        .execute(&mut admin)
+        .await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(16)
+        .connect_with(server.clone().database(DATABASE))
+        .await?;
+    Ok((
+        pool,
+        format!("{}:{}/{DATABASE}", server.get_host(), server.get_port()),
+    ))
+}
