@@ -36,20 +36,34 @@ impl Client {
         engine::compile_flow(&self.pool, deployment.definition()).await
     }
 
-    /// Starts a run of flow `F` with `input`.
+    /// Starts a run of exactly the concrete flow `F` with `input` (typed output).
     pub async fn start<F: FlowSpec>(
         &self,
         input: &F::Input,
     ) -> Result<RunHandle<F::Output>, EngineError> {
+        let mut handles = self.start_many::<F>(std::slice::from_ref(input)).await?;
+        handles.pop().ok_or_else(|| EngineError::UnknownFlow {
+            flow_slug: F::SLUG.to_owned(),
+        })
+    }
+
+    /// Starts a run of an alias: its active concrete version at this moment (the run keeps
+    /// it). The output is untyped since versions may differ; the run records which version ran.
+    pub async fn start_alias<I: serde::Serialize>(
+        &self,
+        alias: &str,
+        input: &I,
+    ) -> Result<RunHandle<serde_json::Value>, EngineError> {
         let input = serde_json::to_value(input).map_err(|source| EngineError::Encode {
             what: "the flow input",
             source,
         })?;
-        let run = engine::start_flow(&self.pool, F::SLUG, &input).await?;
+        let run = engine::start_flow(&self.pool, alias, &input).await?;
         Ok(RunHandle::new(run.run_id))
     }
 
-    /// Starts one run of flow `F` per input, in one transaction, in input order.
+    /// Starts one run of exactly the concrete flow `F` per input, in one transaction, in input
+    /// order.
     pub async fn start_many<F: FlowSpec>(
         &self,
         inputs: &[F::Input],
@@ -62,7 +76,7 @@ impl Client {
                 what: "a flow input",
                 source,
             })?;
-        let runs = engine::start_flows(&self.pool, F::SLUG, &inputs).await?;
+        let runs = engine::start_concrete_flows(&self.pool, F::SLUG, &inputs).await?;
         Ok(runs.iter().map(|r| RunHandle::new(r.run_id)).collect())
     }
 }

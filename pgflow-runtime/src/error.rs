@@ -63,6 +63,14 @@ pub enum EngineError {
         flow_slug: String,
     },
 
+    /// A flow was asked to join an alias it does not belong to.
+    #[error("{0}")]
+    AliasMismatch(String),
+
+    /// A rollout cannot be finished (unknown or finished already).
+    #[error("{0}")]
+    Rollout(String),
+
     /// No run has this id.
     #[error("run {run_id} does not exist")]
     UnknownRun {
@@ -146,6 +154,8 @@ impl From<sqlx::Error> for EngineError {
                 Err(_) => Self::Database(error),
             },
             Some("PF005") => Self::InvalidArguments(message),
+            Some("PF006") => Self::AliasMismatch(message),
+            Some("PF007") => Self::Rollout(message),
             // undefined function / schema / table: the schema is missing or incomplete
             Some("42883" | "3F000" | "42P01") if message.contains("pgflow") => {
                 Self::NotInstalled(message)

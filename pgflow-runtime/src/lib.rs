@@ -17,6 +17,7 @@ pub mod handler;
 pub mod names;
 #[doc(hidden)]
 pub mod private;
+pub mod rollout;
 pub mod worker;
 
 pub use client::{Client, RunError, RunHandle};
@@ -24,8 +25,8 @@ pub use context::{Context, ContextParts};
 pub use definition::{FlowDefinition, FlowOptions, StepDefinition, StepOptions, StepType};
 pub use deployment::{Deployment, FlowQueue, FlowSpec};
 pub use engine::{
-    ClaimedTask, CompileStatus, FailureOutcome, Run, RunStatus, StalledTask, SupportedPairs,
-    TaskCompletion, TaskFailure,
+    Activation, ClaimedTask, CompileStatus, DrainStatus, FailureOutcome, Run, RunStatus,
+    StalledTask, SupportedPairs, TaskCompletion, TaskFailure,
 };
 pub use error::{EngineError, UnsupportedPair};
 pub use handler::{HandlerFuture, StepFailure, StepHandler, TaskInput};

@@ -48,6 +48,31 @@ create table pgflow.flows (
   constraint flows_alias_version_key unique (alias, version)
 );
 
+-- Aliases: the stable names callers start. Each points at exactly one concrete flow of the
+-- alias (its active version). Workers only ever activate a version above the alias's high-water
+-- mark (the highest version it ever pointed at), so activation never moves backwards and an
+-- operator's explicit rollback is not undone by the next worker restart. A concrete flow
+-- belongs to one alias for life (`flows.alias`).
+create table pgflow.aliases (
+  alias text primary key
+    constraint aliases_alias_valid check (pgflow.is_valid_slug(alias)),
+  flow_slug text not null references pgflow.flows (flow_slug),
+  high_water_version integer not null
+    constraint aliases_high_water_positive check (high_water_version >= 1),
+  activated_at timestamptz not null default now()
+);
+
+-- Every move of an alias, for operators.
+create table pgflow.alias_history (
+  change_id bigint generated always as identity primary key,
+  alias text not null references pgflow.aliases (alias),
+  from_flow_slug text references pgflow.flows (flow_slug),
+  to_flow_slug text not null references pgflow.flows (flow_slug),
+  reason text not null
+    constraint alias_history_reason_domain check (reason in ('activated', 'set')),
+  changed_at timestamptz not null default now()
+);
+
 -- The steps of a concrete flow, in topological order (`step_index`), with their queue route.
 -- A null option means "use the flow's option".
 create table pgflow.steps (

@@ -725,23 +725,35 @@ $$;
 -- Starting runs
 ------------------------------------------------------------------------------------------------
 
--- start_flows: starts one run per input of a concrete flow, in one transaction.
+-- start_flows: starts one run per input, in one transaction.
+-- p_flow_slug names an alias (resolved to its active concrete flow now, unless
+-- p_resolve_alias is false) or a concrete flow. The runs record the concrete flow and keep it.
 -- p_run_ids optionally fixes the run ids (same length as p_inputs; null entries get new ids).
 -- Returns the runs in input order, as they stand after the first steps were started (a run
 -- whose steps all complete at once, e.g. a map over [], is already 'completed').
--- Raises PF004 for a flow that is not defined.
-create function pgflow.start_flows(p_flow_slug text, p_inputs jsonb[], p_run_ids uuid[] default null)
+-- Raises PF004 when the name is neither an alias with an active version nor a concrete flow.
+create function pgflow.start_flows(
+  p_flow_slug text,
+  p_inputs jsonb[],
+  p_run_ids uuid[] default null,
+  p_resolve_alias boolean default true
+)
 returns setof pgflow.runs
 language plpgsql
 as $$
 declare
+  v_flow_slug text := p_flow_slug;
   v_step_count integer;
   v_run_ids uuid[];
 begin
-  select count(*) into v_step_count from pgflow.steps where flow_slug = p_flow_slug;
+  if p_resolve_alias then
+    select a.flow_slug into v_flow_slug from pgflow.aliases a where a.alias = p_flow_slug;
+    v_flow_slug := coalesce(v_flow_slug, p_flow_slug);
+  end if;
+  select count(*) into v_step_count from pgflow.steps where flow_slug = v_flow_slug;
   if v_step_count = 0 then
-    raise exception 'flow `%` is not defined; compile it first (a worker carrying it does so '
-      'at startup)', p_flow_slug
+    raise exception 'no concrete flow or active alias is named `%`; compile the flow first (a '
+      'worker carrying it does so at startup, and activates its alias)', p_flow_slug
       using errcode = 'PF004', detail = jsonb_build_object('flow_slug', p_flow_slug)::text;
   end if;
   if p_inputs is null or array_position(p_inputs, null) is not null then
@@ -756,7 +768,7 @@ begin
 
   with inserted as (
     insert into pgflow.runs (run_id, flow_slug, input, remaining_steps)
-    select coalesce(p_run_ids[i.ordinality], gen_random_uuid()), p_flow_slug, i.input, v_step_count
+    select coalesce(p_run_ids[i.ordinality], gen_random_uuid()), v_flow_slug, i.input, v_step_count
     from unnest(p_inputs) with ordinality as i(input, ordinality)
     order by i.ordinality
     returning run_id
@@ -771,7 +783,7 @@ begin
   select r.run_id, s.step_slug, s.flow_slug, s.deps_count
   from unnest(v_run_ids) as r(run_id)
   cross join pgflow.steps s
-  where s.flow_slug = p_flow_slug;
+  where s.flow_slug = v_flow_slug;
 
   perform pgflow.start_ready_steps(v_run_ids);
 
@@ -784,11 +796,16 @@ end;
 $$;
 
 -- start_flow: starts one run. See start_flows.
-create function pgflow.start_flow(p_flow_slug text, p_input jsonb, p_run_id uuid default null)
+create function pgflow.start_flow(
+  p_flow_slug text,
+  p_input jsonb,
+  p_run_id uuid default null,
+  p_resolve_alias boolean default true
+)
 returns pgflow.runs
 language sql
 as $$
-  select * from pgflow.start_flows(p_flow_slug, array[p_input], array[p_run_id])
+  select * from pgflow.start_flows(p_flow_slug, array[p_input], array[p_run_id], p_resolve_alias)
 $$;
 
 ------------------------------------------------------------------------------------------------

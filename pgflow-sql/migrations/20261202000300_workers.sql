@@ -27,20 +27,45 @@ create index workers_live_by_queue_idx on pgflow.workers (queue_name) where stop
 create index workers_live_by_function_idx on pgflow.workers (function_name)
   where stopped_at is null;
 
--- register_worker: records a started worker (and its function, enabled, if new).
+-- register_worker: records a started worker (and its function, enabled, if new). Returns false,
+-- registering nothing, when the function is disabled (a rollout is in progress): the worker
+-- must wait until it is enabled. Locks the function row (FOR SHARE) so that a concurrent
+-- rollout either sees this worker (and deprecates it) or this call sees the function disabled.
 create function pgflow.register_worker(
   p_worker_id uuid,
   p_queue_name text,
   p_function_name text,
   p_flow_slugs text[]
 )
-returns void
-language sql
+returns boolean
+language plpgsql
 as $$
+declare
+  v_enabled boolean;
+begin
   insert into pgflow.worker_functions (function_name) values (p_function_name)
   on conflict (function_name) do nothing;
+  select enabled into v_enabled
+  from pgflow.worker_functions
+  where function_name = p_function_name
+  for share;
+  if not v_enabled then
+    return false;
+  end if;
   insert into pgflow.workers (worker_id, queue_name, function_name, flow_slugs)
   values (p_worker_id, p_queue_name, p_function_name, p_flow_slugs);
+  return true;
+end;
+$$;
+
+-- function_enabled: whether workers of the function may start (true for an unknown function).
+create function pgflow.function_enabled(p_function_name text)
+returns boolean
+language sql
+stable
+as $$
+  select coalesce(
+    (select enabled from pgflow.worker_functions where function_name = p_function_name), true)
 $$;
 
 -- heartbeat: records that the worker is alive; returns true when it has been deprecated (it
@@ -82,23 +107,31 @@ $$;
 
 -- queue_coverage_gaps: the (flow_slug, step_slug) pairs that work on `p_queue_name` needs but
 -- the supported pairs (p_flow_slugs[i], p_step_slugs[i]) lack, with what needs them:
+--   active         the pair's flow is an alias's active target and routes the step here
+--                  (new runs will put tasks on this queue),
 --   queued_tasks   executable tasks of the pair on this queue,
 --   started_tasks  recoverable tasks (they may stall and be requeued),
 --   started_runs   started runs whose step of this pair has not completed yet and routes here
---                  (the step may still put tasks on this queue).
+--                  (draining versions: the step may still put tasks on this queue).
 -- Ordered by flow and step.
 create function pgflow.queue_coverage_gaps(
   p_queue_name text,
   p_flow_slugs text[],
   p_step_slugs text[]
 )
-returns table (flow_slug text, step_slug text, queued_tasks bigint, started_tasks bigint,
-               started_runs bigint)
+returns table (flow_slug text, step_slug text, active boolean, queued_tasks bigint,
+               started_tasks bigint, started_runs bigint)
 language sql
 stable
 as $$
   with supported as (
     select * from unnest(p_flow_slugs, p_step_slugs) as p(flow_slug, step_slug)
+  ),
+  active_pairs as (
+    select s.flow_slug, s.step_slug
+    from pgflow.aliases a
+    join pgflow.steps s on s.flow_slug = a.flow_slug
+    where s.queue_name = p_queue_name
   ),
   live_tasks as (
     select t.flow_slug, t.step_slug,
@@ -118,18 +151,19 @@ as $$
       and s.queue_name = p_queue_name
     group by ss.flow_slug, ss.step_slug
   ),
-  needed as (
-    select coalesce(l.flow_slug, p.flow_slug) as flow_slug,
-           coalesce(l.step_slug, p.step_slug) as step_slug,
-           coalesce(l.queued_tasks, 0) as queued_tasks,
-           coalesce(l.started_tasks, 0) as started_tasks,
-           coalesce(p.started_runs, 0) as started_runs
-    from live_tasks l
-    full join pending_steps p on p.flow_slug = l.flow_slug and p.step_slug = l.step_slug
+  pairs as (
+    select flow_slug, step_slug from active_pairs
+    union select flow_slug, step_slug from live_tasks
+    union select flow_slug, step_slug from pending_steps
   )
-  select n.flow_slug, n.step_slug, n.queued_tasks, n.started_tasks, n.started_runs
-  from needed n
+  select p.flow_slug, p.step_slug,
+         exists (select 1 from active_pairs a
+                 where a.flow_slug = p.flow_slug and a.step_slug = p.step_slug),
+         coalesce(l.queued_tasks, 0), coalesce(l.started_tasks, 0), coalesce(r.started_runs, 0)
+  from pairs p
+  left join live_tasks l on l.flow_slug = p.flow_slug and l.step_slug = p.step_slug
+  left join pending_steps r on r.flow_slug = p.flow_slug and r.step_slug = p.step_slug
   where not exists (select 1 from supported s
-                    where s.flow_slug = n.flow_slug and s.step_slug = n.step_slug)
-  order by n.flow_slug, n.step_slug
+                    where s.flow_slug = p.flow_slug and s.step_slug = p.step_slug)
+  order by p.flow_slug, p.step_slug
 $$;

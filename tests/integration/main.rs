@@ -13,6 +13,7 @@ mod flows;
 mod install;
 mod outputs;
 mod retry;
+mod rollout;
 mod stalled;
 mod support;
 mod worker;

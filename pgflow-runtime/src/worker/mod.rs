@@ -40,6 +40,7 @@ use crate::names::QueueName;
 pub use config::{Connection, WorkerConfig, WorkerSettings};
 pub use error::{COVERAGE_LIST_LIMIT, WorkerError};
 pub use registry::{RegisteredFlow, Registry, Routes, at};
+pub use startup::FlowStartup;
 
 /// Starts workers. See the [module documentation](self).
 #[derive(Debug)]
@@ -103,6 +104,7 @@ async fn launch(
 ) -> Result<WorkerHandle, WorkerError> {
     let started = startup::start(flows, queue.clone(), choice, &settings).await?;
     let worker_id = started.worker_id;
+    let flow_states = started.flow_states.clone();
     let runtime = Arc::new(run::Runtime {
         slots: Arc::new(Semaphore::new(settings.max_concurrent)),
         started,
@@ -116,6 +118,7 @@ async fn launch(
     Ok(WorkerHandle {
         worker_id,
         queue,
+        flow_states,
         shutdown,
         hard_stop,
         join,
@@ -127,6 +130,7 @@ async fn launch(
 pub struct WorkerHandle {
     worker_id: Uuid,
     queue: QueueName,
+    flow_states: Vec<FlowStartup>,
     shutdown: CancellationToken,
     hard_stop: CancellationToken,
     join: JoinHandle<Result<(), WorkerError>>,
@@ -141,6 +145,12 @@ impl WorkerHandle {
     /// The queue it polls.
     pub fn queue(&self) -> &QueueName {
         &self.queue
+    }
+
+    /// What startup did to each carried flow (compiled or verified; activated, active or
+    /// inactive), in registry order.
+    pub fn flows(&self) -> &[FlowStartup] {
+        &self.flow_states
     }
 
     /// Asks the worker to stop polling, finish in-flight tasks (within its shutdown grace)

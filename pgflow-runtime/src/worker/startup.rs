@@ -9,7 +9,7 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use uuid::Uuid;
 
-use crate::engine::{self, CompileStatus, SupportedPairs};
+use crate::engine::{self, Activation, CompileStatus, SupportedPairs};
 use crate::names::QueueName;
 use crate::worker::config::{Connection, WorkerSettings};
 use crate::worker::error::WorkerError;
@@ -22,6 +22,19 @@ pub struct Started {
     pub queue: QueueName,
     pub pairs: SupportedPairs,
     pub flows: HashMap<String, RegisteredFlow>,
+    /// What startup did to each carried flow, in registry order.
+    pub flow_states: Vec<FlowStartup>,
+}
+
+/// What a worker's startup did to one carried flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowStartup {
+    /// The concrete flow.
+    pub flow_slug: String,
+    /// Compiled now, or verified against the stored definition.
+    pub compile: CompileStatus,
+    /// Its standing in its alias after startup.
+    pub activation: Activation,
 }
 
 /// How the worker was asked to pick its queue.
@@ -53,83 +66,164 @@ pub async fn start(
         order.push(slug);
     }
 
-    // 3. Compile or verify every deployment (commits independently of what follows).
-    let mut states = Vec::new();
-    for slug in &order {
-        let flow = &by_slug[slug];
-        let status = engine::compile_flow(&pool, &flow.definition)
-            .await
-            .map_err(|source| WorkerError::Compile {
-                flow_slug: slug.clone(),
-                source,
-            })?;
-        states.push((slug.clone(), status));
-    }
-
-    // 4. The exact pairs routed to this queue.
-    let mut pairs = SupportedPairs::new();
-    for slug in &order {
-        pairs.extend_routed_to(&by_slug[slug].definition, &queue);
-    }
-    if let QueueChoice::DefaultOf(flow_slug) = &choice
-        && pairs.is_empty()
-    {
-        let definition = &by_slug[flow_slug].definition;
-        let queues: BTreeSet<String> = definition
-            .steps
-            .iter()
-            .map(|s| definition.queue_of(s).as_str().to_owned())
-            .collect();
-        return Err(WorkerError::NothingOnDefaultQueue {
-            flow_slug: flow_slug.clone(),
-            queue_name: queue.as_str().to_owned(),
-            queues: queues.into_iter().collect::<Vec<_>>().join(", "),
-        });
-    }
-
-    // 5. Coverage: every executable or recoverable task on the queue and every started run
-    //    that can still reach it must be of a pair this worker carries.
-    let gaps = engine::queue_coverage_gaps(&pool, &queue, &pairs).await?;
-    if !gaps.is_empty() {
-        return Err(WorkerError::Coverage {
-            queue_name: queue.as_str().to_owned(),
-            gaps,
-        });
-    }
-
-    // 6. Register and announce.
-    let worker_id = Uuid::new_v4();
     let function_name = settings.resolved_function_name();
-    engine::register_worker(&pool, worker_id, &queue, &function_name, &order).await?;
-    let flows_text = states
-        .iter()
-        .map(|(slug, status)| {
-            let state = match status {
-                CompileStatus::Compiled => "compiled",
-                CompileStatus::Verified => "verified",
-            };
-            format!("{slug} ({state})")
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
-    tracing::info!(
-        queue = queue.as_str(),
-        worker_id = %worker_id,
-        function = function_name.as_str(),
-        flows = flows_text.as_str(),
-        max_concurrent = settings.max_concurrent,
-        batch_size = settings.batch_size,
-        "pgflow worker started"
-    );
+    loop {
+        // A worker of a function disabled by a rollout neither compiles, activates nor registers.
+        wait_until_enabled(&pool, &function_name, &queue, settings).await?;
 
-    Ok(Started {
-        pool,
-        worker_id,
-        queue,
-        pairs,
-        flows: by_slug,
-    })
+        // 3. Compile or verify every deployment, then activate the newest version of each
+        //    alias (never backwards). Both commit independently of what follows: if a later
+        //    step fails, queued work waits durably for a correct worker.
+        let mut states = Vec::new();
+        for slug in &order {
+            let flow = &by_slug[slug];
+            let status = engine::compile_flow(&pool, &flow.definition)
+                .await
+                .map_err(|source| WorkerError::Compile {
+                    flow_slug: slug.clone(),
+                    source,
+                })?;
+            states.push((slug.clone(), status));
+        }
+        let activations = activate(&pool, &order, &by_slug).await?;
+
+        // 4. The exact pairs routed to this queue.
+        let mut pairs = SupportedPairs::new();
+        for slug in &order {
+            pairs.extend_routed_to(&by_slug[slug].definition, &queue);
+        }
+        if let QueueChoice::DefaultOf(flow_slug) = &choice
+            && pairs.is_empty()
+        {
+            let definition = &by_slug[flow_slug].definition;
+            let queues: BTreeSet<String> = definition
+                .steps
+                .iter()
+                .map(|s| definition.queue_of(s).as_str().to_owned())
+                .collect();
+            return Err(WorkerError::NothingOnDefaultQueue {
+                flow_slug: flow_slug.clone(),
+                queue_name: queue.as_str().to_owned(),
+                queues: queues.into_iter().collect::<Vec<_>>().join(", "),
+            });
+        }
+
+        // 5. Coverage: active alias targets routed here, draining versions whose started runs
+        //    can still reach the queue, and every queued or started task on it.
+        let gaps = engine::queue_coverage_gaps(&pool, &queue, &pairs).await?;
+        if !gaps.is_empty() {
+            return Err(WorkerError::Coverage {
+                queue_name: queue.as_str().to_owned(),
+                gaps,
+            });
+        }
+
+        // 6. Register (unless a rollout disabled the function meanwhile) and announce.
+        let worker_id = Uuid::new_v4();
+        if !engine::register_worker(&pool, worker_id, &queue, &function_name, &order).await? {
+            tracing::info!(
+                queue = queue.as_str(),
+                function = function_name.as_str(),
+                "the worker function was disabled during startup; waiting for the rollout to finish"
+            );
+            continue;
+        }
+        let flow_states: Vec<FlowStartup> = states
+            .into_iter()
+            .map(|(flow_slug, compile)| FlowStartup {
+                activation: activations
+                    .get(&flow_slug)
+                    .copied()
+                    .unwrap_or(Activation::Inactive),
+                flow_slug,
+                compile,
+            })
+            .collect();
+        let flows_text = flow_states
+            .iter()
+            .map(|f| {
+                let compiled = match f.compile {
+                    CompileStatus::Compiled => "compiled",
+                    CompileStatus::Verified => "verified",
+                };
+                format!("{} ({compiled}, {})", f.flow_slug, f.activation.as_str())
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        tracing::info!(
+            queue = queue.as_str(),
+            worker_id = %worker_id,
+            function = function_name.as_str(),
+            flows = flows_text.as_str(),
+            max_concurrent = settings.max_concurrent,
+            batch_size = settings.batch_size,
+            "pgflow worker started"
+        );
+        return Ok(Started {
+            pool,
+            worker_id,
+            queue,
+            pairs,
+            flows: by_slug,
+            flow_states,
+        });
+    }
 }
+
+/// Activates, per alias, the registry's newest version; reports every flow's standing.
+async fn activate(
+    pool: &PgPool,
+    order: &[String],
+    flows: &HashMap<String, RegisteredFlow>,
+) -> Result<HashMap<String, Activation>, WorkerError> {
+    let mut newest: HashMap<&str, &str> = HashMap::new();
+    for slug in order {
+        let definition = &flows[slug].definition;
+        let alias = definition.alias.as_str();
+        let is_newer = newest
+            .get(alias)
+            .is_none_or(|current| flows[*current].definition.version < definition.version);
+        if is_newer {
+            newest.insert(alias, slug.as_str());
+        }
+    }
+    // Activate first, then read the standing of the older versions.
+    let mut states = HashMap::new();
+    for slug in newest.values() {
+        states.insert((*slug).to_owned(), engine::activate_flow(pool, slug).await?);
+    }
+    for slug in order {
+        if !states.contains_key(slug) {
+            states.insert(slug.clone(), engine::alias_state(pool, slug).await?);
+        }
+    }
+    Ok(states)
+}
+
+/// Waits while a rollout keeps the worker's function disabled, logging now and then.
+async fn wait_until_enabled(
+    pool: &PgPool,
+    function_name: &str,
+    queue: &QueueName,
+    settings: &WorkerSettings,
+) -> Result<(), WorkerError> {
+    let mut last_log: Option<std::time::Instant> = None;
+    while !engine::function_enabled(pool, function_name).await? {
+        if last_log.is_none_or(|at| at.elapsed() >= LOG_WHILE_DISABLED_EVERY) {
+            tracing::info!(
+                queue = queue.as_str(),
+                function = function_name,
+                "worker function disabled by a rollout; waiting until `pgflow rollout finish` enables it"
+            );
+            last_log = Some(std::time::Instant::now());
+        }
+        tokio::time::sleep(settings.heartbeat_interval.min(std::time::Duration::from_secs(1))).await;
+    }
+    Ok(())
+}
+
+/// How often a waiting worker says it is still waiting.
+const LOG_WHILE_DISABLED_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn connect(settings: &WorkerSettings) -> Result<PgPool, WorkerError> {
     let url = match &settings.connection {
