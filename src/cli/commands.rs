@@ -34,10 +34,9 @@ pub async fn connect(url: &str) -> Result<PgPool, Failure> {
         options.get_port(),
         options.get_database().unwrap_or("(default database)")
     );
-    let probe = options
-        .connect()
-        .await
-        .map_err(|e| Failure::runtime(format!("cannot connect to the database at {target}: {e}")))?;
+    let probe = options.connect().await.map_err(|e| {
+        Failure::runtime(format!("cannot connect to the database at {target}: {e}"))
+    })?;
     let _ = sqlx::Connection::close(probe).await;
     let pool = PgPoolOptions::new()
         .max_connections(2)
@@ -91,13 +90,22 @@ pub async fn install(url: &str, out: &Output) -> Result<(), Failure> {
     Ok(())
 }
 
-pub async fn alias_set(pool: &PgPool, out: &Output, alias: &str, flow: &str) -> Result<(), Failure> {
+pub async fn alias_set(
+    pool: &PgPool,
+    out: &Output,
+    alias: &str,
+    flow: &str,
+) -> Result<(), Failure> {
     let previous = pgflow::engine::set_alias(pool, alias, flow).await?;
     out.print(
         json!({ "alias": alias, "flow_slug": flow, "previous_flow_slug": previous }),
         || match previous.as_deref() {
-            Some(p) if p == flow => format!("alias `{alias}` already points at `{flow}`; nothing changed"),
-            Some(p) => format!("alias `{alias}` now points at `{flow}` (was `{p}`); new runs start on `{flow}`"),
+            Some(p) if p == flow => {
+                format!("alias `{alias}` already points at `{flow}`; nothing changed")
+            }
+            Some(p) => format!(
+                "alias `{alias}` now points at `{flow}` (was `{p}`); new runs start on `{flow}`"
+            ),
             None => format!("alias `{alias}` now points at `{flow}` (it had no active version)"),
         },
     );
@@ -113,14 +121,18 @@ pub async fn alias_list(pool: &PgPool, out: &Output) -> Result<(), Failure> {
     .await
     .map_err(|e| Failure::from(pgflow::EngineError::from(e)))?;
     out.print(
-        json!(rows
-            .iter()
-            .map(|(alias, flow, version, at)| json!({
-                "alias": alias, "flow_slug": flow, "version": version, "activated_at": at
-            }))
-            .collect::<Vec<_>>()),
+        json!(
+            rows.iter()
+                .map(|(alias, flow, version, at)| json!({
+                    "alias": alias, "flow_slug": flow, "version": version, "activated_at": at
+                }))
+                .collect::<Vec<_>>()
+        ),
         || {
-            let mut text = format!("{:<24} {:<24} {:>7}  activated at\n", "alias", "active flow", "version");
+            let mut text = format!(
+                "{:<24} {:<24} {:>7}  activated at\n",
+                "alias", "active flow", "version"
+            );
             for (alias, flow, version, at) in &rows {
                 text.push_str(&format!("{alias:<24} {flow:<24} {version:>7}  {at}\n"));
             }
@@ -234,20 +246,27 @@ pub async fn rollout_status(pool: &PgPool, out: &Output, all: bool) -> Result<()
     let mut rows = Vec::new();
     for rollout in &rollouts {
         let remaining = if rollout.status == "open" {
-            pgflow::engine::rollout_progress(pool, rollout.rollout_id, 60.0).await?.len()
+            pgflow::engine::rollout_progress(pool, rollout.rollout_id, 60.0)
+                .await?
+                .len()
         } else {
             0
         };
         rows.push((rollout, remaining));
     }
     out.print(
-        json!(rows
-            .iter()
-            .map(|(r, remaining)| json!({ "rollout": r, "workers_running": remaining }))
-            .collect::<Vec<_>>()),
+        json!(
+            rows.iter()
+                .map(|(r, remaining)| json!({ "rollout": r, "workers_running": remaining }))
+                .collect::<Vec<_>>()
+        ),
         || {
             if rows.is_empty() {
-                return if all { "no rollouts".to_owned() } else { "no open rollouts".to_owned() };
+                return if all {
+                    "no rollouts".to_owned()
+                } else {
+                    "no open rollouts".to_owned()
+                };
             }
             let mut text = format!(
                 "{:>4}  {:<9} {:<32} {:<32} {:>7}\n",

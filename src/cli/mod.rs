@@ -146,7 +146,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                     queues,
                     timeout,
                     no_wait,
-                }) => commands::rollout_begin(&pool, &out, functions, queues, timeout, no_wait).await,
+                }) => {
+                    commands::rollout_begin(&pool, &out, functions, queues, timeout, no_wait).await
+                }
                 Command::Rollout(RolloutCommand::Finish { rollout_id }) => {
                     commands::rollout_finish(&pool, &out, rollout_id).await
                 }

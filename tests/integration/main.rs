@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod claim;
+mod cli;
 mod concurrency;
 mod define;
 mod dsl;

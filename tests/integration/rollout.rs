@@ -59,21 +59,40 @@ async fn v1_workers(pool: &PgPool) -> (WorkerHandle, WorkerHandle) {
     .unwrap();
     let alerts = Worker::start_with(
         triage_v1::deployment(),
-        config(triage_v1::Queue::DeliverSlackAlerts, pool, "deliver_slack_alerts").max_concurrent(5),
+        config(
+            triage_v1::Queue::DeliverSlackAlerts,
+            pool,
+            "deliver_slack_alerts",
+        )
+        .max_concurrent(5),
     )
     .await
     .unwrap();
     (classify, alerts)
 }
 
-async fn both_versions_on(pool: &PgPool, queue: triage_v2::Queue, function: &str) -> Result<WorkerHandle, WorkerError> {
-    Worker::start_with((triage_v1::deployment(), triage_v2::deployment()), config(queue, pool, function)).await
+async fn both_versions_on(
+    pool: &PgPool,
+    queue: triage_v2::Queue,
+    function: &str,
+) -> Result<WorkerHandle, WorkerError> {
+    Worker::start_with(
+        (triage_v1::deployment(), triage_v2::deployment()),
+        config(queue, pool, function),
+    )
+    .await
 }
 
 async fn start_alias(client: &Client, n: usize, offset: usize) -> Vec<Uuid> {
     let mut ids = Vec::new();
     for i in 0..n {
-        ids.push(client.start_alias("triage", &json!(offset + i)).await.unwrap().run_id());
+        ids.push(
+            client
+                .start_alias("triage", &json!(offset + i))
+                .await
+                .unwrap()
+                .run_id(),
+        );
     }
     ids
 }
@@ -89,7 +108,9 @@ async fn outcomes(pool: &PgPool, runs: &[Uuid]) -> Vec<(String, String)> {
         .fetch_all(pool)
         .await
         .unwrap();
-        if rows.iter().all(|(_, status, _)| status != "started") || tokio::time::Instant::now() > deadline {
+        if rows.iter().all(|(_, status, _)| status != "started")
+            || tokio::time::Instant::now() > deadline
+        {
             return rows
                 .into_iter()
                 .map(|(flow, status, output)| {
@@ -111,7 +132,10 @@ async fn every_task_ran_once(pool: &PgPool) {
     .fetch_one(pool)
     .await
     .unwrap();
-    assert_eq!(once, tasks, "every task completed exactly once, on its first attempt");
+    assert_eq!(
+        once, tasks,
+        "every task completed exactly once, on its first attempt"
+    );
 }
 
 async fn active_target(pool: &PgPool) -> Option<String> {
@@ -130,48 +154,82 @@ async fn a_fenced_multi_function_rollout_loses_nothing_and_runs_nothing_twice(po
     let v1_runs = start_alias(&client, 12, 0).await;
 
     // Begin: both functions disabled, their workers deprecated; wait until they stopped.
-    let functions = vec!["classify_threads".to_owned(), "deliver_slack_alerts".to_owned()];
+    let functions = vec![
+        "classify_threads".to_owned(),
+        "deliver_slack_alerts".to_owned(),
+    ];
     let rollout = pgflow::rollout::begin(&pool, &functions).await.unwrap();
-    pgflow::rollout::wait_for_workers(&pool, rollout, Duration::from_secs(15), Duration::from_secs(60), |_| {})
-        .await
-        .unwrap();
+    pgflow::rollout::wait_for_workers(
+        &pool,
+        rollout,
+        Duration::from_secs(15),
+        Duration::from_secs(60),
+        |_| {},
+    )
+    .await
+    .unwrap();
     old_classify.wait().await.unwrap();
     old_alerts.wait().await.unwrap();
 
     // Deploy the (v1, v2) registries while disabled: they wait without compiling or registering.
     let pending_classify = tokio::spawn({
         let pool = pool.clone();
-        async move { both_versions_on(&pool, triage_v2::Queue::ClassifyThreads, "classify_threads").await }
+        async move {
+            both_versions_on(&pool, triage_v2::Queue::ClassifyThreads, "classify_threads").await
+        }
     });
     let pending_alerts = tokio::spawn({
         let pool = pool.clone();
-        async move { both_versions_on(&pool, triage_v2::Queue::DeliverSlackAlerts, "deliver_slack_alerts").await }
+        async move {
+            both_versions_on(
+                &pool,
+                triage_v2::Queue::DeliverSlackAlerts,
+                "deliver_slack_alerts",
+            )
+            .await
+        }
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!pending_classify.is_finished() && !pending_alerts.is_finished());
-    let v2_compiled: bool = sqlx::query_scalar("select exists (select 1 from pgflow.flows where flow_slug = 'triage_v2')")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let v2_compiled: bool = sqlx::query_scalar(
+        "select exists (select 1 from pgflow.flows where flow_slug = 'triage_v2')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
     assert!(!v2_compiled, "a disabled worker does not compile");
-    let live: i64 = sqlx::query_scalar("select count(*) from pgflow.workers where stopped_at is null")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let live: i64 =
+        sqlx::query_scalar("select count(*) from pgflow.workers where stopped_at is null")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     assert_eq!(live, 0, "a disabled worker does not register");
     assert_eq!(active_target(&pool).await.as_deref(), Some("triage_v1"));
 
     // Finish: the recorded functions are enabled again; the new workers start and activate v2.
-    assert_eq!(pgflow::rollout::finish(&pool, rollout).await.unwrap(), functions);
+    assert_eq!(
+        pgflow::rollout::finish(&pool, rollout).await.unwrap(),
+        functions
+    );
     let new_classify = pending_classify.await.unwrap().unwrap();
     let new_alerts = pending_alerts.await.unwrap().unwrap();
     assert_eq!(active_target(&pool).await.as_deref(), Some("triage_v2"));
     let v2_runs = start_alias(&client, 5, 100).await;
 
     let old = outcomes(&pool, &v1_runs).await;
-    assert!(old.iter().all(|(flow, alert)| flow == "triage_v1" && alert.starts_with("v1:") && alert.ends_with("alerted-by-v1")), "{old:?}");
+    assert!(
+        old.iter().all(|(flow, alert)| flow == "triage_v1"
+            && alert.starts_with("v1:")
+            && alert.ends_with("alerted-by-v1")),
+        "{old:?}"
+    );
     let new = outcomes(&pool, &v2_runs).await;
-    assert!(new.iter().all(|(flow, alert)| flow == "triage_v2" && alert.starts_with("v2:") && alert.ends_with("alerted-by-v2")), "{new:?}");
+    assert!(
+        new.iter().all(|(flow, alert)| flow == "triage_v2"
+            && alert.starts_with("v2:")
+            && alert.ends_with("alerted-by-v2")),
+        "{new:?}"
+    );
     every_task_ran_once(&pool).await;
 
     new_classify.shutdown();
@@ -181,13 +239,17 @@ async fn a_fenced_multi_function_rollout_loses_nothing_and_runs_nothing_twice(po
 }
 
 #[sqlx::test(migrations = false)]
-async fn the_first_new_worker_activates_and_work_for_the_other_queue_waits_for_its_worker(pool: PgPool) {
+async fn the_first_new_worker_activates_and_work_for_the_other_queue_waits_for_its_worker(
+    pool: PgPool,
+) {
     install(&pool).await;
     let client = Client::new(pool.clone());
     client.deploy(&triage_v1::deployment()).await.unwrap();
     engine::activate_flow(&pool, "triage_v1").await.unwrap();
 
-    let classify = both_versions_on(&pool, triage_v2::Queue::ClassifyThreads, "classify_threads").await.unwrap();
+    let classify = both_versions_on(&pool, triage_v2::Queue::ClassifyThreads, "classify_threads")
+        .await
+        .unwrap();
     let states: Vec<(String, CompileStatus, Activation)> = classify
         .flows()
         .iter()
@@ -196,8 +258,16 @@ async fn the_first_new_worker_activates_and_work_for_the_other_queue_waits_for_i
     assert_eq!(
         states,
         vec![
-            ("triage_v1".into(), CompileStatus::Verified, Activation::Inactive),
-            ("triage_v2".into(), CompileStatus::Compiled, Activation::Activated),
+            (
+                "triage_v1".into(),
+                CompileStatus::Verified,
+                Activation::Inactive
+            ),
+            (
+                "triage_v2".into(),
+                CompileStatus::Compiled,
+                Activation::Activated
+            ),
         ]
     );
     let run = client.start_alias("triage", &json!("x")).await.unwrap();
@@ -219,7 +289,13 @@ async fn the_first_new_worker_activates_and_work_for_the_other_queue_waits_for_i
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(waiting().await.as_deref(), Some("queued"));
 
-    let alerts = both_versions_on(&pool, triage_v2::Queue::DeliverSlackAlerts, "deliver_slack_alerts").await.unwrap();
+    let alerts = both_versions_on(
+        &pool,
+        triage_v2::Queue::DeliverSlackAlerts,
+        "deliver_slack_alerts",
+    )
+    .await
+    .unwrap();
     assert_eq!(alerts.flows()[1].activation, Activation::Active);
     let output = run.wait(&client, Duration::from_secs(10)).await.unwrap();
     assert_eq!(output["alert"], json!("v2:\"x\":alerted-by-v2"));
@@ -239,31 +315,69 @@ async fn a_version_drains_before_it_can_leave_the_registry(pool: PgPool) {
     let v1_runs = start_alias(&client, 3, 0).await;
     engine::activate_flow(&pool, "triage_v2").await.unwrap();
 
-    let status = engine::drain_status(&pool, "triage_v1", Some("classify_threads")).await.unwrap();
-    assert_eq!((status.started_runs, status.queued_tasks, status.safe_to_remove), (3, 3, false));
+    let status = engine::drain_status(&pool, "triage_v1", Some("classify_threads"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            status.started_runs,
+            status.queued_tasks,
+            status.safe_to_remove
+        ),
+        (3, 3, false)
+    );
     assert_eq!(status.pending_steps, vec!["classify".to_owned()]);
     assert!(!status.active);
 
     // A registry without v1 refuses to start while v1 work remains.
-    let refused = Worker::start_with(triage_v2::deployment(), config(triage_v2::Queue::ClassifyThreads, &pool, "classify_threads"))
-        .await
-        .unwrap_err();
-    assert!(matches!(&refused, WorkerError::Coverage { gaps, .. } if gaps[0].flow_slug == "triage_v1"), "{refused}");
+    let refused = Worker::start_with(
+        triage_v2::deployment(),
+        config(triage_v2::Queue::ClassifyThreads, &pool, "classify_threads"),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&refused, WorkerError::Coverage { gaps, .. } if gaps[0].flow_slug == "triage_v1"),
+        "{refused}"
+    );
 
     // (v1, v2) workers drain v1.
-    let classify = both_versions_on(&pool, triage_v2::Queue::ClassifyThreads, "classify_threads").await.unwrap();
+    let classify = both_versions_on(&pool, triage_v2::Queue::ClassifyThreads, "classify_threads")
+        .await
+        .unwrap();
     // classify done, alerts not yet: v1 is gone from classify_threads but not from the alerts queue.
     outcomes_on_queue_done(&pool, &v1_runs, "classify").await;
-    let on_classify = engine::drain_status(&pool, "triage_v1", Some("classify_threads")).await.unwrap();
+    let on_classify = engine::drain_status(&pool, "triage_v1", Some("classify_threads"))
+        .await
+        .unwrap();
     assert!(on_classify.safe_to_remove, "{on_classify:?}");
-    let on_alerts = engine::drain_status(&pool, "triage_v1", Some("deliver_slack_alerts")).await.unwrap();
-    assert_eq!((on_alerts.started_runs, on_alerts.queued_tasks, on_alerts.safe_to_remove), (3, 3, false));
-    let everywhere = engine::drain_status(&pool, "triage_v1", None).await.unwrap();
+    let on_alerts = engine::drain_status(&pool, "triage_v1", Some("deliver_slack_alerts"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            on_alerts.started_runs,
+            on_alerts.queued_tasks,
+            on_alerts.safe_to_remove
+        ),
+        (3, 3, false)
+    );
+    let everywhere = engine::drain_status(&pool, "triage_v1", None)
+        .await
+        .unwrap();
     assert!(!everywhere.safe_to_remove);
 
-    let alerts = both_versions_on(&pool, triage_v2::Queue::DeliverSlackAlerts, "deliver_slack_alerts").await.unwrap();
+    let alerts = both_versions_on(
+        &pool,
+        triage_v2::Queue::DeliverSlackAlerts,
+        "deliver_slack_alerts",
+    )
+    .await
+    .unwrap();
     outcomes(&pool, &v1_runs).await;
-    let drained = engine::drain_status(&pool, "triage_v1", None).await.unwrap();
+    let drained = engine::drain_status(&pool, "triage_v1", None)
+        .await
+        .unwrap();
     assert!(drained.safe_to_remove, "{drained:?}");
     for worker in [classify, alerts] {
         worker.shutdown();
@@ -271,9 +385,12 @@ async fn a_version_drains_before_it_can_leave_the_registry(pool: PgPool) {
     }
 
     // Now the registry without v1 starts.
-    let v2_only = Worker::start_with(triage_v2::deployment(), config(triage_v2::Queue::ClassifyThreads, &pool, "classify_threads"))
-        .await
-        .unwrap();
+    let v2_only = Worker::start_with(
+        triage_v2::deployment(),
+        config(triage_v2::Queue::ClassifyThreads, &pool, "classify_threads"),
+    )
+    .await
+    .unwrap();
     v2_only.shutdown();
     v2_only.wait().await.unwrap();
 }
@@ -308,8 +425,14 @@ async fn concurrent_startups_activate_once_never_backwards_and_rollback_sticks(p
         .map(|i| {
             let pool = pool.clone();
             tokio::spawn(async move {
-                let queue = if i % 2 == 0 { triage_v2::Queue::ClassifyThreads } else { triage_v2::Queue::DeliverSlackAlerts };
-                both_versions_on(&pool, queue, &format!("function_{i}")).await.unwrap()
+                let queue = if i % 2 == 0 {
+                    triage_v2::Queue::ClassifyThreads
+                } else {
+                    triage_v2::Queue::DeliverSlackAlerts
+                };
+                both_versions_on(&pool, queue, &format!("function_{i}"))
+                    .await
+                    .unwrap()
             })
         })
         .collect();
@@ -317,9 +440,16 @@ async fn concurrent_startups_activate_once_never_backwards_and_rollback_sticks(p
     for start in starts {
         workers.push(start.await.unwrap());
     }
-    let activated = workers.iter().filter(|w| w.flows()[1].activation == Activation::Activated).count();
+    let activated = workers
+        .iter()
+        .filter(|w| w.flows()[1].activation == Activation::Activated)
+        .count();
     assert_eq!(activated, 1, "exactly one startup moved the alias");
-    assert!(workers.iter().all(|w| w.flows()[0].activation == Activation::Inactive));
+    assert!(
+        workers
+            .iter()
+            .all(|w| w.flows()[0].activation == Activation::Inactive)
+    );
     let history: Vec<(Option<String>, String, String)> = sqlx::query_as(
         "select from_flow_slug, to_flow_slug, reason from pgflow.alias_history order by change_id",
     )
@@ -330,30 +460,53 @@ async fn concurrent_startups_activate_once_never_backwards_and_rollback_sticks(p
         history,
         vec![
             (None, "triage_v1".into(), "activated".into()),
-            (Some("triage_v1".into()), "triage_v2".into(), "activated".into()),
+            (
+                Some("triage_v1".into()),
+                "triage_v2".into(),
+                "activated".into()
+            ),
         ]
     );
 
     // Never backwards.
-    assert_eq!(engine::activate_flow(&pool, "triage_v1").await.unwrap(), Activation::Inactive);
+    assert_eq!(
+        engine::activate_flow(&pool, "triage_v1").await.unwrap(),
+        Activation::Inactive
+    );
     assert_eq!(active_target(&pool).await.as_deref(), Some("triage_v2"));
 
     // The operator's rollback, through the CLI; it says what it changed.
     let url = crate::support::database_url(&pool);
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_pgflow"))
-        .args(["alias", "set", "triage", "triage_v1", "--database-url", &url])
+        .args([
+            "alias",
+            "set",
+            "triage",
+            "triage_v1",
+            "--database-url",
+            &url,
+        ])
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert_eq!(
         String::from_utf8_lossy(&output.stdout).trim(),
         "alias `triage` now points at `triage_v1` (was `triage_v2`); new runs start on `triage_v1`"
     );
-    let run = client.start_alias("triage", &json!("after rollback")).await.unwrap();
+    let run = client
+        .start_alias("triage", &json!("after rollback"))
+        .await
+        .unwrap();
     assert_eq!(run.run(&client).await.unwrap().flow_slug, "triage_v1");
 
     // A worker restarting with (v1, v2) does not undo the rollback.
-    let restarted = both_versions_on(&pool, triage_v2::Queue::ClassifyThreads, "function_0").await.unwrap();
+    let restarted = both_versions_on(&pool, triage_v2::Queue::ClassifyThreads, "function_0")
+        .await
+        .unwrap();
     assert_eq!(restarted.flows()[1].activation, Activation::Inactive);
     assert_eq!(active_target(&pool).await.as_deref(), Some("triage_v1"));
     workers.push(restarted);
@@ -380,14 +533,27 @@ async fn coverage_requires_the_active_alias_target(pool: PgPool) {
     client.deploy(&triage_v2::deployment()).await.unwrap();
     engine::activate_flow(&pool, "triage_v2").await.unwrap();
     // No run, no task: only the active target needs the queue.
-    let error = Worker::start_with(triage_v1::deployment(), config(triage_v1::Queue::ClassifyThreads, &pool, "f"))
-        .await
-        .unwrap_err();
+    let error = Worker::start_with(
+        triage_v1::deployment(),
+        config(triage_v1::Queue::ClassifyThreads, &pool, "f"),
+    )
+    .await
+    .unwrap_err();
     let gaps = gaps_of(error).await;
     assert_eq!(gaps.len(), 1);
-    assert_eq!((gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()), ("triage_v2", "classify"));
+    assert_eq!(
+        (gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()),
+        ("triage_v2", "classify")
+    );
     assert!(gaps[0].active);
-    assert_eq!((gaps[0].queued_tasks, gaps[0].started_tasks, gaps[0].started_runs), (0, 0, 0));
+    assert_eq!(
+        (
+            gaps[0].queued_tasks,
+            gaps[0].started_tasks,
+            gaps[0].started_runs
+        ),
+        (0, 0, 0)
+    );
 }
 
 #[sqlx::test(migrations = false)]
@@ -399,14 +565,27 @@ async fn coverage_requires_draining_versions_whose_runs_can_still_reach_the_queu
     engine::activate_flow(&pool, "triage_v1").await.unwrap();
     start_alias(&client, 2, 0).await; // their classify tasks wait; alert is still to come
     engine::activate_flow(&pool, "triage_v2").await.unwrap();
-    let error = Worker::start_with(triage_v2::deployment(), config(triage_v2::Queue::DeliverSlackAlerts, &pool, "f"))
-        .await
-        .unwrap_err();
+    let error = Worker::start_with(
+        triage_v2::deployment(),
+        config(triage_v2::Queue::DeliverSlackAlerts, &pool, "f"),
+    )
+    .await
+    .unwrap_err();
     let gaps = gaps_of(error).await;
     assert_eq!(gaps.len(), 1);
-    assert_eq!((gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()), ("triage_v1", "alert"));
+    assert_eq!(
+        (gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()),
+        ("triage_v1", "alert")
+    );
     assert!(!gaps[0].active);
-    assert_eq!((gaps[0].queued_tasks, gaps[0].started_tasks, gaps[0].started_runs), (0, 0, 2));
+    assert_eq!(
+        (
+            gaps[0].queued_tasks,
+            gaps[0].started_tasks,
+            gaps[0].started_runs
+        ),
+        (0, 0, 2)
+    );
 }
 
 #[sqlx::test(migrations = false)]
@@ -418,11 +597,17 @@ async fn coverage_requires_every_queued_task(pool: PgPool) {
     engine::activate_flow(&pool, "triage_v2").await.unwrap();
     // Started by concrete slug: v1 is not active, yet its task is queued on classify_threads.
     client.start::<triage_v1::Flow>(&json!(1)).await.unwrap();
-    let error = Worker::start_with(triage_v2::deployment(), config(triage_v2::Queue::ClassifyThreads, &pool, "f"))
-        .await
-        .unwrap_err();
+    let error = Worker::start_with(
+        triage_v2::deployment(),
+        config(triage_v2::Queue::ClassifyThreads, &pool, "f"),
+    )
+    .await
+    .unwrap_err();
     let gaps = gaps_of(error).await;
-    assert_eq!((gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()), ("triage_v1", "classify"));
+    assert_eq!(
+        (gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()),
+        ("triage_v1", "classify")
+    );
     assert_eq!((gaps[0].queued_tasks, gaps[0].started_tasks), (1, 0));
 }
 
@@ -437,12 +622,20 @@ async fn coverage_requires_every_started_task(pool: PgPool) {
     // A worker that has since died claimed it: the task is started (recoverable).
     let queue = pgflow::QueueName::new("classify_threads").unwrap();
     let pairs = pgflow::SupportedPairs::routed_to(triage_v1::deployment().definition(), &queue);
-    let claimed = engine::read_and_start_tasks(&pool, &queue, Uuid::new_v4(), &pairs, 10, 30).await.unwrap();
-    assert_eq!(claimed.len(), 1);
-    let error = Worker::start_with(triage_v2::deployment(), config(triage_v2::Queue::ClassifyThreads, &pool, "f"))
+    let claimed = engine::read_and_start_tasks(&pool, &queue, Uuid::new_v4(), &pairs, 10, 30)
         .await
-        .unwrap_err();
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let error = Worker::start_with(
+        triage_v2::deployment(),
+        config(triage_v2::Queue::ClassifyThreads, &pool, "f"),
+    )
+    .await
+    .unwrap_err();
     let gaps = gaps_of(error).await;
-    assert_eq!((gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()), ("triage_v1", "classify"));
+    assert_eq!(
+        (gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()),
+        ("triage_v1", "classify")
+    );
     assert_eq!((gaps[0].queued_tasks, gaps[0].started_tasks), (0, 1));
 }

@@ -217,7 +217,12 @@ async fn wait_until_enabled(
             );
             last_log = Some(std::time::Instant::now());
         }
-        tokio::time::sleep(settings.heartbeat_interval.min(std::time::Duration::from_secs(1))).await;
+        tokio::time::sleep(
+            settings
+                .heartbeat_interval
+                .min(std::time::Duration::from_secs(1)),
+        )
+        .await;
     }
     Ok(())
 }

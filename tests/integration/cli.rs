@@ -1,0 +1,142 @@
+//! The `pgflow` binary against a real database: output and exit codes.
+
+use std::process::{Command, Output};
+
+use pgflow::Client;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::rollout::{triage_v1, triage_v2};
+use crate::support::{database_url, install};
+
+fn pgflow(pool: &PgPool, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pgflow"))
+        .args(args)
+        .args(["--database-url", &database_url(pool)])
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[sqlx::test(migrations = false)]
+async fn commands_on_a_database_without_pgflow_say_to_install(pool: PgPool) {
+    let output = pgflow(&pool, &["drain-status", "anything"]);
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("pgflow is not installed") && err.contains("run `pgflow install`"),
+        "{err}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn drain_status_reports_the_truth_as_text_and_json(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&triage_v1::deployment()).await.unwrap();
+    client.start::<triage_v1::Flow>(&json!(1)).await.unwrap();
+
+    let output = pgflow(
+        &pool,
+        &["drain-status", "triage_v1", "--queue", "classify_threads"],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.starts_with(
+            "not yet safe to remove `triage_v1` from the registries of queue `classify_threads`"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("started runs          1") && text.contains("queued tasks          1"),
+        "{text}"
+    );
+
+    let output = pgflow(&pool, &["drain-status", "triage_v1", "--json"]);
+    let value: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(value["safe_to_remove"], json!(false));
+    assert_eq!(value["pending_steps"], json!(["alert", "classify"]));
+
+    let output = pgflow(&pool, &["drain-status", "no_such_flow"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        stderr(&output).trim(),
+        "error: flow `no_such_flow` is not defined in this database; compile it first (a worker carrying it does so at startup)"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn rollout_begin_status_and_finish(pool: PgPool) {
+    install(&pool).await;
+    sqlx::query("insert into pgflow.worker_functions (function_name, enabled) values ('on', true), ('off', false)")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let output = pgflow(&pool, &["rollout", "begin", "on", "off", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let begun: Value = serde_json::from_str(stdout(&output).lines().last().unwrap()).unwrap();
+    let id = begun["rollout_id"].as_i64().unwrap();
+
+    let output = pgflow(&pool, &["rollout", "status"]);
+    let text = stdout(&output);
+    assert!(
+        text.contains("open") && text.contains("off,on") && text.contains(" on "),
+        "{text}"
+    );
+
+    let output = pgflow(&pool, &["rollout", "finish", &id.to_string()]);
+    assert_eq!(
+        stdout(&output).trim(),
+        format!("rollout {id} finished; enabled again: on")
+    );
+    let enabled: Vec<(String, bool)> =
+        sqlx::query_as("select function_name, enabled from pgflow.worker_functions order by 1")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        enabled,
+        vec![("off".into(), false), ("on".into(), true)],
+        "only the recorded set is enabled"
+    );
+
+    let output = pgflow(&pool, &["rollout", "finish", &id.to_string()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("already finished"),
+        "{}",
+        stderr(&output)
+    );
+    let output = pgflow(&pool, &["rollout", "status"]);
+    assert_eq!(stdout(&output).trim(), "no open rollouts");
+}
+
+#[sqlx::test(migrations = false)]
+async fn alias_set_refuses_a_flow_of_another_alias(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&triage_v2::deployment()).await.unwrap();
+    let output = pgflow(&pool, &["alias", "set", "other", "triage_v2"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        stderr(&output).trim(),
+        "error: flow `triage_v2` belongs to alias `triage`, not `other`; an alias can only point at its own versions"
+    );
+    let output = pgflow(&pool, &["alias", "set", "triage", "triage_v2"]);
+    assert_eq!(
+        stdout(&output).trim(),
+        "alias `triage` now points at `triage_v2` (it had no active version)"
+    );
+    let output = pgflow(&pool, &["alias", "list"]);
+    assert!(stdout(&output).contains("triage_v2"), "{}", stdout(&output));
+}
