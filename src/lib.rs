@@ -34,3 +34,18 @@ pub use pgflow_sql::{
     InstallError, InstallReport, PgmqSource, SchemaStatus, check_schema, code_migration_versions,
     code_schema_version, install, install_url,
 };
+
+/// The documents in `docs/`, compiled as doc tests so that their code stays true.
+#[cfg(doctest)]
+pub mod docs {
+    #[doc = include_str!("../docs/concepts.md")]
+    pub struct Concepts;
+    #[doc = include_str!("../docs/configuration.md")]
+    pub struct Configuration;
+    #[doc = include_str!("../docs/operations.md")]
+    pub struct Operations;
+    #[doc = include_str!("../docs/rollout.md")]
+    pub struct Rollout;
+    #[doc = include_str!("../docs/coming-from-typescript.md")]
+    pub struct ComingFromTypescript;
+}

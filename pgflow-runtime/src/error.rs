@@ -55,8 +55,8 @@ pub enum EngineError {
 
     /// The flow is not compiled in this database.
     #[error(
-        "flow `{flow_slug}` is not defined in this database; compile it first (a worker \
-         carrying it does so at startup)"
+        "no concrete flow or active alias is named `{flow_slug}` in this database; compile the \
+         flow first (a worker carrying it does so at startup, and activates its alias)"
     )]
     UnknownFlow {
         /// The slug that was asked for.

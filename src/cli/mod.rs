@@ -40,6 +40,62 @@ enum Command {
     /// The production rollout fence over worker functions.
     #[command(subcommand)]
     Rollout(RolloutCommand),
+    /// Queues, workers, aliases and open rollouts at a glance.
+    Status,
+    /// Recent runs.
+    Runs {
+        /// Only runs of this concrete flow.
+        #[arg(long)]
+        flow: Option<String>,
+        /// Only runs in this status (started, completed, failed).
+        #[arg(long)]
+        status: Option<String>,
+        /// How many.
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+    },
+    /// One run: its steps, attempts and errors.
+    Run {
+        /// The run id.
+        run_id: String,
+    },
+    /// Start a run of an alias or a concrete flow.
+    Start {
+        /// Alias or concrete flow slug.
+        flow: String,
+        /// The flow input as JSON.
+        #[arg(long, default_value = "null")]
+        input: String,
+    },
+    /// A flow's DAG with its queues, as Mermaid or DOT (coloured by state with --run).
+    Graph {
+        /// The concrete flow.
+        flow: String,
+        /// `mermaid` or `dot`.
+        #[arg(long, default_value = "mermaid")]
+        format: String,
+        /// Colour the steps by this run's states.
+        #[arg(long)]
+        run: Option<String>,
+    },
+    /// Workers: list them, or deprecate those of a function.
+    #[command(subcommand)]
+    Workers(WorkersCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkersCommand {
+    /// Live workers (all with --all).
+    List {
+        /// Include stopped workers.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Ask every live worker of a function to drain and stop.
+    Deprecate {
+        /// The worker function.
+        function: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -154,6 +210,23 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 }
                 Command::Rollout(RolloutCommand::Status { all }) => {
                     commands::rollout_status(&pool, &out, all).await
+                }
+                Command::Status => commands::status(&pool, &out).await,
+                Command::Runs {
+                    flow,
+                    status,
+                    limit,
+                } => commands::runs(&pool, &out, flow.as_deref(), status.as_deref(), limit).await,
+                Command::Run { run_id } => commands::run(&pool, &out, &run_id).await,
+                Command::Start { flow, input } => commands::start(&pool, &out, &flow, &input).await,
+                Command::Graph { flow, format, run } => {
+                    commands::graph(&pool, &out, &flow, &format, run.as_deref()).await
+                }
+                Command::Workers(WorkersCommand::List { all }) => {
+                    commands::workers(&pool, &out, all).await
+                }
+                Command::Workers(WorkersCommand::Deprecate { function }) => {
+                    commands::deprecate(&pool, &out, &function).await
                 }
             }
         }

@@ -70,7 +70,8 @@ async fn drain_status_reports_the_truth_as_text_and_json(pool: PgPool) {
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(
         stderr(&output).trim(),
-        "error: flow `no_such_flow` is not defined in this database; compile it first (a worker carrying it does so at startup)"
+        "error: no concrete flow or active alias is named `no_such_flow` in this database; \
+         compile the flow first (a worker carrying it does so at startup, and activates its alias)"
     );
 }
 
@@ -139,4 +140,115 @@ async fn alias_set_refuses_a_flow_of_another_alias(pool: PgPool) {
     );
     let output = pgflow(&pool, &["alias", "list"]);
     assert!(stdout(&output).contains("triage_v2"), "{}", stdout(&output));
+}
+
+#[sqlx::test(migrations = false)]
+async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let definition = triage_v1::deployment();
+    client.deploy(&definition).await.unwrap();
+    pgflow::engine::activate_flow(&pool, "triage_v1")
+        .await
+        .unwrap();
+
+    // start through the alias
+    let output = pgflow(
+        &pool,
+        &["start", "triage", "--input", "{\"n\": 1}", "--json"],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let started: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(started["flow_slug"], json!("triage_v1"));
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+    let output = pgflow(&pool, &["start", "triage", "--input", "{not json"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).starts_with("error: --input is not valid JSON"),
+        "{}",
+        stderr(&output)
+    );
+
+    // run classify so that the run is half way
+    let queue = pgflow::QueueName::new("classify_threads").unwrap();
+    let pairs = pgflow::SupportedPairs::routed_to(definition.definition(), &queue);
+    let tasks = crate::support::claim(&pool, &queue, &pairs).await;
+    pgflow::engine::complete_tasks(
+        &pool,
+        &[pgflow::TaskCompletion::of(&tasks[0], json!("label"))],
+    )
+    .await
+    .unwrap();
+    let worker = pgflow::Worker::start_with(
+        triage_v1::deployment(),
+        pgflow::WorkerConfig::new(triage_v1::Queue::ClassifyThreads)
+            .pool(pool.clone())
+            .function_name("cli_fn"),
+    )
+    .await
+    .unwrap();
+
+    let output = pgflow(&pool, &["status", "--json"]);
+    let status: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let alerts = status["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue_name"] == "deliver_slack_alerts")
+        .unwrap();
+    assert_eq!(alerts["depth"], json!(1));
+    let classify = status["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue_name"] == "classify_threads")
+        .unwrap();
+    assert_eq!(classify["workers"][0]["function_name"], json!("cli_fn"));
+    assert_eq!(status["aliases"][0]["flow_slug"], json!("triage_v1"));
+    let text = stdout(&pgflow(&pool, &["status"]));
+    assert!(
+        text.contains("deliver_slack_alerts") && text.contains("1 alive: cli_fn[triage_v1]"),
+        "{text}"
+    );
+
+    let text = stdout(&pgflow(
+        &pool,
+        &["runs", "--flow", "triage_v1", "--status", "started"],
+    ));
+    assert!(text.contains(&run_id), "{text}");
+    let output = pgflow(&pool, &["runs", "--status", "weird"]);
+    assert_eq!(output.status.code(), Some(2));
+
+    let text = stdout(&pgflow(&pool, &["run", &run_id]));
+    assert!(
+        text.contains("classify             completed  classify_threads"),
+        "{text}"
+    );
+    assert!(
+        text.contains("alert                started    deliver_slack_alerts"),
+        "{text}"
+    );
+
+    let text = stdout(&pgflow(&pool, &["graph", "triage_v1", "--run", &run_id]));
+    assert!(text.starts_with("flowchart TD"), "{text}");
+    assert!(
+        text.contains("classify --> alert") && text.contains("style classify fill:#b7e4c7"),
+        "{text}"
+    );
+    let text = stdout(&pgflow(&pool, &["graph", "triage_v1", "--format", "dot"]));
+    assert!(text.contains("\"classify\" -> \"alert\";"), "{text}");
+    let output = pgflow(&pool, &["graph", "missing"]);
+    assert_eq!(output.status.code(), Some(2));
+
+    let text = stdout(&pgflow(&pool, &["workers", "deprecate", "cli_fn"]));
+    assert_eq!(
+        text.trim(),
+        "1 live worker(s) of `cli_fn` asked to drain and stop"
+    );
+    tokio::time::timeout(std::time::Duration::from_secs(15), worker.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    let text = stdout(&pgflow(&pool, &["workers", "list", "--all"]));
+    assert!(text.contains("stopped"), "{text}");
 }

@@ -613,3 +613,64 @@ async fn a_worker_carries_on_after_its_connections_are_cut(pool: PgPool) {
     worker.shutdown();
     worker.wait().await.unwrap();
 }
+
+// ------------------------------------------------------------------- SIGTERM drains
+
+static SIGNAL_STARTED: AtomicBool = AtomicBool::new(false);
+
+#[pgflow::flow(slug = "signalled")]
+pub mod signalled {
+    use super::*;
+
+    #[step]
+    pub async fn slow() -> Result<String, String> {
+        SIGNAL_STARTED.store(true, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Ok("done".to_owned())
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn sigterm_drains_the_worker(pool: PgPool) {
+    install(&pool).await;
+    // Install a SIGTERM handler for this process before anything sends one, so the signal can
+    // never take the default action (ending the test binary).
+    let mut own =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
+    let client = Client::new(pool.clone());
+    let worker = Worker::start_with(
+        signalled::deployment(),
+        config(signalled::Queue::Signalled, &pool),
+    )
+    .await
+    .unwrap();
+    let worker_id = worker.worker_id();
+    let running = tokio::spawn(worker.run_until_signal());
+    let run = signalled::start(&client, &json!(null)).await.unwrap();
+    assert!(eventually(5, async || SIGNAL_STARTED.load(Ordering::SeqCst)).await);
+
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &std::process::id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    own.recv().await;
+    tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("the worker stops after SIGTERM")
+        .unwrap()
+        .unwrap();
+    // The in-flight task finished and was stored; the worker marked itself stopped.
+    assert_eq!(
+        run.run(&client).await.unwrap().status,
+        pgflow::RunStatus::Completed
+    );
+    let stopped: bool = sqlx::query_scalar(
+        "select stopped_at is not null from pgflow.workers where worker_id = $1",
+    )
+    .bind(worker_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(stopped);
+}
