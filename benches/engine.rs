@@ -1,0 +1,583 @@
+//! The engine benchmark: raw PGMQ as the ceiling, then pgflow flows with no-op handlers,
+//! side by side on the same server. See BENCHMARKS.md.
+//!
+//! ```sh
+//! cargo bench --bench engine                 # the full matrix (release build)
+//! cargo bench --bench engine -- --quick      # 10 workers, batch 100 only
+//! cargo test --bench engine                  # a tiny smoke run (debug build, no timing)
+//! ```
+//!
+//! Every scenario runs in a fresh database and checks correctness: all runs completed, every
+//! task completed exactly once. Results are printed as a table and written to
+//! `target/bench-results.json`.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use pgflow::{Client, FlowQueue, Worker, WorkerConfig, WorkerHandle};
+use serde_json::{Value, json};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+#[pgflow::flow(slug = "bench_single")]
+mod bench_single {
+    #[step]
+    async fn only(input: serde_json::Value) -> Result<u8, String> {
+        let _ = input;
+        Ok(0)
+    }
+}
+
+#[pgflow::flow(slug = "bench_chain3")]
+mod bench_chain3 {
+    #[step]
+    async fn a(input: serde_json::Value) -> Result<u8, String> {
+        let _ = input;
+        Ok(1)
+    }
+    #[step(depends_on = [a])]
+    async fn b(a: u8) -> Result<u8, String> {
+        Ok(a + 1)
+    }
+    #[step(depends_on = [b])]
+    async fn c(b: u8) -> Result<u8, String> {
+        Ok(b + 1)
+    }
+}
+
+#[pgflow::flow(slug = "bench_fanout", input = u32)]
+mod bench_fanout {
+    #[step]
+    async fn root(input: u32) -> Result<Vec<u32>, String> {
+        Ok((0..input).collect())
+    }
+    #[step(map = root)]
+    async fn item(n: u32) -> Result<u32, String> {
+        Ok(n)
+    }
+    #[step(depends_on = [item])]
+    async fn reduce(item: Vec<u32>) -> Result<u64, String> {
+        Ok(item.iter().map(|n| u64::from(*n)).sum())
+    }
+}
+
+#[pgflow::flow(slug = "bench_shared_a")]
+mod bench_shared_a {
+    #[step(queue = "bench_shared")]
+    async fn work(input: serde_json::Value) -> Result<u8, String> {
+        let _ = input;
+        Ok(0)
+    }
+}
+
+#[pgflow::flow(slug = "bench_shared_b")]
+mod bench_shared_b {
+    #[step(queue = "bench_shared")]
+    async fn work(input: serde_json::Value) -> Result<u8, String> {
+        let _ = input;
+        Ok(1)
+    }
+}
+
+/// One measured scenario.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Row {
+    scenario: String,
+    workers: usize,
+    batch: usize,
+    runs: usize,
+    tasks: usize,
+    seconds: f64,
+    tasks_per_s: f64,
+    runs_per_s: f64,
+    run_p50_ms: f64,
+    run_p95_ms: f64,
+    run_p99_ms: f64,
+    pickup_p50_ms: f64,
+    commits_per_task: f64,
+    vs_limit: Option<f64>,
+}
+
+struct Options {
+    smoke: bool,
+    quick: bool,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().collect();
+    let options = Options {
+        // `cargo bench` passes --bench; `cargo test --bench` does not: a smoke run then.
+        smoke: !args.iter().any(|a| a == "--bench"),
+        quick: args.iter().any(|a| a == "--quick"),
+    };
+    let scale = |n: usize| if options.smoke { (n / 100).max(2) } else { n };
+    let matrix: Vec<(usize, usize)> = if options.smoke || options.quick {
+        vec![(10, 100)]
+    } else {
+        vec![(1, 10), (4, 10), (10, 10), (1, 100), (4, 100), (10, 100)]
+    };
+
+    print_machine().await?;
+    let mut rows = Vec::new();
+    for &(workers, batch) in &matrix {
+        let limit = limit(scale(5_000), workers, batch).await?;
+        rows.push(limit.clone());
+        let ceiling = limit.tasks_per_s;
+        for mut row in [
+            engine::<bench_single::Flow, _>(
+                "single",
+                bench_single::deployment(),
+                bench_single::Queue::BenchSingle,
+                scale(5_000),
+                workers,
+                batch,
+                json!(null),
+                1,
+            )
+            .await?,
+            engine::<bench_chain3::Flow, _>(
+                "chain3",
+                bench_chain3::deployment(),
+                bench_chain3::Queue::BenchChain3,
+                scale(2_000),
+                workers,
+                batch,
+                json!(null),
+                3,
+            )
+            .await?,
+            engine::<bench_fanout::Flow, _>(
+                "fanout",
+                bench_fanout::deployment(),
+                bench_fanout::Queue::BenchFanout,
+                if options.smoke { 2 } else { 50 },
+                workers,
+                batch,
+                json!(100),
+                102,
+            )
+            .await?,
+            shared(scale(5_000), workers, batch).await?,
+        ] {
+            row.vs_limit = Some(row.tasks_per_s / ceiling);
+            rows.push(row);
+        }
+    }
+    rows.push(low_load(if options.smoke { 10 } else { 100 }).await?);
+
+    print_table(&rows);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&rows)?)?;
+    println!("\nwritten to {}", path.display());
+    Ok(())
+}
+
+/// A fresh database for one scenario.
+async fn database(name: &str) -> Result<PgPool, Error> {
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let server: PgConnectOptions = url.parse()?;
+    let mut admin = server.connect().await?;
+    sqlx::query(&format!("drop database if exists {name} with (force)"))
+        .execute(&mut admin)
+        .await?;
+    sqlx::query(&format!("create database {name}"))
+        .execute(&mut admin)
+        .await?;
+    let pool = PgPoolOptions::new()
+        .max_connections(40)
+        .connect_with(server.database(name))
+        .await?;
+    pgflow::install(&pool).await?;
+    Ok(pool)
+}
+
+async fn commits(pool: &PgPool) -> Result<i64, Error> {
+    // Statistics are flushed asynchronously; give them a moment, then read a fresh snapshot.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    sqlx::query("select pg_stat_clear_snapshot()")
+        .execute(pool)
+        .await?;
+    Ok(sqlx::query_scalar(
+        "select xact_commit from pg_stat_database where datname = current_database()",
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+/// The ceiling: PGMQ send (batched) then `workers` consumers reading `batch` and archiving.
+async fn limit(messages: usize, workers: usize, batch: usize) -> Result<Row, Error> {
+    let pool = database("pgflow_bench").await?;
+    sqlx::query("select pgmq.create('bench_limit')")
+        .execute(&pool)
+        .await?;
+    for chunk in (0..messages).collect::<Vec<_>>().chunks(1000) {
+        let msgs: Vec<Value> = chunk.iter().map(|i| json!({ "n": i })).collect();
+        sqlx::query("select pgmq.send_batch('bench_limit', $1)")
+            .bind(&msgs)
+            .execute(&pool)
+            .await?;
+    }
+    let before = commits(&pool).await?;
+    let started = Instant::now();
+    let consumers: Vec<_> = (0..workers)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                loop {
+                    let ids: Vec<i64> =
+                        sqlx::query_scalar("select msg_id from pgmq.read('bench_limit', 30, $1)")
+                            .bind(batch as i32)
+                            .fetch_all(&pool)
+                            .await?;
+                    if ids.is_empty() {
+                        return Ok::<_, sqlx::Error>(());
+                    }
+                    sqlx::query("select pgmq.archive('bench_limit', $1)")
+                        .bind(&ids)
+                        .execute(&pool)
+                        .await?;
+                }
+            })
+        })
+        .collect();
+    for consumer in consumers {
+        consumer.await??;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let after = commits(&pool).await?;
+    let archived: i64 = sqlx::query_scalar("select count(*) from pgmq.a_bench_limit")
+        .fetch_one(&pool)
+        .await?;
+    assert_eq!(
+        archived as usize, messages,
+        "limit: every message archived once"
+    );
+    Ok(Row {
+        scenario: "limit (pgmq)".into(),
+        workers,
+        batch,
+        runs: 0,
+        tasks: messages,
+        seconds,
+        tasks_per_s: messages as f64 / seconds,
+        runs_per_s: 0.0,
+        run_p50_ms: 0.0,
+        run_p95_ms: 0.0,
+        run_p99_ms: 0.0,
+        pickup_p50_ms: 0.0,
+        commits_per_task: (after - before - 2) as f64 / messages as f64,
+        vs_limit: None,
+    })
+}
+
+fn config<Q: FlowQueue>(queue: Q, pool: &PgPool, batch: usize) -> WorkerConfig<Q> {
+    WorkerConfig::new(queue)
+        .pool(pool.clone())
+        .batch_size(batch)
+        .max_concurrent(batch)
+        .function_name("bench")
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn engine<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
+    name: &str,
+    deployment: pgflow::Deployment<F>,
+    queue: Q,
+    runs: usize,
+    workers: usize,
+    batch: usize,
+    input: Value,
+    tasks_per_run: usize,
+) -> Result<Row, Error> {
+    let pool = database("pgflow_bench").await?;
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        handles.push(Worker::start_with(deployment.clone(), config(queue, &pool, batch)).await?);
+    }
+    let inputs = vec![input; runs];
+    measure(
+        name,
+        &pool,
+        handles,
+        runs * tasks_per_run,
+        workers,
+        batch,
+        |pool| async move {
+            for chunk in inputs.chunks(1000) {
+                pgflow::engine::start_concrete_flows(&pool, F::SLUG, chunk).await?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
+async fn shared(runs: usize, workers: usize, batch: usize) -> Result<Row, Error> {
+    let pool = database("pgflow_bench").await?;
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        handles.push(
+            Worker::start_with(
+                (bench_shared_a::deployment(), bench_shared_b::deployment()),
+                config(bench_shared_b::Queue::BenchShared, &pool, batch),
+            )
+            .await?,
+        );
+    }
+    let runs = runs - runs % 2;
+    measure(
+        "shared (2 flows)",
+        &pool,
+        handles,
+        runs,
+        workers,
+        batch,
+        |pool| async move {
+            let inputs = vec![json!(null); runs / 2];
+            for chunk in inputs.chunks(1000) {
+                pgflow::engine::start_concrete_flows(&pool, "bench_shared_a", chunk).await?;
+                pgflow::engine::start_concrete_flows(&pool, "bench_shared_b", chunk).await?;
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn measure<S, Fut>(
+    name: &str,
+    pool: &PgPool,
+    workers: Vec<WorkerHandle>,
+    tasks: usize,
+    worker_count: usize,
+    batch: usize,
+    start: S,
+) -> Result<Row, Error>
+where
+    S: FnOnce(PgPool) -> Fut,
+    Fut: Future<Output = Result<(), pgflow::EngineError>>,
+{
+    let before = commits(pool).await?;
+    let started = Instant::now();
+    start(pool.clone()).await?;
+    let mut polls = 0;
+    loop {
+        polls += 1;
+        let open: i64 =
+            sqlx::query_scalar("select count(*) from pgflow.runs where status = 'started'")
+                .fetch_one(pool)
+                .await?;
+        if open == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    for worker in workers {
+        worker.shutdown();
+        worker.wait().await?;
+    }
+    let after = commits(pool).await?;
+    let row = stats(pool).await?;
+    check(pool, row.runs, tasks).await?;
+    // Not the engine's: the harness's own polls, and each worker's registration and stop.
+    let worker_bookkeeping = 2 * worker_count as i64;
+    Ok(Row {
+        scenario: name.into(),
+        workers: worker_count,
+        batch,
+        runs: row.runs,
+        tasks,
+        seconds,
+        tasks_per_s: tasks as f64 / seconds,
+        runs_per_s: row.runs as f64 / seconds,
+        run_p50_ms: row.p50,
+        run_p95_ms: row.p95,
+        run_p99_ms: row.p99,
+        pickup_p50_ms: row.pickup_p50,
+        commits_per_task: (after - before - polls - worker_bookkeeping).max(0) as f64
+            / tasks as f64,
+        vs_limit: None,
+    })
+}
+
+struct Stats {
+    runs: usize,
+    p50: f64,
+    p95: f64,
+    p99: f64,
+    pickup_p50: f64,
+}
+
+async fn stats(pool: &PgPool) -> Result<Stats, Error> {
+    let (runs, p50, p95, p99): (i64, Option<f64>, Option<f64>, Option<f64>) = sqlx::query_as(
+        "select count(*),
+                percentile_cont(0.5) within group (order by ms),
+                percentile_cont(0.95) within group (order by ms),
+                percentile_cont(0.99) within group (order by ms)
+         from (select extract(epoch from completed_at - started_at) * 1000 as ms
+               from pgflow.runs where status = 'completed') l",
+    )
+    .fetch_one(pool)
+    .await?;
+    let queues: Vec<String> =
+        sqlx::query_scalar("select distinct queue_name from pgflow.step_tasks")
+            .fetch_all(pool)
+            .await?;
+    let mut pickups: Vec<f64> = Vec::new();
+    for queue in queues {
+        let mut ms: Vec<f64> = sqlx::query_scalar(&format!(
+            "select (extract(epoch from t.started_at - a.enqueued_at) * 1000)::float8
+             from pgflow.step_tasks t join pgmq.a_{queue} a on a.msg_id = t.message_id
+             where t.queue_name = $1"
+        ))
+        .bind(&queue)
+        .fetch_all(pool)
+        .await?;
+        pickups.append(&mut ms);
+    }
+    pickups.sort_by(f64::total_cmp);
+    Ok(Stats {
+        runs: runs as usize,
+        p50: p50.unwrap_or(0.0),
+        p95: p95.unwrap_or(0.0),
+        p99: p99.unwrap_or(0.0),
+        pickup_p50: pickups.get(pickups.len() / 2).copied().unwrap_or(0.0),
+    })
+}
+
+/// All runs completed and every task completed exactly once.
+async fn check(pool: &PgPool, runs: usize, tasks: usize) -> Result<(), Error> {
+    let (not_completed, total_tasks, once): (i64, i64, i64) = sqlx::query_as(
+        "select (select count(*) from pgflow.runs where status <> 'completed'),
+                count(*), count(*) filter (where status = 'completed' and attempts_count = 1)
+         from pgflow.step_tasks",
+    )
+    .fetch_one(pool)
+    .await?;
+    if not_completed != 0 || total_tasks as usize != tasks || once != total_tasks || runs == 0 {
+        return Err(format!(
+            "correctness check failed: {not_completed} runs not completed, {total_tasks} tasks (expected {tasks}), {once} completed once"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Low load: 20 runs/s of a 1-step flow against one idle worker.
+async fn low_load(runs: usize) -> Result<Row, Error> {
+    let pool = database("pgflow_bench").await?;
+    let worker = Worker::start_with(
+        bench_single::deployment(),
+        config(bench_single::Queue::BenchSingle, &pool, 10),
+    )
+    .await?;
+    let client = Client::new(pool.clone());
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    for _ in 0..runs {
+        tick.tick().await;
+        client.start::<bench_single::Flow>(&json!(null)).await?;
+    }
+    loop {
+        let open: i64 =
+            sqlx::query_scalar("select count(*) from pgflow.runs where status = 'started'")
+                .fetch_one(&pool)
+                .await?;
+        if open == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    worker.shutdown();
+    worker.wait().await?;
+    let stats = stats(&pool).await?;
+    check(&pool, stats.runs, runs).await?;
+    Ok(Row {
+        scenario: "low load (20 runs/s)".into(),
+        workers: 1,
+        batch: 10,
+        runs,
+        tasks: runs,
+        seconds,
+        tasks_per_s: runs as f64 / seconds,
+        runs_per_s: runs as f64 / seconds,
+        run_p50_ms: stats.p50,
+        run_p95_ms: stats.p95,
+        run_p99_ms: stats.p99,
+        pickup_p50_ms: stats.pickup_p50,
+        commits_per_task: 0.0,
+        vs_limit: None,
+    })
+}
+
+async fn print_machine() -> Result<(), Error> {
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(
+            &std::env::var("DATABASE_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned()),
+        )
+        .await?;
+    let settings: Vec<(String, String)> = sqlx::query_as(
+        "select name, setting from pg_settings where name in
+         ('server_version', 'synchronous_commit', 'shared_buffers', 'max_connections', 'fsync', 'wal_level')
+         order by name",
+    )
+    .fetch_all(&pool)
+    .await?;
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "machine: {cpus} cores; postgres: {}",
+        settings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(())
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "\n{:<22} {:>3} {:>5} {:>6} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>7}",
+        "scenario",
+        "wrk",
+        "batch",
+        "runs",
+        "tasks",
+        "tasks/s",
+        "runs/s",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "pickup ms",
+        "tx/task",
+        "÷limit"
+    );
+    for r in rows {
+        println!(
+            "{:<22} {:>3} {:>5} {:>6} {:>7} {:>9.0} {:>8.0} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>8.2} {:>7}",
+            r.scenario,
+            r.workers,
+            r.batch,
+            r.runs,
+            r.tasks,
+            r.tasks_per_s,
+            r.runs_per_s,
+            r.run_p50_ms,
+            r.run_p95_ms,
+            r.run_p99_ms,
+            r.pickup_p50_ms,
+            r.commits_per_task,
+            r.vs_limit
+                .map_or_else(|| "-".to_owned(), |v| format!("{:.0}%", v * 100.0))
+        );
+    }
+}
