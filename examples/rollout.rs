@@ -7,15 +7,17 @@
 //! cargo run --example rollout
 //! ```
 //!
-//! Database: `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`); the example
-//! works in a database of its own, `pgflow_rollout`, created afresh on every run.
+//! Database: as for the `triage` example (`examples/common/database.rs`); the example works in
+//! a database of its own, `pgflow_rollout`, created afresh on every run.
+
+#[path = "common/database.rs"]
+mod database;
 
 use std::time::Duration;
 
 use pgflow::{Client, Worker, WorkerConfig, WorkerHandle};
 use serde_json::{Value, json};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, PgPool};
+use sqlx::PgPool;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -69,7 +71,9 @@ async fn main() -> Result<(), Error> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let pool = fresh_database("pgflow_rollout").await?;
+    let database = database::fresh("pgflow_rollout", 12).await?;
+    println!("database: {}", database.description);
+    let pool = database.pool.clone();
     pgflow::install(&pool).await?;
     let client = Client::new(pool.clone());
 
@@ -240,21 +244,4 @@ async fn finished(pool: &PgPool, runs: &[uuid::Uuid], flow: &str) -> Result<usiz
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Err("runs did not finish within 30 s".into())
-}
-
-async fn fresh_database(name: &str) -> Result<PgPool, Error> {
-    let url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let server: PgConnectOptions = url.parse()?;
-    let mut admin = server.connect().await?;
-    sqlx::query(&format!("drop database if exists {name} with (force)"))
-        .execute(&mut admin)
-        .await?;
-    sqlx::query(&format!("create database {name}"))
-        .execute(&mut admin)
-        .await?;
-    Ok(PgPoolOptions::new()
-        .max_connections(12)
-        .connect_with(server.database(name))
-        .await?)
 }

@@ -2,23 +2,24 @@
 //! one process (each with its own concurrency), a few hundred runs started through one call,
 //! live progress and a summary. Exits non-zero unless every run completed.
 //!
-//! Database: `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`); the example
-//! works in a database of its own, `pgflow_triage`, created afresh on every run.
+//! Database: `DATABASE_URL` if set; else the server on 127.0.0.1:5432 if it answers; else a
+//! throwaway cluster from this machine's Postgres binaries (see `examples/common/database.rs`).
+//! The example works in a database of its own, `pgflow_triage`, created afresh on every run.
 //!
 //! ```sh
 //! cargo run --release --example triage          # RUNS=1000 for a bigger batch
 //! ```
 
+#[path = "common/database.rs"]
+mod database;
+
 use std::time::{Duration, Instant};
 
 use pgflow::{Client, Worker, WorkerConfig};
 use serde::{Deserialize, Serialize};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, PgPool};
+use sqlx::PgPool;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
-
-const DATABASE: &str = "pgflow_triage";
 
 /// What callers start a triage with.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -124,8 +125,9 @@ async fn main() -> Result<(), Error> {
         .and_then(|r| r.parse().ok())
         .unwrap_or(300);
 
-    let (pool, where_) = connect().await?;
-    println!("database: {where_}");
+    let database = database::fresh("pgflow_triage", 16).await?;
+    println!("database: {}", database.description);
+    let pool = database.pool.clone();
     pgflow::install(&pool).await?;
 
     // Three workers, one per queue, each with the queue's own concurrency.
@@ -250,32 +252,4 @@ async fn summary(
     );
     println!("  alerts     {alerts} urgent threads alerted");
     Ok(())
-}
-
-/// A fresh copy of the example's own database on the configured server.
-async fn connect() -> Result<(PgPool, String), Error> {
-    let url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let server: PgConnectOptions = url.parse()?;
-    let mut admin = server.connect().await.map_err(|e| {
-        format!(
-            "cannot reach Postgres at {}:{} ({e}); start it or set DATABASE_URL",
-            server.get_host(),
-            server.get_port()
-        )
-    })?;
-    sqlx::query(&format!("drop database if exists {DATABASE} with (force)"))
-        .execute(&mut admin)
-        .await?;
-    sqlx::query(&format!("create database {DATABASE}"))
-        .execute(&mut admin)
-        .await?;
-    let pool = PgPoolOptions::new()
-        .max_connections(16)
-        .connect_with(server.clone().database(DATABASE))
-        .await?;
-    Ok((
-        pool,
-        format!("{}:{}/{DATABASE}", server.get_host(), server.get_port()),
-    ))
 }
