@@ -1,6 +1,6 @@
 //! The main job: a thread-triage flow written with the macros, three queue-centric workers in
-//! one process (each with its own concurrency), a few hundred runs started through one call,
-//! live progress and a summary. Exits non-zero unless every run completed.
+//! one process (each with its own concurrency), a few hundred runs started through the alias in
+//! one call, live progress and a summary. Exits non-zero unless every run completed.
 //!
 //! Database: `DATABASE_URL` if set; else the server on 127.0.0.1:5432 if it answers; else a
 //! throwaway cluster from this machine's Postgres binaries (see `examples/common/database.rs`).
@@ -162,8 +162,8 @@ async fn main() -> Result<(), Error> {
         .map(|thread_id| TriageInput { thread_id })
         .collect();
     let started = Instant::now();
-    client.start_many::<triage_v1::Flow>(&inputs).await?;
-    println!("started {runs} runs of `triage_v1` in one call");
+    client.start_alias_many("triage", &inputs).await?;
+    println!("started {runs} runs of the alias `triage` (active: `triage_v1`) in one call");
 
     let deadline = started + Duration::from_secs(60);
     let (completed, failed) = loop {

@@ -15,7 +15,20 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = cli::Cli::parse();
+    let args = match cli::Cli::try_parse() {
+        Ok(args) => args,
+        Err(error) if !error.use_stderr() => error.exit(), // --help, --version
+        Err(error) => {
+            // One line: clap's first line, without the usage block.
+            let rendered = error.render().to_string();
+            let first = rendered
+                .lines()
+                .next()
+                .unwrap_or("error: invalid arguments");
+            eprintln!("{first} (see `pgflow --help`)");
+            return ExitCode::from(2);
+        }
+    };
     match cli::run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {

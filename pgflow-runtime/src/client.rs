@@ -62,6 +62,25 @@ impl Client {
         Ok(RunHandle::new(run.run_id))
     }
 
+    /// Starts one run of an alias per input, in one transaction, in input order: all on the
+    /// alias's active version at this moment.
+    pub async fn start_alias_many<I: serde::Serialize>(
+        &self,
+        alias: &str,
+        inputs: &[I],
+    ) -> Result<Vec<RunHandle<serde_json::Value>>, EngineError> {
+        let inputs = inputs
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| EngineError::Encode {
+                what: "a flow input",
+                source,
+            })?;
+        let runs = engine::start_flows(&self.pool, alias, &inputs).await?;
+        Ok(runs.iter().map(|r| RunHandle::new(r.run_id)).collect())
+    }
+
     /// Starts one run of exactly the concrete flow `F` per input, in one transaction, in input
     /// order.
     pub async fn start_many<F: FlowSpec>(

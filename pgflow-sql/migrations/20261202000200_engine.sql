@@ -834,7 +834,8 @@ create function pgflow.start_tasks(
   p_message_ids bigint[],
   p_worker_id uuid,
   p_flow_slugs text[],
-  p_step_slugs text[]
+  p_step_slugs text[],
+  p_read_visibility integer default 0
 )
 returns table (
   flow_slug text,
@@ -966,9 +967,14 @@ begin
     return;
   end if;
 
-  -- Keep each message invisible while its handler may run.
-  perform pgflow.set_message_visibility(
-    array_fill(p_queue_name, array[cardinality(v_message_ids)]), v_message_ids, v_timeouts);
+  -- Keep each message invisible while its handler may run (unless the read already hid it
+  -- for at least that long: p_read_visibility seconds).
+  if exists (select 1 from unnest(v_timeouts) t where t > p_read_visibility) then
+    perform pgflow.set_message_visibility(array_agg(p_queue_name), array_agg(u.message_id),
+                                          array_agg(u.timeout))
+    from unnest(v_message_ids, v_timeouts) as u(message_id, timeout)
+    where u.timeout > p_read_visibility;
+  end if;
 
   return query
   select c.flow_slug, c.step_slug, c.run_id, c.task_index, c.message_id, p_queue_name,
@@ -998,6 +1004,9 @@ $$;
 
 -- read_and_start_tasks: reads up to p_quantity visible messages of the queue (hiding them for
 -- p_visibility_timeout seconds) and claims their tasks with start_tasks, in one transaction.
+-- Messages of steps whose timeout is longer than p_visibility_timeout get their visibility
+-- extended to the timeout; a caller that reads with at least its longest step timeout saves
+-- that second write per message.
 -- When start_tasks refuses the batch (PF003), the read is rolled back with it: every message
 -- of the batch is visible again with its read count unchanged.
 create function pgflow.read_and_start_tasks(
@@ -1027,7 +1036,8 @@ as $$
     array(select m.msg_id from pgmq.read(p_queue_name, p_visibility_timeout, p_quantity) m),
     p_worker_id,
     p_flow_slugs,
-    p_step_slugs)
+    p_step_slugs,
+    p_visibility_timeout)
 $$;
 
 ------------------------------------------------------------------------------------------------

@@ -311,3 +311,47 @@ async fn a_queued_task_of_a_failed_run_is_failed_at_claim_not_returned(pool: PgP
         "its message is archived"
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_claimed_message_stays_hidden_for_at_least_the_step_timeout(pool: PgPool) {
+    install(&pool).await;
+    let f = compiled(
+        &pool,
+        FlowDefinition::new(flow("hidden")).step(single("work", &[])),
+    )
+    .await;
+    let q = f.slug.default_queue();
+    let pairs = pairs_for(&[&f], &q);
+    let hidden_for = async || -> f64 {
+        sqlx::query_scalar(
+            "select extract(epoch from vt - clock_timestamp())::float8 from pgmq.q_hidden",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+
+    // Read hides for 30 s, the step's timeout is 60 s: the claim extends it.
+    engine::start_flow(&pool, "hidden", &json!(1))
+        .await
+        .unwrap();
+    engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 10, 30)
+        .await
+        .unwrap();
+    let seconds = hidden_for().await;
+    assert!((58.0..=60.0).contains(&seconds), "hidden for {seconds} s");
+
+    // Read hides for 120 s, longer than the timeout: left as the read set it.
+    sqlx::query("delete from pgmq.q_hidden")
+        .execute(&pool)
+        .await
+        .unwrap();
+    engine::start_flow(&pool, "hidden", &json!(2))
+        .await
+        .unwrap();
+    engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 10, 120)
+        .await
+        .unwrap();
+    let seconds = hidden_for().await;
+    assert!((118.0..=120.0).contains(&seconds), "hidden for {seconds} s");
+}

@@ -252,3 +252,18 @@ async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
     let text = stdout(&pgflow(&pool, &["workers", "list", "--all"]));
     assert!(text.contains("stopped"), "{text}");
 }
+
+#[test]
+fn bad_arguments_get_one_line_and_exit_code_2() {
+    let output = Command::new(env!("CARGO_BIN_EXE_pgflow"))
+        .args(["drain-status", "--frobnicate"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: unexpected argument '--frobnicate'"),
+        "{err}"
+    );
+}

@@ -31,8 +31,9 @@ pub struct WorkerSettings {
     /// How long an idle worker waits before reading again when no new-message notification
     /// wakes it sooner (notifications wake it at once; this catches delayed retries). Default 1 s.
     pub poll_interval: Duration,
-    /// How long read messages stay hidden before their claim extends that to the step's
-    /// timeout. Default 10 s.
+    /// The least time read messages stay hidden. The worker raises it to the longest timeout
+    /// of its queue's steps, so that a claimed task's message stays hidden while its handler
+    /// may run without a second write. Default 10 s.
     pub visibility_timeout: Duration,
     /// How often the worker reports it is alive and checks whether it was deprecated. Default 5 s.
     pub heartbeat_interval: Duration,

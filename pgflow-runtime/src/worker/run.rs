@@ -37,6 +37,9 @@ pub struct Runtime {
     /// Cancelled to stop at once (in-flight handlers are cancelled, their tasks recovered
     /// later as stalled).
     pub hard_stop: CancellationToken,
+    /// How long a read hides messages: the configured visibility timeout, raised to the
+    /// longest timeout of the queue's steps so that claims need not extend it.
+    pub read_visibility_seconds: i32,
 }
 
 /// What one handler run produced.
@@ -98,7 +101,7 @@ async fn poll(
             started.worker_id,
             &started.pairs,
             i32::try_from(quantity).unwrap_or(i32::MAX),
-            i32::try_from(rt.settings.visibility_timeout.as_secs()).unwrap_or(i32::MAX),
+            rt.read_visibility_seconds,
         )
         .await;
         match claimed {
