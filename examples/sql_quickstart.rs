@@ -2,19 +2,21 @@
 //! three small in-process loops (one per queue) claim, run and complete the tasks through the
 //! SQL calls until every run is done.
 //!
-//! Database: `DATABASE_URL` (default `postgres://postgres@127.0.0.1:5432/postgres`); the example
-//! works in a database of its own, `pgflow_quickstart`, created afresh on every run.
+//! Database: as for the `triage` example (`examples/common/database.rs`); the example works in
+//! a database of its own, `pgflow_quickstart`, created afresh on every run.
 //!
 //! These loops show the engine's contract (queue-scoped claims, batched completions); the
 //! worker runtime (`pgflow::Worker`) builds the production version of them.
+
+#[path = "common/database.rs"]
+mod database;
 
 use std::time::{Duration, Instant};
 
 use pgflow::engine::{self, ClaimedTask, SupportedPairs, TaskCompletion};
 use pgflow::{FlowDefinition, FlowSlug, QueueName, RunStatus, StepDefinition, StepSlug};
 use serde_json::{Value, json};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 const RUNS: usize = 50;
@@ -24,7 +26,9 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let pool = connect().await?;
+    let database = database::fresh(DATABASE, 8).await?;
+    println!("database: {}", database.description);
+    let pool = database.pool.clone();
     let report = pgflow::install(&pool).await?;
     println!(
         "installed pgflow schema {} into `{DATABASE}`",
@@ -167,28 +171,4 @@ async fn wait_for_runs(pool: &PgPool, run_ids: &[Uuid]) -> Result<(usize, usize)
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// Connects to a fresh copy of the example's own database.
-async fn connect() -> Result<PgPool, Error> {
-    let url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let server: PgConnectOptions = url.parse()?;
-    let mut admin = server.connect().await.map_err(|e| {
-        format!(
-            "cannot reach Postgres at {}:{} ({e}); start it or set DATABASE_URL",
-            server.get_host(),
-            server.get_port()
-        )
-    })?;
-    sqlx::query(&format!("drop database if exists {DATABASE} with (force)"))
-        .execute(&mut admin)
-        .await?;
-    sqlx::query(&format!("create database {DATABASE}"))
-        .execute(&mut admin)
-        .await?;
-    Ok(PgPoolOptions::new()
-        .max_connections(8)
-        .connect_with(server.database(DATABASE))
-        .await?)
 }

@@ -69,15 +69,7 @@ impl Client {
         alias: &str,
         inputs: &[I],
     ) -> Result<Vec<RunHandle<serde_json::Value>>, EngineError> {
-        let inputs = inputs
-            .iter()
-            .map(serde_json::to_value)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|source| EngineError::Encode {
-                what: "a flow input",
-                source,
-            })?;
-        let runs = engine::start_flows(&self.pool, alias, &inputs).await?;
+        let runs = engine::start_flows(&self.pool, alias, &encode_inputs(inputs)?).await?;
         Ok(runs.iter().map(|r| RunHandle::new(r.run_id)).collect())
     }
 
@@ -87,17 +79,22 @@ impl Client {
         &self,
         inputs: &[F::Input],
     ) -> Result<Vec<RunHandle<F::Output>>, EngineError> {
-        let inputs = inputs
-            .iter()
-            .map(serde_json::to_value)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|source| EngineError::Encode {
-                what: "a flow input",
-                source,
-            })?;
-        let runs = engine::start_concrete_flows(&self.pool, F::SLUG, &inputs).await?;
+        let runs =
+            engine::start_concrete_flows(&self.pool, F::SLUG, &encode_inputs(inputs)?).await?;
         Ok(runs.iter().map(|r| RunHandle::new(r.run_id)).collect())
     }
+}
+
+/// Flow inputs as JSON.
+fn encode_inputs<I: serde::Serialize>(inputs: &[I]) -> Result<Vec<serde_json::Value>, EngineError> {
+    inputs
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| EngineError::Encode {
+            what: "a flow input",
+            source,
+        })
 }
 
 /// Why waiting for a run's output did not produce it.
