@@ -167,8 +167,15 @@ async fn main() -> Result<(), Error> {
         }
     }
     rows.push(low_load(if options.smoke { 10 } else { 100 }).await?);
+    rows.push(fanout_one_at_a_time(if options.smoke { 1 } else { 10 }).await?);
+    let rss = worker_rss(scale(20_000)).await?;
 
     print_table(&rows);
+    println!(
+        "\nworker memory: {:.1} MiB peak RSS while one worker with max_concurrent = 100 ran at \
+         full load (the whole process: harness, pools and worker)",
+        rss
+    );
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results.json");
     std::fs::write(&path, serde_json::to_string_pretty(&rows)?)?;
     println!("\nwritten to {}", path.display());
@@ -517,6 +524,94 @@ async fn low_load(runs: usize) -> Result<Row, Error> {
         commits_per_task: 0.0,
         vs_limit: None,
     })
+}
+
+/// Fanout runs one at a time (4 workers, batch 100): the time one run of root → map over 100
+/// → reduce takes when it has the workers to itself.
+async fn fanout_one_at_a_time(runs: usize) -> Result<Row, Error> {
+    let pool = database("pgflow_bench").await?;
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        workers.push(
+            Worker::start_with(
+                bench_fanout::deployment(),
+                config(bench_fanout::Queue::BenchFanout, &pool, 100),
+            )
+            .await?,
+        );
+    }
+    let client = Client::new(pool.clone());
+    let started = Instant::now();
+    for _ in 0..runs {
+        client
+            .start::<bench_fanout::Flow>(&100)
+            .await?
+            .wait(&client, Duration::from_secs(30))
+            .await?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    for worker in workers {
+        worker.shutdown();
+        worker.wait().await?;
+    }
+    let stats = stats(&pool).await?;
+    check(&pool, stats.runs, runs * 102).await?;
+    Ok(Row {
+        scenario: "fanout, one run at once".into(),
+        workers: 4,
+        batch: 100,
+        runs,
+        tasks: runs * 102,
+        seconds,
+        tasks_per_s: (runs * 102) as f64 / seconds,
+        runs_per_s: runs as f64 / seconds,
+        run_p50_ms: stats.p50,
+        run_p95_ms: stats.p95,
+        run_p99_ms: stats.p99,
+        pickup_p50_ms: stats.pickup_p50,
+        commits_per_task: 0.0,
+        vs_limit: None,
+    })
+}
+
+/// Resident memory of this process (MiB) right after one worker with `max_concurrent = 100`
+/// has run `runs` single-step runs at full load.
+async fn worker_rss(runs: usize) -> Result<f64, Error> {
+    let pool = database("pgflow_bench").await?;
+    let worker = Worker::start_with(
+        bench_single::deployment(),
+        config(bench_single::Queue::BenchSingle, &pool, 100),
+    )
+    .await?;
+    let inputs = vec![json!(null); runs];
+    for chunk in inputs.chunks(1000) {
+        pgflow::engine::start_concrete_flows(&pool, "bench_single", chunk).await?;
+    }
+    let mut peak_kib: f64 = 0.0;
+    loop {
+        peak_kib = peak_kib.max(rss_kib());
+        let open: i64 =
+            sqlx::query_scalar("select count(*) from pgflow.runs where status = 'started'")
+                .fetch_one(&pool)
+                .await?;
+        if open == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    worker.shutdown();
+    worker.wait().await?;
+    Ok(peak_kib / 1024.0)
+}
+
+/// The process's resident memory now, in KiB (Linux).
+fn rss_kib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 async fn print_machine() -> Result<(), Error> {
