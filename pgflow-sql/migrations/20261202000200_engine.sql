@@ -546,7 +546,8 @@ begin
   from locked
   where ss.run_id = locked.run_id and ss.step_slug = locked.step_slug;
 
-  -- Count the steps down on their runs; complete runs with nothing left.
+  -- Count the steps down on their runs and complete, in the same write, the runs with nothing
+  -- left (output: an object of the leaf steps' outputs).
   with per_run as (
     select run_id, count(*)::integer as n from unnest(v_runs) as c(run_id) group by run_id
   ),
@@ -559,20 +560,18 @@ begin
     for no key update of r
   )
   update pgflow.runs r
-  set remaining_steps = r.remaining_steps - locked.n
-  from locked
-  where r.run_id = locked.run_id;
-
-  update pgflow.runs r
-  set status = 'completed',
-      completed_at = now(),
-      output = (
+  set remaining_steps = r.remaining_steps - locked.n,
+      status = case when r.remaining_steps = locked.n then 'completed' else r.status end,
+      completed_at = case when r.remaining_steps = locked.n then now() end,
+      output = case when r.remaining_steps = locked.n then (
         select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
         from pgflow.step_states ss
         where ss.run_id = r.run_id
           and not exists (select 1 from pgflow.deps d
                           where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug))
-  where r.run_id = any(v_runs) and r.status = 'started' and r.remaining_steps = 0;
+      end
+  from locked
+  where r.run_id = locked.run_id;
 
   perform pgflow.start_ready_steps(v_runs);
 end;
