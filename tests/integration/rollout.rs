@@ -330,16 +330,13 @@ async fn a_version_drains_before_it_can_leave_the_registry(pool: PgPool) {
     assert!(!status.active);
 
     // A registry without v1 refuses to start while v1 work remains.
-    let refused = Worker::start_with(
+    let refused = refused_gaps(
+        &pool,
         triage_v2::deployment(),
-        config(triage_v2::Queue::ClassifyThreads, &pool, "classify_threads"),
+        triage_v2::Queue::ClassifyThreads,
     )
-    .await
-    .unwrap_err();
-    assert!(
-        matches!(&refused, WorkerError::Coverage { gaps, .. } if gaps[0].flow_slug == "triage_v1"),
-        "{refused}"
-    );
+    .await;
+    assert_eq!(refused[0].flow_slug, "triage_v1");
 
     // (v1, v2) workers drain v1.
     let classify = both_versions_on(&pool, triage_v2::Queue::ClassifyThreads, "classify_threads")
@@ -518,92 +515,86 @@ async fn concurrent_startups_activate_once_never_backwards_and_rollback_sticks(p
 
 // ------------------------------------------------------- startup coverage, one test each
 
-async fn gaps_of(error: WorkerError) -> Vec<engine::CoverageGap> {
-    match error {
-        WorkerError::Coverage { gaps, .. } => gaps,
-        other => panic!("expected a coverage error, got {other}"),
+/// Installs pgflow and deploys both versions (neither activated).
+async fn both_deployed(pool: &PgPool) -> Client {
+    install(pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&triage_v1::deployment()).await.unwrap();
+    client.deploy(&triage_v2::deployment()).await.unwrap();
+    client
+}
+
+/// The gaps that make a worker carrying only `registry` refuse to start on `queue`.
+async fn refused_gaps<R, Q, At>(pool: &PgPool, registry: R, queue: Q) -> Vec<engine::CoverageGap>
+where
+    R: pgflow::worker::Registry + pgflow::worker::Routes<Q::Flow, At>,
+    Q: FlowQueue,
+{
+    match Worker::start_with(registry, config(queue, pool, "f")).await {
+        Err(WorkerError::Coverage { gaps, .. }) => gaps,
+        Err(other) => panic!("expected a coverage error, got {other}"),
+        Ok(_) => panic!("expected a coverage error, the worker started"),
     }
+}
+
+/// `(queued_tasks, started_tasks, started_runs)` of a gap.
+fn counts(gap: &engine::CoverageGap) -> (i64, i64, i64) {
+    (gap.queued_tasks, gap.started_tasks, gap.started_runs)
 }
 
 #[sqlx::test(migrations = false)]
 async fn coverage_requires_the_active_alias_target(pool: PgPool) {
-    install(&pool).await;
-    let client = Client::new(pool.clone());
-    client.deploy(&triage_v1::deployment()).await.unwrap();
-    client.deploy(&triage_v2::deployment()).await.unwrap();
+    both_deployed(&pool).await;
     engine::activate_flow(&pool, "triage_v2").await.unwrap();
     // No run, no task: only the active target needs the queue.
-    let error = Worker::start_with(
+    let gaps = refused_gaps(
+        &pool,
         triage_v1::deployment(),
-        config(triage_v1::Queue::ClassifyThreads, &pool, "f"),
+        triage_v1::Queue::ClassifyThreads,
     )
-    .await
-    .unwrap_err();
-    let gaps = gaps_of(error).await;
+    .await;
     assert_eq!(gaps.len(), 1);
     assert_eq!(
         (gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()),
         ("triage_v2", "classify")
     );
     assert!(gaps[0].active);
-    assert_eq!(
-        (
-            gaps[0].queued_tasks,
-            gaps[0].started_tasks,
-            gaps[0].started_runs
-        ),
-        (0, 0, 0)
-    );
+    assert_eq!(counts(&gaps[0]), (0, 0, 0));
 }
 
 #[sqlx::test(migrations = false)]
 async fn coverage_requires_draining_versions_whose_runs_can_still_reach_the_queue(pool: PgPool) {
-    install(&pool).await;
-    let client = Client::new(pool.clone());
-    client.deploy(&triage_v1::deployment()).await.unwrap();
-    client.deploy(&triage_v2::deployment()).await.unwrap();
+    let client = both_deployed(&pool).await;
     engine::activate_flow(&pool, "triage_v1").await.unwrap();
     start_alias(&client, 2, 0).await; // their classify tasks wait; alert is still to come
     engine::activate_flow(&pool, "triage_v2").await.unwrap();
-    let error = Worker::start_with(
+    let gaps = refused_gaps(
+        &pool,
         triage_v2::deployment(),
-        config(triage_v2::Queue::DeliverSlackAlerts, &pool, "f"),
+        triage_v2::Queue::DeliverSlackAlerts,
     )
-    .await
-    .unwrap_err();
-    let gaps = gaps_of(error).await;
+    .await;
     assert_eq!(gaps.len(), 1);
     assert_eq!(
         (gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()),
         ("triage_v1", "alert")
     );
     assert!(!gaps[0].active);
-    assert_eq!(
-        (
-            gaps[0].queued_tasks,
-            gaps[0].started_tasks,
-            gaps[0].started_runs
-        ),
-        (0, 0, 2)
-    );
+    assert_eq!(counts(&gaps[0]), (0, 0, 2));
 }
 
 #[sqlx::test(migrations = false)]
 async fn coverage_requires_every_queued_task(pool: PgPool) {
-    install(&pool).await;
-    let client = Client::new(pool.clone());
-    client.deploy(&triage_v1::deployment()).await.unwrap();
-    client.deploy(&triage_v2::deployment()).await.unwrap();
+    let client = both_deployed(&pool).await;
     engine::activate_flow(&pool, "triage_v2").await.unwrap();
     // Started by concrete slug: v1 is not active, yet its task is queued on classify_threads.
     client.start::<triage_v1::Flow>(&json!(1)).await.unwrap();
-    let error = Worker::start_with(
+    let gaps = refused_gaps(
+        &pool,
         triage_v2::deployment(),
-        config(triage_v2::Queue::ClassifyThreads, &pool, "f"),
+        triage_v2::Queue::ClassifyThreads,
     )
-    .await
-    .unwrap_err();
-    let gaps = gaps_of(error).await;
+    .await;
     assert_eq!(
         (gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()),
         ("triage_v1", "classify")
@@ -613,10 +604,7 @@ async fn coverage_requires_every_queued_task(pool: PgPool) {
 
 #[sqlx::test(migrations = false)]
 async fn coverage_requires_every_started_task(pool: PgPool) {
-    install(&pool).await;
-    let client = Client::new(pool.clone());
-    client.deploy(&triage_v1::deployment()).await.unwrap();
-    client.deploy(&triage_v2::deployment()).await.unwrap();
+    let client = both_deployed(&pool).await;
     engine::activate_flow(&pool, "triage_v2").await.unwrap();
     client.start::<triage_v1::Flow>(&json!(1)).await.unwrap();
     // A worker that has since died claimed it: the task is started (recoverable).
@@ -626,13 +614,12 @@ async fn coverage_requires_every_started_task(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
-    let error = Worker::start_with(
+    let gaps = refused_gaps(
+        &pool,
         triage_v2::deployment(),
-        config(triage_v2::Queue::ClassifyThreads, &pool, "f"),
+        triage_v2::Queue::ClassifyThreads,
     )
-    .await
-    .unwrap_err();
-    let gaps = gaps_of(error).await;
+    .await;
     assert_eq!(
         (gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()),
         ("triage_v1", "classify")
