@@ -489,6 +489,7 @@ declare
   v_runs uuid[];
   v_steps text[];
   v_flows text[];
+  v_released integer;
 begin
   with target as (
     select ss.run_id, ss.step_slug
@@ -545,6 +546,7 @@ begin
   set remaining_deps = ss.remaining_deps - locked.n
   from locked
   where ss.run_id = locked.run_id and ss.step_slug = locked.step_slug;
+  get diagnostics v_released = row_count;
 
   -- Count the steps down on their runs and complete, in the same write, the runs with nothing
   -- left (output: an object of the leaf steps' outputs).
@@ -573,7 +575,10 @@ begin
   from locked
   where r.run_id = locked.run_id;
 
-  perform pgflow.start_ready_steps(v_runs);
+  -- Only released dependents can have become ready.
+  if v_released > 0 then
+    perform pgflow.start_ready_steps(v_runs);
+  end if;
 end;
 $$;
 
@@ -827,7 +832,7 @@ $$;
 -- Returns one row per claimed task, possibly of several concrete flows, with the handler
 -- input: the flow input (root single step), the element (map step), or an object of the
 -- dependencies' outputs keyed by step slug.
--- Locks: the matched queued step_tasks (message_id order); no run locks.
+-- Locks: the claimed step_tasks (by the claiming UPDATE); no run locks.
 create function pgflow.start_tasks(
   p_queue_name text,
   p_message_ids bigint[],
@@ -869,14 +874,14 @@ begin
       using errcode = 'PF005';
   end if;
 
+  -- A plain read: validation changes nothing, and the claiming UPDATE below re-checks the
+  -- status under its row locks (a task claimed meanwhile is skipped, never claimed twice).
   with matched as (
     select t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id
     from pgflow.step_tasks t
     where t.queue_name = p_queue_name
       and t.message_id = any(p_message_ids)
       and t.status = 'queued'
-    order by t.message_id
-    for no key update of t
   )
   select array_agg(m.run_id order by m.message_id),
          array_agg(m.step_slug order by m.message_id),
@@ -928,7 +933,7 @@ begin
           error_message = 'run failed before this task started'
       from unnest(v_run_ids, v_step_slugs, v_task_indexes, v_live)
         as c(run_id, step_slug, task_index, live)
-      where not c.live
+      where not c.live and t.status = 'queued'
         and t.run_id = c.run_id and t.step_slug = c.step_slug and t.task_index = c.task_index
       returning t.message_id
     )
@@ -947,7 +952,7 @@ begin
         last_worker_id = p_worker_id
     from unnest(v_run_ids, v_step_slugs, v_task_indexes, v_live)
       as c(run_id, step_slug, task_index, live)
-    where c.live
+    where c.live and t.status = 'queued'
       and t.run_id = c.run_id and t.step_slug = c.step_slug and t.task_index = c.task_index
     returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count
   )
