@@ -4,6 +4,7 @@
 //! ```sh
 //! cargo bench --bench engine                 # the full matrix (release build)
 //! cargo bench --bench engine -- --quick      # 10 workers, batch 100 only
+//! cargo bench --bench engine -- --matrix=1x100,4x10 --only=single,chain3
 //! cargo test --bench engine                  # a tiny smoke run (debug build, no timing)
 //! ```
 //!
@@ -18,6 +19,10 @@ use pgflow::{Client, FlowQueue, Worker, WorkerConfig, WorkerHandle};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
+
+mod claim_scale;
+
+use claim_scale::{claim_scale, print_claims};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -103,90 +108,167 @@ struct Row {
 struct Options {
     smoke: bool,
     quick: bool,
+    /// `--only=a,b`: run just these scenarios (limit, single, chain3, fanout, shared, low_load,
+    /// fanout_one, memory, claim_scale).
+    only: Option<Vec<String>>,
+    /// `--matrix=1x100,10x10`: (workers, batch) pairs instead of the default matrix.
+    matrix: Option<Vec<(usize, usize)>>,
+}
+
+impl Options {
+    fn from_args() -> Result<Self, Error> {
+        let args: Vec<String> = std::env::args().collect();
+        let value = |name: &str| {
+            args.iter()
+                .find_map(|a| a.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+        };
+        let matrix = value("--matrix")
+            .map(|list| {
+                list.split(',')
+                    .map(|pair| {
+                        let (workers, batch) = pair.split_once('x').ok_or_else(|| {
+                            format!("--matrix: `{pair}` is not WORKERSxBATCH, e.g. 10x100")
+                        })?;
+                        Ok::<_, Error>((workers.parse()?, batch.parse()?))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?;
+        Ok(Self {
+            // `cargo bench` passes --bench; `cargo test --bench` does not: a smoke run then.
+            smoke: !args.iter().any(|a| a == "--bench"),
+            quick: args.iter().any(|a| a == "--quick"),
+            only: value("--only").map(|list| list.split(',').map(str::to_owned).collect()),
+            matrix,
+        })
+    }
+
+    /// Whether the scenario `name` runs.
+    fn wants(&self, name: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|o| o == name))
+    }
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let args: Vec<String> = std::env::args().collect();
-    let options = Options {
-        // `cargo bench` passes --bench; `cargo test --bench` does not: a smoke run then.
-        smoke: !args.iter().any(|a| a == "--bench"),
-        quick: args.iter().any(|a| a == "--quick"),
-    };
+    let options = Options::from_args()?;
     let scale = |n: usize| if options.smoke { (n / 100).max(2) } else { n };
-    let matrix: Vec<(usize, usize)> = if options.smoke || options.quick {
-        vec![(10, 100)]
-    } else {
-        vec![(1, 10), (4, 10), (10, 10), (1, 100), (4, 100), (10, 100)]
+    let matrix: Vec<(usize, usize)> = match &options.matrix {
+        Some(matrix) => matrix.clone(),
+        None if options.smoke || options.quick => vec![(10, 100)],
+        None => vec![(1, 10), (4, 10), (10, 10), (1, 100), (4, 100), (10, 100)],
     };
 
     print_machine().await?;
     let mut rows = Vec::new();
     for &(workers, batch) in &matrix {
-        let limit = limit(scale(5_000), workers, batch).await?;
-        rows.push(limit.clone());
-        let ceiling = limit.tasks_per_s;
-        for mut row in [
-            engine::<bench_single::Flow, _>(
-                "single",
-                bench_single::deployment(),
-                bench_single::Queue::BenchSingle,
-                scale(5_000),
-                workers,
-                batch,
-                json!(null),
-                1,
-            )
-            .await?,
-            engine::<bench_chain3::Flow, _>(
-                "chain3",
-                bench_chain3::deployment(),
-                bench_chain3::Queue::BenchChain3,
-                scale(2_000),
-                workers,
-                batch,
-                json!(null),
-                3,
-            )
-            .await?,
-            engine::<bench_fanout::Flow, _>(
-                "fanout",
-                bench_fanout::deployment(),
-                bench_fanout::Queue::BenchFanout,
-                if options.smoke { 2 } else { 50 },
-                workers,
-                batch,
-                json!(100),
-                102,
-            )
-            .await?,
-            shared(scale(5_000), workers, batch).await?,
-        ] {
-            row.vs_limit = Some(row.tasks_per_s / ceiling);
+        let ceiling = if options.wants("limit") {
+            let limit = limit(scale(5_000), workers, batch).await?;
+            rows.push(limit.clone());
+            Some(limit.tasks_per_s)
+        } else {
+            None
+        };
+        let mut measured = Vec::new();
+        if options.wants("single") {
+            measured.push(
+                engine::<bench_single::Flow, _>(
+                    "single",
+                    bench_single::deployment(),
+                    bench_single::Queue::BenchSingle,
+                    scale(5_000),
+                    workers,
+                    batch,
+                    json!(null),
+                    1,
+                )
+                .await?,
+            );
+        }
+        if options.wants("chain3") {
+            measured.push(
+                engine::<bench_chain3::Flow, _>(
+                    "chain3",
+                    bench_chain3::deployment(),
+                    bench_chain3::Queue::BenchChain3,
+                    scale(2_000),
+                    workers,
+                    batch,
+                    json!(null),
+                    3,
+                )
+                .await?,
+            );
+        }
+        if options.wants("fanout") {
+            measured.push(
+                engine::<bench_fanout::Flow, _>(
+                    "fanout",
+                    bench_fanout::deployment(),
+                    bench_fanout::Queue::BenchFanout,
+                    if options.smoke { 2 } else { 50 },
+                    workers,
+                    batch,
+                    json!(100),
+                    102,
+                )
+                .await?,
+            );
+        }
+        if options.wants("shared") {
+            measured.push(shared(scale(5_000), workers, batch).await?);
+        }
+        for mut row in measured {
+            row.vs_limit = ceiling.map(|ceiling| row.tasks_per_s / ceiling);
             rows.push(row);
         }
     }
-    rows.push(low_load(if options.smoke { 10 } else { 100 }).await?);
-    rows.push(fanout_one_at_a_time(if options.smoke { 1 } else { 10 }).await?);
-    let rss = worker_rss(scale(20_000)).await?;
+    if options.wants("low_load") {
+        rows.push(low_load(if options.smoke { 10 } else { 100 }).await?);
+    }
+    if options.wants("fanout_one") {
+        rows.push(fanout_one_at_a_time(if options.smoke { 1 } else { 10 }).await?);
+    }
+    let rss = if options.wants("memory") {
+        Some(worker_rss(scale(20_000)).await?)
+    } else {
+        None
+    };
+    // The backlog scenario takes minutes at full size: the full run and `--only` ask for it.
+    let claims = if options.wants("claim_scale") && (!options.quick || options.only.is_some()) {
+        Some(claim_scale(if options.smoke { 6_000 } else { 1_000_000 }, 100).await?)
+    } else {
+        None
+    };
 
     print_table(&rows);
-    println!(
-        "\nworker memory: {:.1} MiB peak RSS while one worker with max_concurrent = 100 ran at \
-         full load (the whole process: harness, pools and worker)",
-        rss
-    );
+    if let Some(rss) = rss {
+        println!(
+            "\nworker memory: {rss:.1} MiB peak RSS while one worker with max_concurrent = 100 \
+             ran at full load (the whole process: harness, pools and worker)"
+        );
+    }
+    if let Some(claims) = &claims {
+        print_claims(claims);
+    }
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&rows)?)?;
+    let results = json!({ "rows": rows, "worker_rss_mib": rss, "claim_scale": claims });
+    std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
     println!("\nwritten to {}", path.display());
     Ok(())
 }
 
+/// The server's URL: `DATABASE_URL`, else the local server.
+fn server_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
 /// A fresh database for one scenario.
 async fn database(name: &str) -> Result<PgPool, Error> {
-    let url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
-    let server: PgConnectOptions = url.parse()?;
+    let server: PgConnectOptions = server_url().parse()?;
     let mut admin = server.connect().await?;
     sqlx::query(&format!("drop database if exists {name} with (force)"))
         .execute(&mut admin)
@@ -617,14 +699,11 @@ fn rss_kib() -> f64 {
 async fn print_machine() -> Result<(), Error> {
     let pool = PgPoolOptions::new()
         .max_connections(1)
-        .connect(
-            &std::env::var("DATABASE_URL")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned()),
-        )
+        .connect(&server_url())
         .await?;
     let settings: Vec<(String, String)> = sqlx::query_as(
         "select name, setting from pg_settings where name in
-         ('server_version', 'synchronous_commit', 'shared_buffers', 'max_connections', 'fsync', 'wal_level')
+         ('server_version', 'synchronous_commit', 'shared_buffers', 'max_connections', 'fsync', 'wal_level', 'autovacuum', 'jit')
          order by name",
     )
     .fetch_all(&pool)
