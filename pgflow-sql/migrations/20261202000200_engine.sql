@@ -476,11 +476,27 @@ begin
 end;
 $$;
 
--- Completes started steps whose tasks are all done: stores the step output (a single step's
--- task output; a map step's task outputs as an array in task order), releases dependents,
--- completes runs that have no steps left (output: an object of the leaf steps' outputs), and
--- starts whatever became ready.
--- Locks: step_states of the steps (order), of their dependents (order), then runs (order).
+-- The output of a step whose tasks are all done: a single step's task output; a map step's
+-- task outputs as an array in task order ([] for a map over nothing).
+create function pgflow.step_output(p_run_id uuid, p_step_slug text, p_step_type text)
+returns jsonb
+language sql
+stable
+as $$
+  select case p_step_type
+    when 'single' then (select t.output from pgflow.step_tasks t
+                        where t.run_id = p_run_id and t.step_slug = p_step_slug
+                          and t.task_index = 0)
+    else coalesce((select jsonb_agg(t.output order by t.task_index)
+                   from pgflow.step_tasks t
+                   where t.run_id = p_run_id and t.step_slug = p_step_slug),
+                  '[]'::jsonb)
+  end
+$$;
+
+-- Completes started steps whose tasks are all done (storing their step_output), then goes on
+-- as finish_completed_steps.
+-- Locks: step_states of the steps (order), then as finish_completed_steps.
 create function pgflow.complete_steps(p_run_ids uuid[], p_step_slugs text[])
 returns void
 language plpgsql
@@ -489,7 +505,6 @@ declare
   v_runs uuid[];
   v_steps text[];
   v_flows text[];
-  v_released integer;
 begin
   with target as (
     select ss.run_id, ss.step_slug
@@ -504,15 +519,7 @@ begin
     update pgflow.step_states ss
     set status = 'completed',
         completed_at = now(),
-        output = case s.step_type
-          when 'single' then (select t.output from pgflow.step_tasks t
-                              where t.run_id = ss.run_id and t.step_slug = ss.step_slug
-                                and t.task_index = 0)
-          else coalesce((select jsonb_agg(t.output order by t.task_index)
-                         from pgflow.step_tasks t
-                         where t.run_id = ss.run_id and t.step_slug = ss.step_slug),
-                        '[]'::jsonb)
-        end
+        output = pgflow.step_output(ss.run_id, ss.step_slug, s.step_type)
     from target, pgflow.steps s
     where ss.run_id = target.run_id and ss.step_slug = target.step_slug
       and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
@@ -524,14 +531,32 @@ begin
   into v_runs, v_steps, v_flows
   from completed;
 
-  if cardinality(v_runs) = 0 then
+  perform pgflow.finish_completed_steps(v_runs, v_steps, v_flows);
+end;
+$$;
+
+-- What follows the completion of steps (parallel arrays: run, step, flow of each step that just
+-- became 'completed'): releases their dependents, counts the steps down on their runs and
+-- completes the runs with nothing left (output: an object of the leaf steps' outputs), and
+-- starts whatever became ready.
+-- Locks: step_states of the dependents (order), then runs (order).
+create function pgflow.finish_completed_steps(
+  p_run_ids uuid[], p_step_slugs text[], p_flow_slugs text[]
+)
+returns void
+language plpgsql
+as $$
+declare
+  v_released integer;
+begin
+  if cardinality(p_run_ids) = 0 then
     return;
   end if;
 
   -- Release dependents.
   with released as (
     select c.run_id, d.step_slug, count(*)::integer as n
-    from unnest(v_runs, v_steps, v_flows) as c(run_id, step_slug, flow_slug)
+    from unnest(p_run_ids, p_step_slugs, p_flow_slugs) as c(run_id, step_slug, flow_slug)
     join pgflow.deps d on d.flow_slug = c.flow_slug and d.dep_slug = c.step_slug
     group by c.run_id, d.step_slug
   ),
@@ -551,7 +576,7 @@ begin
   -- Count the steps down on their runs and complete, in the same write, the runs with nothing
   -- left (output: an object of the leaf steps' outputs).
   with per_run as (
-    select run_id, count(*)::integer as n from unnest(v_runs) as c(run_id) group by run_id
+    select run_id, count(*)::integer as n from unnest(p_run_ids) as c(run_id) group by run_id
   ),
   locked as (
     select r.run_id, per_run.n
@@ -577,7 +602,7 @@ begin
 
   -- Only released dependents can have become ready.
   if v_released > 0 then
-    perform pgflow.start_ready_steps(v_runs);
+    perform pgflow.start_ready_steps(p_run_ids);
   end if;
 end;
 $$;
@@ -1069,6 +1094,7 @@ as $$
 declare
   v_runs uuid[];
   v_steps text[];
+  v_flows text[];
   v_queues text[];
   v_messages bigint[];
 begin
@@ -1129,17 +1155,24 @@ begin
     for no key update of ss
   ),
   counted as (
+    -- Counts the tasks down and, in the same write, completes the steps with none left.
     update pgflow.step_states ss
-    set remaining_tasks = ss.remaining_tasks - locked.n
-    from locked
+    set remaining_tasks = ss.remaining_tasks - locked.n,
+        status = case when ss.remaining_tasks = locked.n then 'completed' else ss.status end,
+        completed_at = case when ss.remaining_tasks = locked.n then now() end,
+        output = case when ss.remaining_tasks = locked.n
+                      then pgflow.step_output(ss.run_id, ss.step_slug, s.step_type) end
+    from locked, pgflow.steps s
     where ss.run_id = locked.run_id and ss.step_slug = locked.step_slug
-    returning ss.run_id, ss.step_slug, ss.remaining_tasks
+      and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+    returning ss.run_id, ss.step_slug, ss.flow_slug, ss.status
   )
-  select array_agg(run_id), array_agg(step_slug) into v_runs, v_steps
-  from counted where remaining_tasks = 0;
+  select array_agg(run_id), array_agg(step_slug), array_agg(flow_slug)
+  into v_runs, v_steps, v_flows
+  from counted where status = 'completed';
 
   if v_runs is not null then
-    perform pgflow.complete_steps(v_runs, v_steps);
+    perform pgflow.finish_completed_steps(v_runs, v_steps, v_flows);
   end if;
 
   return cardinality(v_messages);
