@@ -737,15 +737,15 @@ begin
       end if;
     end loop;
 
-    -- Empty maps complete at once with [] and may release further steps.
+    -- Empty maps complete at once with [] and may release further steps. Without them, nothing
+    -- else can have become ready: the loop ends without looking again.
     select array_agg(u.run_id), array_agg(u.step_slug)
     into v_empty_runs, v_empty_steps
     from unnest(v_runs, v_steps, v_counts) as u(run_id, step_slug, task_count)
     where u.task_count = 0;
 
-    if v_empty_runs is not null then
-      perform pgflow.complete_steps(v_empty_runs, v_empty_steps);
-    end if;
+    exit when v_empty_runs is null;
+    perform pgflow.complete_steps(v_empty_runs, v_empty_steps);
   end loop;
 end;
 $$;
