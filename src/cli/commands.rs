@@ -347,6 +347,11 @@ pub async fn status(pool: &PgPool, out: &Output) -> Result<(), Failure> {
     .await
     .map_err(db)?;
     let rollouts = pgflow::engine::rollouts(pool, true).await?;
+    // The engine's plans rely on current statistics (docs/operations.md).
+    let autovacuum: bool = sqlx::query_scalar("select current_setting('autovacuum')::boolean")
+        .fetch_one(pool)
+        .await
+        .map_err(db)?;
     out.print(
         json!({
             "queues": queues.iter().map(|(q, depth, age, in_flight)| json!({
@@ -358,6 +363,7 @@ pub async fn status(pool: &PgPool, out: &Output) -> Result<(), Failure> {
             })).collect::<Vec<_>>(),
             "aliases": aliases.iter().map(|(a, f, v)| json!({"alias": a, "flow_slug": f, "version": v})).collect::<Vec<_>>(),
             "open_rollouts": rollouts,
+            "autovacuum": autovacuum,
         }),
         || {
             let mut text = format!(
@@ -391,6 +397,13 @@ pub async fn status(pool: &PgPool, out: &Output) -> Result<(), Failure> {
             } else {
                 rollouts.iter().map(|r| format!("{} ({})", r.rollout_id, r.function_names.join(","))).collect::<Vec<_>>().join(", ")
             }));
+            if !autovacuum {
+                text.push_str(
+                    "\n\nwarning: autovacuum is off on this server: run `analyze pgflow.runs, \
+                     pgflow.step_states, pgflow.step_tasks` after the backlog grows, or turn it \
+                     on (see docs/operations.md, Statistics and vacuum)",
+                );
+            }
             text
         },
     );

@@ -205,9 +205,19 @@ async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
         .unwrap();
     assert_eq!(classify["workers"][0]["function_name"], json!("cli_fn"));
     assert_eq!(status["aliases"][0]["flow_slug"], json!("triage_v1"));
+    let autovacuum: bool = sqlx::query_scalar("select current_setting('autovacuum')::boolean")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(status["autovacuum"], json!(autovacuum));
     let text = stdout(&pgflow(&pool, &["status"]));
     assert!(
         text.contains("deliver_slack_alerts") && text.contains("1 alive: cli_fn[triage_v1]"),
+        "{text}"
+    );
+    assert_eq!(
+        text.contains("warning: autovacuum is off"),
+        !autovacuum,
         "{text}"
     );
 
