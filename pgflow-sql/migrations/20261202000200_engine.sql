@@ -42,18 +42,21 @@ join pgflow.flows f on f.flow_slug = s.flow_slug;
 -- PGMQ batches
 ------------------------------------------------------------------------------------------------
 
+-- Helpers on the hot path are plpgsql, not SQL functions: Postgres 15 parses and plans a SQL
+-- function's body on every call, while plpgsql keeps its plans for the session.
+
 -- Archives messages given as parallel arrays (queue_name[i], message_id[i]), one PGMQ call per
 -- queue.
 create function pgflow.archive_messages(p_queue_names text[], p_message_ids bigint[])
 returns void
-language sql
+language plpgsql
 as $$
-  select count(*) from (
-    select pgmq.archive(g.queue_name, g.message_ids)
-    from (select u.queue_name, array_agg(u.message_id) as message_ids
-          from unnest(p_queue_names, p_message_ids) as u(queue_name, message_id)
-          group by u.queue_name) g
-  ) archived;
+begin
+  perform pgmq.archive(g.queue_name, g.message_ids)
+  from (select u.queue_name, array_agg(u.message_id) as message_ids
+        from unnest(p_queue_names, p_message_ids) as u(queue_name, message_id)
+        group by u.queue_name) g;
+end;
 $$;
 
 -- Makes messages visible again after delay_seconds[i] (parallel arrays), one PGMQ call per
@@ -62,28 +65,28 @@ create function pgflow.set_message_visibility(
   p_queue_names text[], p_message_ids bigint[], p_delays integer[]
 )
 returns void
-language sql
+language plpgsql
 as $$
-  select count(*) from (
-    select pgmq.set_vt(g.queue_name, g.message_ids, g.delay)
-    from (select u.queue_name, u.delay, array_agg(u.message_id) as message_ids
-          from unnest(p_queue_names, p_message_ids, p_delays) as u(queue_name, message_id, delay)
-          group by u.queue_name, u.delay) g
-  ) updated;
+begin
+  perform pgmq.set_vt(g.queue_name, g.message_ids, g.delay)
+  from (select u.queue_name, u.delay, array_agg(u.message_id) as message_ids
+        from unnest(p_queue_names, p_message_ids, p_delays) as u(queue_name, message_id, delay)
+        group by u.queue_name, u.delay) g;
+end;
 $$;
 
 -- Locks runs (FOR NO KEY UPDATE, run_id order): the first lock of every function that changes
 -- the progress of existing runs.
 create function pgflow.lock_runs(p_run_ids uuid[])
 returns void
-language sql
+language plpgsql
 as $$
-  select count(*) from (
-    select 1 from pgflow.runs
-    where run_id = any(p_run_ids)
-    order by run_id
-    for no key update
-  ) locked;
+begin
+  perform 1 from pgflow.runs
+  where run_id = any(p_run_ids)
+  order by run_id
+  for no key update;
+end;
 $$;
 
 -- Wakes the workers listening on `pgflow.<queue_name>` (see `pgflow_runtime::worker`).
@@ -91,9 +94,11 @@ $$;
 -- transaction calls this.
 create function pgflow.notify_queue(p_queue_name text)
 returns void
-language sql
+language plpgsql
 as $$
-  select pg_notify('pgflow.' || p_queue_name, '')
+begin
+  perform pg_notify('pgflow.' || p_queue_name, '');
+end;
 $$;
 
 ------------------------------------------------------------------------------------------------
@@ -480,18 +485,19 @@ $$;
 -- task outputs as an array in task order ([] for a map over nothing).
 create function pgflow.step_output(p_run_id uuid, p_step_slug text, p_step_type text)
 returns jsonb
-language sql
+language plpgsql
 stable
 as $$
-  select case p_step_type
-    when 'single' then (select t.output from pgflow.step_tasks t
-                        where t.run_id = p_run_id and t.step_slug = p_step_slug
-                          and t.task_index = 0)
-    else coalesce((select jsonb_agg(t.output order by t.task_index)
+begin
+  if p_step_type = 'single' then
+    return (select t.output from pgflow.step_tasks t
+            where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = 0);
+  end if;
+  return coalesce((select jsonb_agg(t.output order by t.task_index)
                    from pgflow.step_tasks t
                    where t.run_id = p_run_id and t.step_slug = p_step_slug),
-                  '[]'::jsonb)
-  end
+                  '[]'::jsonb);
+end;
 $$;
 
 -- Completes started steps whose tasks are all done (storing their step_output), then goes on
@@ -899,6 +905,10 @@ begin
       using errcode = 'PF005';
   end if;
 
+  if coalesce(cardinality(p_message_ids), 0) = 0 then
+    return;
+  end if;
+
   -- A plain read: validation changes nothing, and the claiming UPDATE below re-checks the
   -- status under its row locks (a task claimed meanwhile is skipped, never claimed twice).
   with matched as (
@@ -1057,8 +1067,10 @@ returns table (
   timeout_seconds integer,
   input jsonb
 )
-language sql
+language plpgsql
 as $$
+begin
+  return query
   select *
   from pgflow.start_tasks(
     p_queue_name,
@@ -1066,7 +1078,8 @@ as $$
     p_worker_id,
     p_flow_slugs,
     p_step_slugs,
-    p_visibility_timeout)
+    p_visibility_timeout);
+end;
 $$;
 
 ------------------------------------------------------------------------------------------------
