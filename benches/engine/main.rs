@@ -102,6 +102,11 @@ struct Row {
     run_p99_ms: f64,
     pickup_p50_ms: f64,
     commits_per_task: f64,
+    /// Busy CPU time of the whole machine (all processes, both cores; steal excluded) during
+    /// the timed window, per task: steadier than throughput on a shared, noisy host.
+    cpu_us_per_task: Option<f64>,
+    /// Share of the window's CPU time the hypervisor gave to others (`steal`).
+    steal_pct: Option<f64>,
     vs_limit: Option<f64>,
 }
 
@@ -306,6 +311,7 @@ async fn limit(messages: usize, workers: usize, batch: usize) -> Result<Row, Err
         .await?;
     let before = commits(&pool).await?;
     // The timed cycle includes sending, as the engine's figures include starting runs.
+    let cpu = CpuClock::now();
     let started = Instant::now();
     for chunk in (0..messages).collect::<Vec<_>>().chunks(1000) {
         let msgs: Vec<Value> = chunk.iter().map(|i| json!({ "n": i })).collect();
@@ -339,6 +345,7 @@ async fn limit(messages: usize, workers: usize, batch: usize) -> Result<Row, Err
         consumer.await??;
     }
     let seconds = started.elapsed().as_secs_f64();
+    let cpu = cpu.and_then(|c| c.elapsed());
     let after = commits(&pool).await?;
     let archived: i64 = sqlx::query_scalar("select count(*) from pgmq.a_bench_limit")
         .fetch_one(&pool)
@@ -361,6 +368,8 @@ async fn limit(messages: usize, workers: usize, batch: usize) -> Result<Row, Err
         run_p99_ms: 0.0,
         pickup_p50_ms: 0.0,
         commits_per_task: (after - before - 2) as f64 / messages as f64,
+        cpu_us_per_task: cpu.map(|c| c.busy_us / messages as f64),
+        steal_pct: cpu.map(|c| c.steal_pct),
         vs_limit: None,
     })
 }
@@ -454,6 +463,7 @@ where
     Fut: Future<Output = Result<(), pgflow::EngineError>>,
 {
     let before = commits(pool).await?;
+    let cpu = CpuClock::now();
     let started = Instant::now();
     start(pool.clone()).await?;
     let mut polls = 0;
@@ -469,6 +479,7 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let seconds = started.elapsed().as_secs_f64();
+    let cpu = cpu.and_then(|c| c.elapsed());
     for worker in workers {
         worker.shutdown();
         worker.wait().await?;
@@ -493,6 +504,8 @@ where
         pickup_p50_ms: row.pickup_p50,
         commits_per_task: (after - before - polls - worker_bookkeeping).max(0) as f64
             / tasks as f64,
+        cpu_us_per_task: cpu.map(|c| c.busy_us / tasks as f64),
+        steal_pct: cpu.map(|c| c.steal_pct),
         vs_limit: None,
     })
 }
@@ -604,6 +617,8 @@ async fn low_load(runs: usize) -> Result<Row, Error> {
         run_p99_ms: stats.p99,
         pickup_p50_ms: stats.pickup_p50,
         commits_per_task: 0.0,
+        cpu_us_per_task: None,
+        steal_pct: None,
         vs_limit: None,
     })
 }
@@ -652,6 +667,8 @@ async fn fanout_one_at_a_time(runs: usize) -> Result<Row, Error> {
         run_p99_ms: stats.p99,
         pickup_p50_ms: stats.pickup_p50,
         commits_per_task: 0.0,
+        cpu_us_per_task: None,
+        steal_pct: None,
         vs_limit: None,
     })
 }
@@ -722,7 +739,7 @@ async fn print_machine() -> Result<(), Error> {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "\n{:<22} {:>3} {:>5} {:>6} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>7}",
+        "\n{:<22} {:>3} {:>5} {:>6} {:>7} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>8} {:>9} {:>7}",
         "scenario",
         "wrk",
         "batch",
@@ -735,11 +752,12 @@ fn print_table(rows: &[Row]) {
         "p99 ms",
         "pickup ms",
         "tx/task",
+        "cpu µs/t",
         "÷limit"
     );
     for r in rows {
         println!(
-            "{:<22} {:>3} {:>5} {:>6} {:>7} {:>9.0} {:>8.0} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>8.2} {:>7}",
+            "{:<22} {:>3} {:>5} {:>6} {:>7} {:>9.0} {:>8.0} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>8.2} {:>9} {:>7}",
             r.scenario,
             r.workers,
             r.batch,
@@ -752,8 +770,57 @@ fn print_table(rows: &[Row]) {
             r.run_p99_ms,
             r.pickup_p50_ms,
             r.commits_per_task,
+            r.cpu_us_per_task
+                .map_or_else(|| "-".to_owned(), |v| format!("{v:.0}")),
             r.vs_limit
                 .map_or_else(|| "-".to_owned(), |v| format!("{:.0}%", v * 100.0))
         );
+    }
+}
+
+/// Machine-wide CPU counters from `/proc/stat` (Linux; `None` elsewhere).
+#[derive(Clone, Copy)]
+struct CpuClock {
+    busy: u64,
+    steal: u64,
+}
+
+/// CPU used during a window.
+#[derive(Clone, Copy)]
+struct CpuUse {
+    busy_us: f64,
+    steal_pct: f64,
+}
+
+impl CpuClock {
+    fn now() -> Option<Self> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+        let ticks: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|v| v.parse().unwrap_or(0))
+            .collect();
+        // user nice system idle iowait irq softirq steal
+        let at = |i: usize| ticks.get(i).copied().unwrap_or(0);
+        Some(Self {
+            busy: at(0) + at(1) + at(2) + at(5) + at(6),
+            steal: at(7),
+        })
+    }
+
+    /// The CPU used since `self` (clock ticks are 10 ms: USER_HZ is 100 on Linux).
+    fn elapsed(self) -> Option<CpuUse> {
+        let now = Self::now()?;
+        let busy = now.busy.saturating_sub(self.busy);
+        let steal = now.steal.saturating_sub(self.steal);
+        Some(CpuUse {
+            busy_us: busy as f64 * 10_000.0,
+            steal_pct: if busy + steal == 0 {
+                0.0
+            } else {
+                steal as f64 * 100.0 / (busy + steal) as f64
+            },
+        })
     }
 }
