@@ -627,94 +627,88 @@ declare
   v_runs uuid[];
   v_steps text[];
   v_counts integer[];
+  v_flows text[];
+  v_queues text[];
+  v_delays integer[];
   v_bad_runs uuid[];
   v_empty_runs uuid[];
   v_empty_steps text[];
   v_group record;
 begin
   loop
-    -- Map steps over something other than an array fail their run.
-    with bad as (
-      select ss.run_id, ss.step_slug, jsonb_typeof(src.value) as got
+    -- Start the ready steps in one write, sizing each: a single step gets one task, a map step
+    -- one per element of its array. A map step over something other than an array fails (and
+    -- its run with it, below); the other ready steps of such a run are left as they are.
+    with ready as (
+      select ss.run_id, ss.step_slug, s.step_type, s.queue_name,
+             coalesce(s.opt_start_delay, 0) as start_delay,
+             jsonb_typeof(src.value) as got,
+             case when s.step_type = 'single' then 1
+                  when jsonb_typeof(src.value) = 'array' then jsonb_array_length(src.value)
+             end as task_count
       from pgflow.step_states ss
       join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
       join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
       cross join lateral (
-        select case when s.deps_count = 0 then r.input
-               else (select dss.output from pgflow.deps d
-                     join pgflow.step_states dss
-                       on dss.run_id = ss.run_id and dss.step_slug = d.dep_slug
-                     where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
+        select case when s.step_type = 'single' then null
+                    when s.deps_count = 0 then r.input
+                    else (select dss.output from pgflow.deps d
+                          join pgflow.step_states dss
+                            on dss.run_id = ss.run_id and dss.step_slug = d.dep_slug
+                          where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
                end as value
       ) src
       where ss.run_id = any(p_run_ids) and ss.status = 'created' and ss.remaining_deps = 0
-        and s.step_type = 'map' and jsonb_typeof(src.value) is distinct from 'array'
       order by ss.run_id, ss.step_slug
       for no key update of ss
     ),
-    failed as (
+    changed as (
       update pgflow.step_states ss
-      set status = 'failed',
-          failed_at = now(),
-          error_message = format('map step `%s` needs an array to map over, got %s',
-                                 bad.step_slug, coalesce(bad.got, 'nothing'))
-      from bad
-      where ss.run_id = bad.run_id and ss.step_slug = bad.step_slug
-      returning ss.run_id
+      set status = case when ready.task_count is null then 'failed' else 'started' end,
+          started_at = case when ready.task_count is not null then now() end,
+          failed_at = case when ready.task_count is null then now() end,
+          error_message = case when ready.task_count is null then
+            format('map step `%s` needs an array to map over, got %s',
+                   ready.step_slug, coalesce(ready.got, 'nothing')) end,
+          initial_tasks = ready.task_count,
+          remaining_tasks = ready.task_count
+      from ready
+      where ss.run_id = ready.run_id and ss.step_slug = ready.step_slug
+        and (ready.task_count is null
+             or not exists (select 1 from ready bad
+                            where bad.run_id = ready.run_id and bad.task_count is null))
+      returning ss.run_id, ss.step_slug, ss.status, ready.task_count, ss.flow_slug,
+                ready.queue_name, ready.start_delay
     )
-    select array_agg(distinct run_id) into v_bad_runs from failed;
+    select array_agg(run_id) filter (where status = 'started'),
+           array_agg(step_slug) filter (where status = 'started'),
+           array_agg(task_count) filter (where status = 'started'),
+           array_agg(flow_slug) filter (where status = 'started'),
+           array_agg(queue_name) filter (where status = 'started'),
+           array_agg(start_delay) filter (where status = 'started'),
+           array_agg(distinct run_id) filter (where status = 'failed')
+    into v_runs, v_steps, v_counts, v_flows, v_queues, v_delays, v_bad_runs
+    from changed;
 
     if v_bad_runs is not null then
       perform pgflow.fail_runs(v_bad_runs, 'run failed: a map step received a non-array input');
     end if;
 
-    -- Start the ready steps, sizing each.
-    with ready as (
-      select ss.run_id, ss.step_slug,
-             case when s.step_type = 'single' then 1
-                  when s.deps_count = 0 then jsonb_array_length(r.input)
-                  else (select jsonb_array_length(dss.output) from pgflow.deps d
-                        join pgflow.step_states dss
-                          on dss.run_id = ss.run_id and dss.step_slug = d.dep_slug
-                        where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
-             end as task_count
-      from pgflow.step_states ss
-      join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
-      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
-      where ss.run_id = any(p_run_ids) and ss.status = 'created' and ss.remaining_deps = 0
-      order by ss.run_id, ss.step_slug
-      for no key update of ss
-    ),
-    started as (
-      update pgflow.step_states ss
-      set status = 'started',
-          started_at = now(),
-          initial_tasks = ready.task_count,
-          remaining_tasks = ready.task_count
-      from ready
-      where ss.run_id = ready.run_id and ss.step_slug = ready.step_slug
-      returning ss.run_id, ss.step_slug, ready.task_count
-    )
-    select array_agg(run_id), array_agg(step_slug), array_agg(task_count)
-    into v_runs, v_steps, v_counts
-    from started;
-
     exit when v_runs is null;
 
-    -- Tasks and messages, one batch per (queue, start delay).
+    -- Tasks and messages, one batch per (queue, start delay); everything needed came back
+    -- from the update above, so this groups arrays without touching a table.
     for v_group in
-      select s.queue_name, o.start_delay,
-             array_agg(s.flow_slug order by u.run_id, u.step_slug, i) as flow_slugs,
+      select u.queue_name, u.start_delay,
+             array_agg(u.flow_slug order by u.run_id, u.step_slug, i) as flow_slugs,
              array_agg(u.run_id order by u.run_id, u.step_slug, i) as run_ids,
              array_agg(u.step_slug order by u.run_id, u.step_slug, i) as step_slugs,
              array_agg(i order by u.run_id, u.step_slug, i) as task_indexes
-      from unnest(v_runs, v_steps, v_counts) as u(run_id, step_slug, task_count)
-      join pgflow.step_states ss on ss.run_id = u.run_id and ss.step_slug = u.step_slug
-      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
-      join pgflow.step_options o on o.flow_slug = s.flow_slug and o.step_slug = s.step_slug
+      from unnest(v_runs, v_steps, v_counts, v_flows, v_queues, v_delays)
+        as u(run_id, step_slug, task_count, flow_slug, queue_name, start_delay)
       cross join lateral generate_series(0, u.task_count - 1) as i
       where u.task_count > 0
-      group by s.queue_name, o.start_delay
+      group by u.queue_name, u.start_delay
     loop
       with batch as (
         select b.flow_slug, b.run_id, b.step_slug, b.task_index, b.ordinality
@@ -851,9 +845,11 @@ $$;
 --
 -- Matches tasks by (queue_name, message_id) only; the flow recorded on each task is data, never
 -- a filter. Every matched (flow_slug, step_slug) pair is checked against the worker's supported
--- pairs (p_flow_slugs[i], p_step_slugs[i]) before anything changes: one unsupported pair raises
--- PF003 naming the queue, the message ids and the pairs, and nothing is changed (no task
--- status, no attempt, no message visibility).
+-- pairs (p_flow_slugs[i], p_step_slugs[i]): one unsupported pair raises PF003 naming the queue,
+-- the message ids and the pairs, and the error undoes everything the call did (no task status,
+-- no attempt, no message visibility changes; with read_and_start_tasks, not the read either).
+-- The claim is one UPDATE that matches and claims in a single pass; the check runs on what
+-- it returned, so the common case pays for no separate validation read.
 --
 -- Otherwise each claimable task becomes 'started', its attempt is counted, and its message
 -- stays invisible for the step's timeout. Tasks of runs that already failed are failed and
@@ -892,10 +888,11 @@ declare
   v_task_indexes integer[];
   v_flow_slugs text[];
   v_message_ids bigint[];
-  v_live boolean[];
   v_attempts integer[];
   v_timeouts integer[];
   v_unsupported jsonb;
+  v_dead_flows text[];
+  v_dead_steps text[];
   v_dead_messages bigint[];
 begin
   if cardinality(coalesce(p_flow_slugs, array[]::text[]))
@@ -909,37 +906,77 @@ begin
     return;
   end if;
 
-  -- A plain read: validation changes nothing, and the claiming UPDATE below re-checks the
-  -- status under its row locks (a task claimed meanwhile is skipped, never claimed twice).
-  with matched as (
-    select t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id
+  -- Claim the queued tasks of live runs in one statement. The tasks are found first, by
+  -- (queue_name, message_id) (materialized, so that no plan starts from the runs), then
+  -- claimed by primary key; a task claimed meanwhile by someone else is re-checked under its
+  -- row lock and skipped.
+  with matched as materialized (
+    select t.run_id, t.step_slug, t.task_index
     from pgflow.step_tasks t
     where t.queue_name = p_queue_name
       and t.message_id = any(p_message_ids)
       and t.status = 'queued'
+  ),
+  claimed as (
+    update pgflow.step_tasks t
+    set status = 'started',
+        started_at = now(),
+        attempts_count = t.attempts_count + 1,
+        last_worker_id = p_worker_id
+    from matched m
+    join pgflow.runs r on r.run_id = m.run_id and r.status = 'started'
+    where t.run_id = m.run_id and t.step_slug = m.step_slug and t.task_index = m.task_index
+      and t.status = 'queued'
+    returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count
   )
-  select array_agg(m.run_id order by m.message_id),
-         array_agg(m.step_slug order by m.message_id),
-         array_agg(m.task_index order by m.message_id),
-         array_agg(m.flow_slug order by m.message_id),
-         array_agg(m.message_id order by m.message_id),
-         array_agg(r.status = 'started' order by m.message_id)
-  into v_run_ids, v_step_slugs, v_task_indexes, v_flow_slugs, v_message_ids, v_live
-  from matched m
-  join pgflow.runs r on r.run_id = m.run_id;
+  select array_agg(c.run_id order by c.message_id),
+         array_agg(c.step_slug order by c.message_id),
+         array_agg(c.task_index order by c.message_id),
+         array_agg(c.flow_slug order by c.message_id),
+         array_agg(c.message_id order by c.message_id),
+         array_agg(c.attempts_count order by c.message_id),
+         array_agg(o.timeout order by c.message_id)
+  into v_run_ids, v_step_slugs, v_task_indexes, v_flow_slugs, v_message_ids, v_attempts, v_timeouts
+  from claimed c
+  join pgflow.step_options o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug;
 
-  if v_run_ids is null then
-    return;
+  -- Messages left over: their task was taken meanwhile (skipped), or its run ended while it
+  -- waited (failed here, message archived).
+  if coalesce(cardinality(v_message_ids), 0) < cardinality(p_message_ids) then
+    with matched as materialized (
+      select t.run_id, t.step_slug, t.task_index
+      from pgflow.step_tasks t
+      where t.queue_name = p_queue_name
+        and t.message_id = any(p_message_ids)
+        and t.status = 'queued'
+    ),
+    dead as (
+      update pgflow.step_tasks t
+      set status = 'failed', failed_at = now(),
+          error_message = 'run failed before this task started'
+      from matched m
+      join pgflow.runs r on r.run_id = m.run_id and r.status <> 'started'
+      where t.run_id = m.run_id and t.step_slug = m.step_slug and t.task_index = m.task_index
+        and t.status = 'queued'
+      returning t.flow_slug, t.step_slug, t.message_id
+    )
+    select array_agg(dead.flow_slug), array_agg(dead.step_slug), array_agg(dead.message_id)
+    into v_dead_flows, v_dead_steps, v_dead_messages
+    from dead;
   end if;
 
-  -- Validate every pair before any change.
+  -- Every pair met, claimed or failed, must be supported; otherwise the error undoes it all.
   select jsonb_agg(jsonb_build_object('flow_slug', u.flow_slug, 'step_slug', u.step_slug,
                                       'message_ids', u.message_ids)
                    order by u.flow_slug, u.step_slug)
   into v_unsupported
   from (
     select c.flow_slug, c.step_slug, jsonb_agg(c.message_id order by c.message_id) as message_ids
-    from unnest(v_flow_slugs, v_step_slugs, v_message_ids) as c(flow_slug, step_slug, message_id)
+    from (
+      select * from unnest(v_flow_slugs, v_step_slugs, v_message_ids)
+      union all
+      select * from unnest(v_dead_flows, v_dead_steps, v_dead_messages)
+    ) as c(flow_slug, step_slug, message_id)
     where not exists (
       select 1 from unnest(p_flow_slugs, p_step_slugs) as p(flow_slug, step_slug)
       where p.flow_slug = c.flow_slug and p.step_slug = c.step_slug)
@@ -960,47 +997,10 @@ begin
             hint = 'add the missing concrete flows to this worker''s registry and restart it';
   end if;
 
-  -- Tasks of runs that ended while they waited: fail them, archive their messages.
-  if false = any(v_live) then
-    with dead as (
-      update pgflow.step_tasks t
-      set status = 'failed', failed_at = now(),
-          error_message = 'run failed before this task started'
-      from unnest(v_run_ids, v_step_slugs, v_task_indexes, v_live)
-        as c(run_id, step_slug, task_index, live)
-      where not c.live and t.status = 'queued'
-        and t.run_id = c.run_id and t.step_slug = c.step_slug and t.task_index = c.task_index
-      returning t.message_id
-    )
-    select array_agg(dead.message_id) into v_dead_messages from dead;
-
+  if v_dead_messages is not null then
     perform pgflow.archive_messages(
       array_fill(p_queue_name, array[cardinality(v_dead_messages)]), v_dead_messages);
   end if;
-
-  -- Claim the rest.
-  with claimed as (
-    update pgflow.step_tasks t
-    set status = 'started',
-        started_at = now(),
-        attempts_count = t.attempts_count + 1,
-        last_worker_id = p_worker_id
-    from unnest(v_run_ids, v_step_slugs, v_task_indexes, v_live)
-      as c(run_id, step_slug, task_index, live)
-    where c.live and t.status = 'queued'
-      and t.run_id = c.run_id and t.step_slug = c.step_slug and t.task_index = c.task_index
-    returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count
-  )
-  select array_agg(c.run_id order by c.message_id),
-         array_agg(c.step_slug order by c.message_id),
-         array_agg(c.task_index order by c.message_id),
-         array_agg(c.flow_slug order by c.message_id),
-         array_agg(c.message_id order by c.message_id),
-         array_agg(c.attempts_count order by c.message_id),
-         array_agg(o.timeout order by c.message_id)
-  into v_run_ids, v_step_slugs, v_task_indexes, v_flow_slugs, v_message_ids, v_attempts, v_timeouts
-  from claimed c
-  join pgflow.step_options o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug;
 
   if v_run_ids is null then
     return;

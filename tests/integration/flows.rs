@@ -228,6 +228,58 @@ async fn a_map_over_a_non_array_fails_the_run(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = false)]
+async fn a_non_array_map_fails_its_own_run_only_and_starts_nothing_else_in_it(pool: PgPool) {
+    install(&pool).await;
+    compiled(
+        &pool,
+        FlowDefinition::new(flow("mapper_with_sibling"))
+            .step(map("each", &[]))
+            .step(single("sibling", &[])),
+    )
+    .await;
+    let runs = engine::start_flows(
+        &pool,
+        "mapper_with_sibling",
+        &[json!("not an array"), json!([1, 2])],
+    )
+    .await
+    .unwrap();
+    assert_eq!(runs[0].status, RunStatus::Failed);
+    assert_eq!(runs[1].status, RunStatus::Started);
+    // The failed run's other ready step was never started: no task, no message.
+    assert_eq!(
+        step_statuses(&pool, runs[0].run_id).await,
+        vec![
+            ("each".into(), "failed".into()),
+            ("sibling".into(), "created".into())
+        ]
+    );
+    let tasks_of_failed: i64 =
+        sqlx::query_scalar("select count(*) from pgflow.step_tasks where run_id = $1")
+            .bind(runs[0].run_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(tasks_of_failed, 0);
+    // The good run in the same call started both steps: two map tasks and one single task.
+    assert_eq!(
+        step_statuses(&pool, runs[1].run_id).await,
+        vec![
+            ("each".into(), "started".into()),
+            ("sibling".into(), "started".into())
+        ]
+    );
+    let queued: i64 = sqlx::query_scalar(
+        "select count(*) from pgflow.step_tasks where run_id = $1 and status = 'queued'",
+    )
+    .bind(runs[1].run_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(queued, 3);
+}
+
+#[sqlx::test(migrations = false)]
 async fn many_runs_start_in_one_call_in_input_order(pool: PgPool) {
     install(&pool).await;
     let f = compiled(
