@@ -176,14 +176,16 @@ create table pgflow.step_states (
 
 -- One unit of work: a single step has one task (index 0), a map step one task per element.
 -- `queue_name` is the queue snapshot taken when the task was created; it never changes.
+-- `flow_slug` and `queue_name` are copied from the step's row (which checks both) when the task
+-- is created; the table does not check them again: they are on every insert and update of the
+-- busiest table, and the step state's foreign key already ties a task to its run and step.
 create table pgflow.step_tasks (
   run_id uuid not null,
   step_slug text not null,
   task_index integer not null
     constraint step_tasks_task_index_non_negative check (task_index >= 0),
   flow_slug text not null,
-  queue_name text not null
-    constraint step_tasks_queue_name_valid check (pgflow.is_valid_queue_name(queue_name)),
+  queue_name text not null,
   message_id bigint not null,
   status text not null default 'queued'
     constraint step_tasks_status_domain
@@ -201,7 +203,6 @@ create table pgflow.step_tasks (
   failed_at timestamptz,
   primary key (run_id, step_slug, task_index),
   foreign key (run_id, step_slug) references pgflow.step_states (run_id, step_slug),
-  foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug),
   constraint step_tasks_queue_message_key unique (queue_name, message_id),
   constraint step_tasks_status_timestamps check (
     (status = 'queued' and completed_at is null and failed_at is null and output is null)
