@@ -614,6 +614,86 @@ async fn a_worker_carries_on_after_its_connections_are_cut(pool: PgPool) {
     worker.wait().await.unwrap();
 }
 
+// ------------------------------------------------- wake-ups: one idle worker per notification
+
+#[pgflow::flow(slug = "woken")]
+pub mod woken {
+    use super::*;
+
+    #[step]
+    pub async fn nap(input: serde_json::Value) -> Result<serde_json::Value, String> {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok(input)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn notifications_alone_wake_idle_workers_and_a_burst_reaches_each_of_them(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker_pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(10)
+        .connect_with(
+            (*pool.connect_options())
+                .clone()
+                .application_name("woken_workers"),
+        )
+        .await
+        .unwrap();
+    // An hour between polls: only notifications (and each other) can wake these workers.
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        let settings = config(woken::Queue::Woken, &worker_pool)
+            .poll_interval(Duration::from_secs(3600))
+            .batch_size(2)
+            .max_concurrent(2);
+        workers.push(
+            Worker::start_with(woken::deployment(), settings)
+                .await
+                .unwrap(),
+        );
+    }
+    // Each worker makes its first, empty claim and goes idle.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Six runs in one call send one notification. It wakes one worker, whose claim comes back
+    // full (two tasks, all its slots), so it wakes the next, and so on: all three take part.
+    let inputs: Vec<serde_json::Value> = (0..6).map(|i| json!(i)).collect();
+    pgflow::engine::start_concrete_flows(&pool, "woken", &inputs)
+        .await
+        .unwrap();
+    assert!(
+        eventually(5, async || completed_runs(&pool).await == 6).await,
+        "a notification woke the idle workers"
+    );
+    let claimers: i64 =
+        sqlx::query_scalar("select count(distinct last_worker_id) from pgflow.step_tasks")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        claimers, 3,
+        "the burst reached every worker, one full claim at a time"
+    );
+
+    // The shared listener comes back after its connection is cut, and wakes the workers again.
+    let cut: i64 = sqlx::query_scalar(
+        "select count(*) from (select pg_terminate_backend(pid) from pg_stat_activity
+         where application_name = 'woken_workers' and query ilike 'listen%') t",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(cut, 1, "one listener serves the three workers of the queue");
+    let late = woken::start(&client, &json!(7)).await.unwrap();
+    late.wait(&client, Duration::from_secs(15)).await.unwrap();
+
+    for worker in workers {
+        worker.shutdown();
+        worker.wait().await.unwrap();
+    }
+}
+
 // ------------------------------------------------------------------- SIGTERM drains
 
 static SIGNAL_STARTED: AtomicBool = AtomicBool::new(false);

@@ -26,6 +26,7 @@ mod error;
 mod registry;
 mod run;
 mod startup;
+mod wakeup;
 
 use std::sync::Arc;
 

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sqlx::postgres::PgListener;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -18,6 +17,7 @@ use crate::handler::{StepFailure, TaskInput};
 use crate::worker::config::WorkerSettings;
 use crate::worker::error::WorkerError;
 use crate::worker::startup::Started;
+use crate::worker::wakeup::QueueWakeup;
 
 /// The most results stored in one call.
 const MAX_RESULT_BATCH: usize = 500;
@@ -73,13 +73,14 @@ pub async fn run(rt: Arc<Runtime>) -> Result<(), WorkerError> {
 }
 
 /// Reads at most the free slots' worth of messages, claims them and hands each to a handler
-/// task; waits for a notification (or the poll interval) when the queue is empty.
+/// task; waits to be woken (or the poll interval) when the queue is empty, and wakes the next
+/// idle worker of the queue when its claim came back full.
 async fn poll(
     rt: &Arc<Runtime>,
     results: mpsc::UnboundedSender<Outcome>,
 ) -> Result<(), WorkerError> {
     let started = &rt.started;
-    let mut listener = listen(rt).await;
+    let wakeup = QueueWakeup::subscribe(&started.pool, &engine::queue_channel(&started.queue));
     let mut backoff = Duration::from_millis(50);
     loop {
         if rt.shutdown.is_cancelled() {
@@ -107,10 +108,13 @@ async fn poll(
         match claimed {
             Ok(tasks) if tasks.is_empty() => {
                 backoff = Duration::from_millis(50);
-                wait_for_work(rt, &mut listener).await;
+                wait_for_work(rt, &wakeup).await;
             }
             Ok(tasks) => {
                 backoff = Duration::from_millis(50);
+                if tasks.len() >= quantity {
+                    wakeup.pass_on();
+                }
                 for task in tasks {
                     let Ok(permit) = Arc::clone(&rt.slots).acquire_owned().await else {
                         return Ok(());
@@ -171,51 +175,12 @@ async fn poll(
     }
 }
 
-/// A listener on the queue's channel; `None` when it cannot be set up (polling still works).
-async fn listen(rt: &Runtime) -> Option<PgListener> {
-    let channel = engine::queue_channel(&rt.started.queue);
-    let result = async {
-        let mut listener = PgListener::connect_with(&rt.started.pool).await?;
-        listener.listen(&channel).await?;
-        Ok::<_, sqlx::Error>(listener)
-    }
-    .await;
-    match result {
-        Ok(listener) => Some(listener),
-        Err(error) => {
-            tracing::warn!(
-                queue = rt.started.queue.as_str(),
-                %error,
-                "cannot listen for new messages; polling only"
-            );
-            None
-        }
-    }
-}
-
-/// Waits for a new-message notification, the poll interval, or shutdown.
-async fn wait_for_work(rt: &Runtime, listener: &mut Option<PgListener>) {
-    let interval = rt.settings.poll_interval;
-    match listener {
-        Some(l) => {
-            tokio::select! {
-                received = l.recv() => {
-                    if let Err(error) = received {
-                        tracing::warn!(queue = rt.started.queue.as_str(), %error, "listening failed; polling only until it recovers");
-                        *listener = None;
-                    }
-                }
-                () = tokio::time::sleep(interval) => {}
-                () = rt.shutdown.cancelled() => {}
-            }
-        }
-        None => {
-            tokio::select! {
-                () = tokio::time::sleep(interval) => {}
-                () = rt.shutdown.cancelled() => {}
-            }
-            *listener = listen(rt).await;
-        }
+/// Waits to be woken for new tasks, the poll interval, or shutdown.
+async fn wait_for_work(rt: &Runtime, wakeup: &QueueWakeup) {
+    tokio::select! {
+        () = wakeup.woken() => {}
+        () = tokio::time::sleep(rt.settings.poll_interval) => {}
+        () = rt.shutdown.cancelled() => {}
     }
 }
 
