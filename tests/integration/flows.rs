@@ -5,7 +5,9 @@ use pgflow::{EngineError, FlowDefinition};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{compiled, drain, flow, install, map, run, single, step_statuses, task_rows};
+use crate::support::{
+    compiled, drain, flow, install, map, queue, run, single, step_statuses, task_rows,
+};
 
 #[sqlx::test(migrations = false)]
 async fn a_linear_chain_passes_outputs_along(pool: PgPool) {
@@ -340,4 +342,60 @@ async fn start_delay_hides_the_tasks_until_it_passes(pool: PgPool) {
     assert!(drain(&pool, &delayed, |_| json!(null)).await.is_empty());
     crate::support::make_visible(&pool, "later").await;
     assert_eq!(drain(&pool, &delayed, |_| json!(null)).await.len(), 1);
+}
+
+#[sqlx::test(migrations = false)]
+async fn ready_steps_on_several_queues_and_delays_get_their_own_messages(pool: PgPool) {
+    install(&pool).await;
+    compiled(
+        &pool,
+        FlowDefinition::new(flow("spread"))
+            .step(single("fast", &[]).queue(queue("spread_fast")))
+            .step(map("each", &[]).queue(queue("spread_slow")))
+            .step(
+                single("later", &[])
+                    .queue(queue("spread_slow"))
+                    .options(pgflow::StepOptions {
+                        start_delay: Some(std::time::Duration::from_secs(60)),
+                        ..Default::default()
+                    }),
+            ),
+    )
+    .await;
+    let runs = engine::start_flows(&pool, "spread", &[json!([1, 2, 3]), json!([4])])
+        .await
+        .unwrap();
+    // Every task has a message in its step's queue that names exactly that task, delayed for
+    // the delayed step only.
+    for queue_name in ["spread_fast", "spread_slow"] {
+        let mismatched: i64 = sqlx::query_scalar(&format!(
+            "select count(*) from pgflow.step_tasks t
+             left join pgmq.q_{queue_name} m on m.msg_id = t.message_id
+             where t.queue_name = $1 and (m.msg_id is null
+               or m.message ->> 'run_id' <> t.run_id::text
+               or m.message ->> 'step_slug' <> t.step_slug
+               or (m.message ->> 'task_index')::int <> t.task_index
+               or (t.step_slug = 'later') <> (m.vt > now() + interval '30 seconds'))"
+        ))
+        .bind(queue_name)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(
+            mismatched, 0,
+            "messages of {queue_name} pair with their tasks"
+        );
+    }
+    let per_queue: Vec<(String, i64)> = sqlx::query_as(
+        "select queue_name, count(*) from pgflow.step_tasks group by queue_name order by 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    // fast: one per run; slow: 3 + 1 map elements, plus one delayed task per run.
+    assert_eq!(
+        per_queue,
+        vec![("spread_fast".to_owned(), 2), ("spread_slow".to_owned(), 6)]
+    );
+    assert!(runs.iter().all(|r| r.status == RunStatus::Started));
 }
