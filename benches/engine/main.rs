@@ -5,6 +5,7 @@
 //! cargo bench --bench engine                 # the full matrix (release build)
 //! cargo bench --bench engine -- --quick      # 10 workers, batch 100 only
 //! cargo bench --bench engine -- --matrix=1x100,4x10 --only=single,chain3
+//! cargo bench --bench engine -- --quick --repeat=5   # medians of 5 interleaved repeats
 //! cargo test --bench engine                  # a tiny smoke run (debug build, no timing)
 //! ```
 //!
@@ -107,12 +108,17 @@ struct Row {
     cpu_us_per_task: Option<f64>,
     /// Share of the window's CPU time the hypervisor gave to others (`steal`).
     steal_pct: Option<f64>,
+    /// How many repeats the row is the median of.
+    repeats: usize,
     vs_limit: Option<f64>,
 }
 
 struct Options {
     smoke: bool,
     quick: bool,
+    /// `--repeat=N`: measure each matrix cell N times (limit first each time) and report
+    /// medians.
+    repeat: usize,
     /// `--only=a,b`: run just these scenarios (limit, single, chain3, fanout, shared, low_load,
     /// fanout_one, memory, claim_scale).
     only: Option<Vec<String>>,
@@ -143,6 +149,11 @@ impl Options {
             // `cargo bench` passes --bench; `cargo test --bench` does not: a smoke run then.
             smoke: !args.iter().any(|a| a == "--bench"),
             quick: args.iter().any(|a| a == "--quick"),
+            repeat: value("--repeat")
+                .map(str::parse)
+                .transpose()?
+                .unwrap_or(1usize)
+                .max(1),
             only: value("--only").map(|list| list.split(',').map(str::to_owned).collect()),
             matrix,
         })
@@ -169,66 +180,13 @@ async fn main() -> Result<(), Error> {
     print_machine().await?;
     let mut rows = Vec::new();
     for &(workers, batch) in &matrix {
-        let ceiling = if options.wants("limit") {
-            let limit = limit(scale(5_000), workers, batch).await?;
-            rows.push(limit.clone());
-            Some(limit.tasks_per_s)
-        } else {
-            None
-        };
-        let mut measured = Vec::new();
-        if options.wants("single") {
-            measured.push(
-                engine::<bench_single::Flow, _>(
-                    "single",
-                    bench_single::deployment(),
-                    bench_single::Queue::BenchSingle,
-                    scale(5_000),
-                    workers,
-                    batch,
-                    json!(null),
-                    1,
-                )
-                .await?,
-            );
+        // Each repeat measures the limit and then the scenarios, so that a ratio always pairs
+        // figures taken minutes apart at most; the medians of the repeats are reported.
+        let mut repeats = Vec::new();
+        for _ in 0..options.repeat {
+            repeats.push(matrix_cell(&options, workers, batch).await?);
         }
-        if options.wants("chain3") {
-            measured.push(
-                engine::<bench_chain3::Flow, _>(
-                    "chain3",
-                    bench_chain3::deployment(),
-                    bench_chain3::Queue::BenchChain3,
-                    scale(2_000),
-                    workers,
-                    batch,
-                    json!(null),
-                    3,
-                )
-                .await?,
-            );
-        }
-        if options.wants("fanout") {
-            measured.push(
-                engine::<bench_fanout::Flow, _>(
-                    "fanout",
-                    bench_fanout::deployment(),
-                    bench_fanout::Queue::BenchFanout,
-                    if options.smoke { 2 } else { 50 },
-                    workers,
-                    batch,
-                    json!(100),
-                    102,
-                )
-                .await?,
-            );
-        }
-        if options.wants("shared") {
-            measured.push(shared(scale(5_000), workers, batch).await?);
-        }
-        for mut row in measured {
-            row.vs_limit = ceiling.map(|ceiling| row.tasks_per_s / ceiling);
-            rows.push(row);
-        }
+        rows.extend(medians(repeats));
     }
     if options.wants("low_load") {
         rows.push(low_load(if options.smoke { 10 } else { 100 }).await?);
@@ -249,6 +207,13 @@ async fn main() -> Result<(), Error> {
     };
 
     print_table(&rows);
+    if options.repeat > 1 {
+        println!(
+            "\nmatrix rows: the median of {} repeats (each repeat measures its limit first; \
+             ÷limit is the median of the repeats' own ratios)",
+            options.repeat
+        );
+    }
     if let Some(rss) = rss {
         println!(
             "\nworker memory: {rss:.1} MiB peak RSS while one worker with max_concurrent = 100 \
@@ -263,6 +228,101 @@ async fn main() -> Result<(), Error> {
     std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
     println!("\nwritten to {}", path.display());
     Ok(())
+}
+
+/// One cell of the matrix: the limit, then each engine scenario with its ratio to that limit.
+async fn matrix_cell(options: &Options, workers: usize, batch: usize) -> Result<Vec<Row>, Error> {
+    let scale = |n: usize| if options.smoke { (n / 100).max(2) } else { n };
+    let mut rows = Vec::new();
+    let ceiling = if options.wants("limit") {
+        let limit = limit(scale(5_000), workers, batch).await?;
+        rows.push(limit.clone());
+        Some(limit.tasks_per_s)
+    } else {
+        None
+    };
+    let mut measured = Vec::new();
+    if options.wants("single") {
+        measured.push(
+            engine::<bench_single::Flow, _>(
+                "single",
+                bench_single::deployment(),
+                bench_single::Queue::BenchSingle,
+                scale(5_000),
+                workers,
+                batch,
+                json!(null),
+                1,
+            )
+            .await?,
+        );
+    }
+    if options.wants("chain3") {
+        measured.push(
+            engine::<bench_chain3::Flow, _>(
+                "chain3",
+                bench_chain3::deployment(),
+                bench_chain3::Queue::BenchChain3,
+                scale(2_000),
+                workers,
+                batch,
+                json!(null),
+                3,
+            )
+            .await?,
+        );
+    }
+    if options.wants("fanout") {
+        measured.push(
+            engine::<bench_fanout::Flow, _>(
+                "fanout",
+                bench_fanout::deployment(),
+                bench_fanout::Queue::BenchFanout,
+                if options.smoke { 2 } else { 50 },
+                workers,
+                batch,
+                json!(100),
+                102,
+            )
+            .await?,
+        );
+    }
+    if options.wants("shared") {
+        measured.push(shared(scale(5_000), workers, batch).await?);
+    }
+    for mut row in measured {
+        row.vs_limit = ceiling.map(|ceiling| row.tasks_per_s / ceiling);
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Per scenario, the repeat with the median throughput, carrying the median of the repeats'
+/// own ratios to their limit (each ratio pairs figures of one repeat).
+fn medians(repeats: Vec<Vec<Row>>) -> Vec<Row> {
+    let Some(first) = repeats.first() else {
+        return Vec::new();
+    };
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    first
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let mut of_scenario: Vec<Row> = repeats.iter().map(|r| r[i].clone()).collect();
+            of_scenario.sort_by(|a, b| a.tasks_per_s.total_cmp(&b.tasks_per_s));
+            let mut chosen = of_scenario[of_scenario.len() / 2].clone();
+            if row.vs_limit.is_some() {
+                chosen.vs_limit = Some(median(
+                    of_scenario.iter().filter_map(|r| r.vs_limit).collect(),
+                ));
+            }
+            chosen.repeats = of_scenario.len();
+            chosen
+        })
+        .collect()
 }
 
 /// The server's URL: `DATABASE_URL`, else the local server.
@@ -371,6 +431,7 @@ async fn limit(messages: usize, workers: usize, batch: usize) -> Result<Row, Err
         cpu_us_per_task: cpu.map(|c| c.busy_us / messages as f64),
         steal_pct: cpu.map(|c| c.steal_pct),
         vs_limit: None,
+        repeats: 1,
     })
 }
 
@@ -507,6 +568,7 @@ where
         cpu_us_per_task: cpu.map(|c| c.busy_us / tasks as f64),
         steal_pct: cpu.map(|c| c.steal_pct),
         vs_limit: None,
+        repeats: 1,
     })
 }
 
@@ -620,6 +682,7 @@ async fn low_load(runs: usize) -> Result<Row, Error> {
         cpu_us_per_task: None,
         steal_pct: None,
         vs_limit: None,
+        repeats: 1,
     })
 }
 
@@ -670,6 +733,7 @@ async fn fanout_one_at_a_time(runs: usize) -> Result<Row, Error> {
         cpu_us_per_task: None,
         steal_pct: None,
         vs_limit: None,
+        repeats: 1,
     })
 }
 
