@@ -396,6 +396,20 @@ pub async fn requeue_stalled_tasks(
     Ok(tasks)
 }
 
+/// Runs `ANALYZE` on pgflow's busy tables and its queues' PGMQ tables that changed by more
+/// than autovacuum's default threshold since their last analysis, when autovacuum is off (or
+/// `even_with_autovacuum`). One caller at a time; returns the tables analyzed.
+pub async fn refresh_statistics(
+    executor: impl PgExecutor<'_>,
+    even_with_autovacuum: bool,
+) -> Result<Vec<String>, EngineError> {
+    let tables = sqlx::query_scalar("select * from pgflow.refresh_statistics($1)")
+        .bind(even_with_autovacuum)
+        .fetch_all(executor)
+        .await?;
+    Ok(tables)
+}
+
 /// The flow input a run was started with.
 pub async fn run_input(executor: impl PgExecutor<'_>, run_id: Uuid) -> Result<Value, EngineError> {
     let input = sqlx::query_scalar("select input from pgflow.runs where run_id = $1")

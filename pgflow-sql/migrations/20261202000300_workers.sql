@@ -167,3 +167,41 @@ as $$
                     where s.flow_slug = p.flow_slug and s.step_slug = p.step_slug)
   order by p.flow_slug, p.step_slug
 $$;
+
+-- refresh_statistics: runs ANALYZE on pgflow's busy tables (runs, step_states, step_tasks) and
+-- on the PGMQ queue tables its steps route to, each when its rows changed by more than
+-- autovacuum's default analyze threshold (50 rows plus 10 % of the table) since it was last
+-- analyzed. Without statistics the planner takes a grown table for a handful of rows, and
+-- claims on a deep queue turn into scans of every queued task. Autovacuum does this itself, so
+-- while it is on this returns at once (unless p_even_with_autovacuum). One caller at a time:
+-- others return at once. Returns the tables it analyzed.
+create function pgflow.refresh_statistics(p_even_with_autovacuum boolean default false)
+returns setof text
+language plpgsql
+as $$
+declare
+  v_table regclass;
+begin
+  if current_setting('autovacuum')::boolean and not p_even_with_autovacuum then
+    return;
+  end if;
+  if not pg_try_advisory_xact_lock(pgflow.lock_namespace(), 1) then
+    return;
+  end if;
+  for v_table in
+    select c.oid::regclass
+    from pg_class c
+    join pg_namespace n on n.oid = c.relnamespace
+    left join pg_stat_user_tables st on st.relid = c.oid
+    where c.relkind in ('r', 'p')
+      and ((n.nspname = 'pgflow' and c.relname in ('runs', 'step_states', 'step_tasks'))
+           or (n.nspname = 'pgmq'
+               and c.relname in (select 'q_' || s.queue_name from pgflow.steps s)))
+      and coalesce(st.n_mod_since_analyze, 0) > 50 + 0.1 * greatest(c.reltuples, 0)
+    order by n.nspname, c.relname
+  loop
+    execute format('analyze %s', v_table);
+    return next v_table::text;
+  end loop;
+end;
+$$;

@@ -16,5 +16,6 @@ mod outputs;
 mod retry;
 mod rollout;
 mod stalled;
+mod statistics;
 mod support;
 mod worker;

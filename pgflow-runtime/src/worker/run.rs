@@ -382,6 +382,7 @@ async fn heartbeat(rt: Arc<Runtime>) {
         if last_recovery.elapsed() >= rt.settings.stalled_check_interval {
             last_recovery = Instant::now();
             recover_stalled(&rt).await;
+            refresh_statistics(&rt).await;
         }
     }
 }
@@ -407,6 +408,23 @@ pub async fn recover_stalled(rt: &Runtime) {
         }
         Err(error) => {
             tracing::warn!(queue = started.queue.as_str(), %error, "stalled-task recovery failed")
+        }
+    }
+}
+
+/// Keeps planner statistics of pgflow's tables current when autovacuum is off (a no-op
+/// otherwise, and while another worker does it).
+async fn refresh_statistics(rt: &Runtime) {
+    let started = &rt.started;
+    match engine::refresh_statistics(&started.pool, false).await {
+        Ok(tables) if !tables.is_empty() => tracing::info!(
+            queue = started.queue.as_str(),
+            tables = tables.join(", ").as_str(),
+            "autovacuum is off: refreshed planner statistics"
+        ),
+        Ok(_) => {}
+        Err(error) => {
+            tracing::warn!(queue = started.queue.as_str(), %error, "refreshing planner statistics failed")
         }
     }
 }
