@@ -906,10 +906,11 @@ begin
     return;
   end if;
 
-  -- Claim the queued tasks of live runs in one statement. The tasks are found first, by
-  -- (queue_name, message_id) (materialized, so that no plan starts from the runs), then
-  -- claimed by primary key; a task claimed meanwhile by someone else is re-checked under its
-  -- row lock and skipped.
+  -- Claim the queued tasks in one statement: a task of a live run becomes 'started'; a task
+  -- of a run that ended while it waited becomes 'failed' (its message is archived below). The
+  -- tasks are found first, by (queue_name, message_id) (materialized, so that no plan starts
+  -- from the runs), then changed by primary key; a task taken meanwhile by someone else is
+  -- re-checked under its row lock and skipped. Messages without a queued task are skipped.
   with matched as materialized (
     select t.run_id, t.step_slug, t.task_index
     from pgflow.step_tasks t
@@ -917,53 +918,37 @@ begin
       and t.message_id = any(p_message_ids)
       and t.status = 'queued'
   ),
-  claimed as (
+  changed as (
     update pgflow.step_tasks t
-    set status = 'started',
-        started_at = now(),
-        attempts_count = t.attempts_count + 1,
-        last_worker_id = p_worker_id
+    set status = case when r.status = 'started' then 'started' else 'failed' end,
+        started_at = case when r.status = 'started' then now() else t.started_at end,
+        attempts_count = t.attempts_count + case when r.status = 'started' then 1 else 0 end,
+        last_worker_id = case when r.status = 'started' then p_worker_id
+                              else t.last_worker_id end,
+        failed_at = case when r.status = 'started' then t.failed_at else now() end,
+        error_message = case when r.status = 'started' then t.error_message
+                             else 'run failed before this task started' end
     from matched m
-    join pgflow.runs r on r.run_id = m.run_id and r.status = 'started'
+    join pgflow.runs r on r.run_id = m.run_id
     where t.run_id = m.run_id and t.step_slug = m.step_slug and t.task_index = m.task_index
       and t.status = 'queued'
-    returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count
+    returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count,
+              t.status
   )
-  select array_agg(c.run_id order by c.message_id),
-         array_agg(c.step_slug order by c.message_id),
-         array_agg(c.task_index order by c.message_id),
-         array_agg(c.flow_slug order by c.message_id),
-         array_agg(c.message_id order by c.message_id),
-         array_agg(c.attempts_count order by c.message_id),
-         array_agg(o.timeout order by c.message_id)
-  into v_run_ids, v_step_slugs, v_task_indexes, v_flow_slugs, v_message_ids, v_attempts, v_timeouts
-  from claimed c
+  select array_agg(c.run_id order by c.message_id) filter (where c.status = 'started'),
+         array_agg(c.step_slug order by c.message_id) filter (where c.status = 'started'),
+         array_agg(c.task_index order by c.message_id) filter (where c.status = 'started'),
+         array_agg(c.flow_slug order by c.message_id) filter (where c.status = 'started'),
+         array_agg(c.message_id order by c.message_id) filter (where c.status = 'started'),
+         array_agg(c.attempts_count order by c.message_id) filter (where c.status = 'started'),
+         array_agg(o.timeout order by c.message_id) filter (where c.status = 'started'),
+         array_agg(c.flow_slug) filter (where c.status = 'failed'),
+         array_agg(c.step_slug) filter (where c.status = 'failed'),
+         array_agg(c.message_id) filter (where c.status = 'failed')
+  into v_run_ids, v_step_slugs, v_task_indexes, v_flow_slugs, v_message_ids, v_attempts,
+       v_timeouts, v_dead_flows, v_dead_steps, v_dead_messages
+  from changed c
   join pgflow.step_options o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug;
-
-  -- Messages left over: their task was taken meanwhile (skipped), or its run ended while it
-  -- waited (failed here, message archived).
-  if coalesce(cardinality(v_message_ids), 0) < cardinality(p_message_ids) then
-    with matched as materialized (
-      select t.run_id, t.step_slug, t.task_index
-      from pgflow.step_tasks t
-      where t.queue_name = p_queue_name
-        and t.message_id = any(p_message_ids)
-        and t.status = 'queued'
-    ),
-    dead as (
-      update pgflow.step_tasks t
-      set status = 'failed', failed_at = now(),
-          error_message = 'run failed before this task started'
-      from matched m
-      join pgflow.runs r on r.run_id = m.run_id and r.status <> 'started'
-      where t.run_id = m.run_id and t.step_slug = m.step_slug and t.task_index = m.task_index
-        and t.status = 'queued'
-      returning t.flow_slug, t.step_slug, t.message_id
-    )
-    select array_agg(dead.flow_slug), array_agg(dead.step_slug), array_agg(dead.message_id)
-    into v_dead_flows, v_dead_steps, v_dead_messages
-    from dead;
-  end if;
 
   -- Every pair met, claimed or failed, must be supported; otherwise the error undoes it all.
   select jsonb_agg(jsonb_build_object('flow_slug', u.flow_slug, 'step_slug', u.step_slug,
