@@ -205,3 +205,25 @@ begin
   end loop;
 end;
 $$;
+
+-- tables_to_vacuum: the same tables as refresh_statistics, those with more dead rows than
+-- autovacuum's default vacuum threshold (50 rows plus 20 % of the table). Empty while
+-- autovacuum is on (unless p_even_with_autovacuum). VACUUM cannot run inside a function:
+-- workers run it for each table returned, one worker at a time.
+create function pgflow.tables_to_vacuum(p_even_with_autovacuum boolean default false)
+returns setof text
+language sql
+stable
+as $$
+  select c.oid::regclass::text
+  from pg_class c
+  join pg_namespace n on n.oid = c.relnamespace
+  join pg_stat_user_tables st on st.relid = c.oid
+  where (p_even_with_autovacuum or not current_setting('autovacuum')::boolean)
+    and c.relkind in ('r', 'p')
+    and ((n.nspname = 'pgflow' and c.relname in ('runs', 'step_states', 'step_tasks'))
+         or (n.nspname = 'pgmq'
+             and c.relname in (select 'q_' || s.queue_name from pgflow.steps s)))
+    and st.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0)
+  order by n.nspname, c.relname
+$$;

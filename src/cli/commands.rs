@@ -399,9 +399,9 @@ pub async fn status(pool: &PgPool, out: &Output) -> Result<(), Failure> {
             }));
             if !autovacuum {
                 text.push_str(
-                    "\n\nwarning: autovacuum is off on this server: running workers refresh \
-                     pgflow's planner statistics, but nothing vacuums the queue tables; schedule \
-                     VACUUM or turn autovacuum on (see docs/operations.md, Statistics and vacuum)",
+                    "\n\nwarning: autovacuum is off on this server: running workers analyze \
+                     and vacuum pgflow's tables and queues themselves; other tables get nothing \
+                     (see docs/operations.md, Statistics and vacuum)",
                 );
             }
             text

@@ -1,5 +1,5 @@
-//! Planner statistics when autovacuum is off: `pgflow.refresh_statistics` and the worker's
-//! maintenance loop that calls it.
+//! Servers without autovacuum: `pgflow.refresh_statistics`, vacuuming pgflow's busy tables, and
+//! the worker's maintenance loop that does both.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -98,7 +98,7 @@ pub mod maintained {
 }
 
 #[sqlx::test(migrations = false)]
-async fn a_worker_keeps_statistics_current_when_autovacuum_is_off(pool: PgPool) {
+async fn a_worker_keeps_statistics_current_and_vacuums_when_autovacuum_is_off(pool: PgPool) {
     install(&pool).await;
     let client = Client::new(pool.clone());
     let worker = Worker::start_with(
@@ -136,7 +136,88 @@ async fn a_worker_keeps_statistics_current_when_autovacuum_is_off(pool: PgPool) 
             rows >= 300.0,
             "the worker analyzed pgflow.step_tasks ({rows} rows estimated)"
         );
+        // Each message left dead row versions behind (read, then archived): the worker's
+        // maintenance pass vacuums the queue table too.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while vacuum_count(&pool, "pgmq.q_maintained").await == 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(vacuum_count(&pool, "pgmq.q_maintained").await >= 1);
     }
     worker.shutdown();
     worker.wait().await.unwrap();
+}
+
+async fn vacuum_count(pool: &PgPool, table: &str) -> i64 {
+    sqlx::query_scalar("select vacuum_count from pg_stat_user_tables where relid = $1::regclass")
+        .bind(table)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrations = false)]
+async fn tables_with_many_dead_rows_are_vacuumed_one_caller_at_a_time(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    // Maintenance passes are an hour apart: this test makes the calls itself.
+    let worker = Worker::start_with(
+        maintained::deployment(),
+        WorkerConfig::new(maintained::Queue::Maintained)
+            .pool(pool.clone())
+            .poll_interval(Duration::from_millis(100))
+            .stalled_check_interval(Duration::from_secs(3600))
+            .function_name("tests"),
+    )
+    .await
+    .unwrap();
+    start_runs(&pool, "maintained", 300).await;
+    let last = maintained::start(&client, &json!("last")).await.unwrap();
+    last.wait(&client, Duration::from_secs(20)).await.unwrap();
+    worker.shutdown();
+    worker.wait().await.unwrap();
+
+    // Every message was read (a new row version) and archived (deleted): about 600 dead rows
+    // in the queue table once the workers' statistics are published.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut vacuumed = Vec::new();
+    while !vacuumed.contains(&"pgmq.q_maintained".to_owned())
+        && tokio::time::Instant::now() < deadline
+    {
+        vacuumed = engine::vacuum_tables(&pool, true).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        vacuumed.contains(&"pgmq.q_maintained".to_owned()),
+        "the queue table was vacuumed: {vacuumed:?}"
+    );
+    assert!(vacuum_count(&pool, "pgmq.q_maintained").await >= 1);
+    let left_in_queue: i64 = sqlx::query_scalar("select count(*) from pgmq.q_maintained")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left_in_queue, 0, "every message was archived");
+
+    // While another caller holds the lock, a call does nothing.
+    let mut holder = pool.acquire().await.unwrap();
+    sqlx::query("select pg_advisory_lock(pgflow.lock_namespace(), 2)")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    assert!(engine::vacuum_tables(&pool, true).await.unwrap().is_empty());
+    sqlx::query("select pg_advisory_unlock(pgflow.lock_namespace(), 2)")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+
+    if autovacuum_is_on(&pool).await {
+        assert!(
+            engine::vacuum_tables(&pool, false)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
 }

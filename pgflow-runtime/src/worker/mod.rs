@@ -23,6 +23,7 @@
 
 mod config;
 mod error;
+mod maintenance;
 mod registry;
 mod run;
 mod startup;

@@ -1,5 +1,5 @@
 //! The running worker: the slot-aware poll loop, task execution with timeouts and panic
-//! isolation, batched result storage, heartbeats with stalled-task recovery, and the drain.
+//! isolation, batched result storage, heartbeats, and the drain.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use crate::error::EngineError;
 use crate::handler::{StepFailure, TaskInput};
 use crate::worker::config::WorkerSettings;
 use crate::worker::error::WorkerError;
+use crate::worker::maintenance;
 use crate::worker::startup::Started;
 use crate::worker::wakeup::QueueWakeup;
 
@@ -53,6 +54,7 @@ pub async fn run(rt: Arc<Runtime>) -> Result<(), WorkerError> {
     let (results_tx, results_rx) = mpsc::unbounded_channel();
     let storer = tokio::spawn(store_results(Arc::clone(&rt), results_rx));
     let heartbeat = tokio::spawn(heartbeat(Arc::clone(&rt)));
+    let maintenance = tokio::spawn(maintenance::maintain(Arc::clone(&rt)));
 
     let outcome = poll(&rt, results_tx).await;
     rt.shutdown.cancel();
@@ -63,6 +65,7 @@ pub async fn run(rt: Arc<Runtime>) -> Result<(), WorkerError> {
         tracing::error!(queue = rt.started.queue.as_str(), %error, "result storage task failed");
     }
     heartbeat.abort();
+    maintenance.abort();
     mark_stopped(&rt).await;
     tracing::info!(
         queue = rt.started.queue.as_str(),
@@ -355,10 +358,9 @@ where
     }
 }
 
-/// Heartbeats (stopping the worker when it was deprecated) and stalled-task recovery.
+/// Heartbeats, stopping the worker when it was deprecated.
 async fn heartbeat(rt: Arc<Runtime>) {
     let started = &rt.started;
-    let mut last_recovery = Instant::now();
     loop {
         tokio::select! {
             () = tokio::time::sleep(rt.settings.heartbeat_interval) => {}
@@ -378,53 +380,6 @@ async fn heartbeat(rt: Arc<Runtime>) {
             Err(error) => {
                 tracing::warn!(queue = started.queue.as_str(), %error, "heartbeat failed");
             }
-        }
-        if last_recovery.elapsed() >= rt.settings.stalled_check_interval {
-            last_recovery = Instant::now();
-            recover_stalled(&rt).await;
-            refresh_statistics(&rt).await;
-        }
-    }
-}
-
-/// One pass of stalled-task recovery (a no-op while another worker does it).
-pub async fn recover_stalled(rt: &Runtime) {
-    let started = &rt.started;
-    let grace = i32::try_from(rt.settings.stalled_grace.as_secs()).unwrap_or(i32::MAX);
-    let max_requeues = i32::try_from(rt.settings.max_requeues).unwrap_or(i32::MAX);
-    match engine::requeue_stalled_tasks(&started.pool, grace, max_requeues).await {
-        Ok(stalled) => {
-            for task in stalled {
-                tracing::warn!(
-                    queue = task.queue_name.as_str(),
-                    run_id = %task.run_id,
-                    step = task.step_slug.as_str(),
-                    task_index = task.task_index,
-                    message_id = task.message_id,
-                    requeued = task.requeued,
-                    "stalled task recovered"
-                );
-            }
-        }
-        Err(error) => {
-            tracing::warn!(queue = started.queue.as_str(), %error, "stalled-task recovery failed")
-        }
-    }
-}
-
-/// Keeps planner statistics of pgflow's tables current when autovacuum is off (a no-op
-/// otherwise, and while another worker does it).
-async fn refresh_statistics(rt: &Runtime) {
-    let started = &rt.started;
-    match engine::refresh_statistics(&started.pool, false).await {
-        Ok(tables) if !tables.is_empty() => tracing::info!(
-            queue = started.queue.as_str(),
-            tables = tables.join(", ").as_str(),
-            "autovacuum is off: refreshed planner statistics"
-        ),
-        Ok(_) => {}
-        Err(error) => {
-            tracing::warn!(queue = started.queue.as_str(), %error, "refreshing planner statistics failed")
         }
     }
 }

@@ -1,0 +1,80 @@
+//! The worker's maintenance loop, apart from its heartbeats so that a long pass never delays
+//! them: stalled-task recovery and, on servers running without autovacuum, planner statistics
+//! and vacuum of pgflow's busy tables. Each part runs in one worker per database at a time.
+
+use std::sync::Arc;
+
+use crate::engine;
+use crate::worker::run::Runtime;
+
+/// Runs a maintenance pass every `stalled_check_interval` until the worker shuts down.
+pub async fn maintain(rt: Arc<Runtime>) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(rt.settings.stalled_check_interval) => {}
+            () = rt.shutdown.cancelled() => return,
+        }
+        recover_stalled(&rt).await;
+        refresh_statistics(&rt).await;
+        vacuum(&rt).await;
+    }
+}
+
+/// One pass of stalled-task recovery (a no-op while another worker does it).
+async fn recover_stalled(rt: &Runtime) {
+    let started = &rt.started;
+    let grace = i32::try_from(rt.settings.stalled_grace.as_secs()).unwrap_or(i32::MAX);
+    let max_requeues = i32::try_from(rt.settings.max_requeues).unwrap_or(i32::MAX);
+    match engine::requeue_stalled_tasks(&started.pool, grace, max_requeues).await {
+        Ok(stalled) => {
+            for task in stalled {
+                tracing::warn!(
+                    queue = task.queue_name.as_str(),
+                    run_id = %task.run_id,
+                    step = task.step_slug.as_str(),
+                    task_index = task.task_index,
+                    message_id = task.message_id,
+                    requeued = task.requeued,
+                    "stalled task recovered"
+                );
+            }
+        }
+        Err(error) => {
+            tracing::warn!(queue = started.queue.as_str(), %error, "stalled-task recovery failed")
+        }
+    }
+}
+
+/// Keeps planner statistics of pgflow's tables current when autovacuum is off (a no-op
+/// otherwise, and while another worker does it).
+async fn refresh_statistics(rt: &Runtime) {
+    let started = &rt.started;
+    match engine::refresh_statistics(&started.pool, false).await {
+        Ok(tables) if !tables.is_empty() => tracing::info!(
+            queue = started.queue.as_str(),
+            tables = tables.join(", ").as_str(),
+            "autovacuum is off: refreshed planner statistics"
+        ),
+        Ok(_) => {}
+        Err(error) => {
+            tracing::warn!(queue = started.queue.as_str(), %error, "refreshing planner statistics failed")
+        }
+    }
+}
+
+/// Vacuums the tables with many dead rows when autovacuum is off (a no-op otherwise, and
+/// while another worker does it): PGMQ leaves two dead row versions per message.
+async fn vacuum(rt: &Runtime) {
+    let started = &rt.started;
+    match engine::vacuum_tables(&started.pool, false).await {
+        Ok(tables) if !tables.is_empty() => tracing::info!(
+            queue = started.queue.as_str(),
+            tables = tables.join(", ").as_str(),
+            "autovacuum is off: vacuumed tables"
+        ),
+        Ok(_) => {}
+        Err(error) => {
+            tracing::warn!(queue = started.queue.as_str(), %error, "vacuuming failed")
+        }
+    }
+}
