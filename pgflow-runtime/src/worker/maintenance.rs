@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::engine;
+use crate::error::EngineError;
 use crate::worker::run::Runtime;
 
 /// Runs a maintenance pass every `stalled_check_interval` until the worker shuts down.
@@ -48,33 +49,32 @@ async fn recover_stalled(rt: &Runtime) {
 /// Keeps planner statistics of pgflow's tables current when autovacuum is off (a no-op
 /// otherwise, and while another worker does it).
 async fn refresh_statistics(rt: &Runtime) {
-    let started = &rt.started;
-    match engine::refresh_statistics(&started.pool, false).await {
-        Ok(tables) if !tables.is_empty() => tracing::info!(
-            queue = started.queue.as_str(),
-            tables = tables.join(", ").as_str(),
-            "autovacuum is off: refreshed planner statistics"
-        ),
-        Ok(_) => {}
-        Err(error) => {
-            tracing::warn!(queue = started.queue.as_str(), %error, "refreshing planner statistics failed")
-        }
-    }
+    let analyzed = engine::refresh_statistics(&rt.started.pool, false).await;
+    log_tables(
+        rt,
+        analyzed,
+        "refreshed planner statistics",
+        "refreshing planner statistics",
+    );
 }
 
 /// Vacuums the tables with many dead rows when autovacuum is off (a no-op otherwise, and
 /// while another worker does it): PGMQ leaves two dead row versions per message.
 async fn vacuum(rt: &Runtime) {
-    let started = &rt.started;
-    match engine::vacuum_tables(&started.pool, false).await {
-        Ok(tables) if !tables.is_empty() => tracing::info!(
-            queue = started.queue.as_str(),
+    let vacuumed = engine::vacuum_tables(&rt.started.pool, false).await;
+    log_tables(rt, vacuumed, "vacuumed tables", "vacuuming");
+}
+
+/// Logs the tables a maintenance step touched (nothing when it touched none), or its failure.
+fn log_tables(rt: &Runtime, result: Result<Vec<String>, EngineError>, done: &str, doing: &str) {
+    let queue = rt.started.queue.as_str();
+    match result {
+        Ok(tables) if tables.is_empty() => {}
+        Ok(tables) => tracing::info!(
+            queue,
             tables = tables.join(", ").as_str(),
-            "autovacuum is off: vacuumed tables"
+            "autovacuum is off: {done}"
         ),
-        Ok(_) => {}
-        Err(error) => {
-            tracing::warn!(queue = started.queue.as_str(), %error, "vacuuming failed")
-        }
+        Err(error) => tracing::warn!(queue, %error, "{doing} failed"),
     }
 }
