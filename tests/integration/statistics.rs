@@ -5,11 +5,11 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use pgflow::engine;
-use pgflow::{Client, FlowDefinition, Worker, WorkerConfig};
+use pgflow::{Client, FlowDefinition, Worker, WorkerConfig, WorkerHandle};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{compiled, flow, install, single};
+use crate::support::{compiled, eventually, flow, install, single};
 
 async fn autovacuum_is_on(pool: &PgPool) -> bool {
     sqlx::query_scalar("select current_setting('autovacuum')::boolean")
@@ -71,11 +71,11 @@ async fn changed_tables_are_analyzed_once_and_only_on_request_under_autovacuum(p
     .map(str::to_owned)
     .into();
     let mut analyzed = BTreeSet::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while analyzed != expected && tokio::time::Instant::now() < deadline {
+    eventually(20, async || {
         analyzed.extend(engine::refresh_statistics(&pool, true).await.unwrap());
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        analyzed == expected
+    })
+    .await;
     assert_eq!(analyzed, expected);
     assert_eq!(estimated_rows(&pool, "pgflow.step_tasks").await, 300.0);
     assert_eq!(estimated_rows(&pool, "pgmq.q_counted").await, 300.0);
@@ -97,31 +97,35 @@ pub mod maintained {
     }
 }
 
-#[sqlx::test(migrations = false)]
-async fn a_worker_keeps_statistics_current_and_vacuums_when_autovacuum_is_off(pool: PgPool) {
-    install(&pool).await;
-    let client = Client::new(pool.clone());
-    let worker = Worker::start_with(
+/// A worker of `maintained` whose maintenance passes are `maintenance_every` apart.
+async fn maintained_worker(pool: &PgPool, maintenance_every: Duration) -> WorkerHandle {
+    Worker::start_with(
         maintained::deployment(),
         WorkerConfig::new(maintained::Queue::Maintained)
             .pool(pool.clone())
             .poll_interval(Duration::from_millis(100))
             .heartbeat_interval(Duration::from_millis(100))
-            .stalled_check_interval(Duration::from_millis(100))
+            .stalled_check_interval(maintenance_every)
             .function_name("tests"),
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_worker_keeps_statistics_current_and_vacuums_when_autovacuum_is_off(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = maintained_worker(&pool, Duration::from_millis(100)).await;
     let last = maintained::start(&client, &json!("first")).await.unwrap();
     last.wait(&client, Duration::from_secs(10)).await.unwrap();
     start_runs(&pool, "maintained", 300).await;
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let mut rows = estimated_rows(&pool, "pgflow.step_tasks").await;
-    while rows < 300.0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        rows = estimated_rows(&pool, "pgflow.step_tasks").await;
-    }
+    eventually(20, async || {
+        estimated_rows(&pool, "pgflow.step_tasks").await >= 300.0
+    })
+    .await;
+    let rows = estimated_rows(&pool, "pgflow.step_tasks").await;
     if autovacuum_is_on(&pool).await {
         // The worker leaves it to autovacuum (which may or may not have run by now); what it
         // calls returns at once.
@@ -138,12 +142,10 @@ async fn a_worker_keeps_statistics_current_and_vacuums_when_autovacuum_is_off(po
         );
         // Each message left dead row versions behind (read, then archived): the worker's
         // maintenance pass vacuums the queue table too.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        while vacuum_count(&pool, "pgmq.q_maintained").await == 0
-            && tokio::time::Instant::now() < deadline
-        {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        eventually(20, async || {
+            vacuum_count(&pool, "pgmq.q_maintained").await > 0
+        })
+        .await;
         assert!(vacuum_count(&pool, "pgmq.q_maintained").await >= 1);
     }
     worker.shutdown();
@@ -163,16 +165,7 @@ async fn tables_with_many_dead_rows_are_vacuumed_one_caller_at_a_time(pool: PgPo
     install(&pool).await;
     let client = Client::new(pool.clone());
     // Maintenance passes are an hour apart: this test makes the calls itself.
-    let worker = Worker::start_with(
-        maintained::deployment(),
-        WorkerConfig::new(maintained::Queue::Maintained)
-            .pool(pool.clone())
-            .poll_interval(Duration::from_millis(100))
-            .stalled_check_interval(Duration::from_secs(3600))
-            .function_name("tests"),
-    )
-    .await
-    .unwrap();
+    let worker = maintained_worker(&pool, Duration::from_secs(3600)).await;
     start_runs(&pool, "maintained", 300).await;
     let last = maintained::start(&client, &json!("last")).await.unwrap();
     last.wait(&client, Duration::from_secs(20)).await.unwrap();
@@ -181,14 +174,12 @@ async fn tables_with_many_dead_rows_are_vacuumed_one_caller_at_a_time(pool: PgPo
 
     // Every message was read (a new row version) and archived (deleted): about 600 dead rows
     // in the queue table once the workers' statistics are published.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let mut vacuumed = Vec::new();
-    while !vacuumed.contains(&"pgmq.q_maintained".to_owned())
-        && tokio::time::Instant::now() < deadline
-    {
+    eventually(20, async || {
         vacuumed = engine::vacuum_tables(&pool, true).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        vacuumed.contains(&"pgmq.q_maintained".to_owned())
+    })
+    .await;
     assert!(
         vacuumed.contains(&"pgmq.q_maintained".to_owned()),
         "the queue table was vacuumed: {vacuumed:?}"

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+use std::time::Duration;
+
 use pgflow::engine::{self, ClaimedTask, Run, SupportedPairs, TaskCompletion};
 use pgflow::{FlowDefinition, FlowSlug, QueueName, StepDefinition, StepSlug};
 use serde_json::Value;
@@ -163,4 +165,16 @@ pub fn database_url(pool: &PgPool) -> String {
         options.get_port(),
         options.get_database().expect("test database name")
     )
+}
+
+/// Polls `check` until it returns true, at most `seconds`.
+pub async fn eventually(seconds: u64, mut check: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
 }

@@ -9,7 +9,7 @@ use pgflow::{Client, FlowQueue, Worker, WorkerConfig, WorkerError};
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::support::{install, messages};
+use crate::support::{eventually, install, messages};
 
 /// Test settings: this database, quick heartbeats and polls.
 fn config<Q: FlowQueue>(queue: Q, pool: &PgPool) -> WorkerConfig<Q> {
@@ -18,18 +18,6 @@ fn config<Q: FlowQueue>(queue: Q, pool: &PgPool) -> WorkerConfig<Q> {
         .poll_interval(Duration::from_millis(100))
         .heartbeat_interval(Duration::from_millis(100))
         .function_name("tests")
-}
-
-/// Polls `check` until it returns true, at most `seconds`.
-async fn eventually(seconds: u64, mut check: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
-    while tokio::time::Instant::now() < deadline {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
 }
 
 async fn completed_runs(pool: &PgPool) -> i64 {
