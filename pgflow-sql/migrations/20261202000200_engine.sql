@@ -542,9 +542,12 @@ end;
 $$;
 
 -- What follows the completion of steps (parallel arrays: run, step, flow of each step that just
--- became 'completed'): releases their dependents, counts the steps down on their runs and
--- completes the runs with nothing left (output: an object of the leaf steps' outputs), and
--- starts whatever became ready.
+-- became 'completed'): releases their dependents, starting in the same write each dependent
+-- left with nothing to wait for (a single step with one task, a map step with one task per
+-- element of its dependency's array); counts the steps down on their runs and completes the
+-- runs with nothing left (output: an object of the leaf steps' outputs); then creates the
+-- started steps' tasks. A ready map step whose dependency's output is not an array is left to
+-- start_ready_steps, which fails it and its run; no other step of that run starts.
 -- Locks: step_states of the dependents (order), then runs (order).
 create function pgflow.finish_completed_steps(
   p_run_ids uuid[], p_step_slugs text[], p_flow_slugs text[]
@@ -553,13 +556,18 @@ returns void
 language plpgsql
 as $$
 declare
-  v_released integer;
+  v_runs uuid[];
+  v_steps text[];
+  v_counts integer[];
+  v_flows text[];
+  v_queues text[];
+  v_delays integer[];
+  v_blocked_runs uuid[];
 begin
   if cardinality(p_run_ids) = 0 then
     return;
   end if;
 
-  -- Release dependents.
   with released as (
     select c.run_id, d.step_slug, count(*)::integer as n
     from unnest(p_run_ids, p_step_slugs, p_flow_slugs) as c(run_id, step_slug, flow_slug)
@@ -567,17 +575,61 @@ begin
     group by c.run_id, d.step_slug
   ),
   locked as (
-    select ss.run_id, ss.step_slug, released.n
+    select ss.run_id, ss.step_slug, ss.flow_slug, released.n,
+           ss.status = 'created' and ss.remaining_deps = released.n and r.status = 'started'
+             as ready
     from pgflow.step_states ss
     join released on released.run_id = ss.run_id and released.step_slug = ss.step_slug
+    join pgflow.runs r on r.run_id = ss.run_id
     order by ss.run_id, ss.step_slug
     for no key update of ss
+  ),
+  sized as (
+    -- A map step has exactly one dependency: the step whose array it maps over.
+    select l.run_id, l.step_slug, l.n, l.ready, s.queue_name,
+           coalesce(s.opt_start_delay, 0) as start_delay,
+           case when not l.ready then null
+                when s.step_type = 'single' then 1
+                else (select case when jsonb_typeof(dss.output) = 'array'
+                                  then jsonb_array_length(dss.output) end
+                      from pgflow.deps d
+                      join pgflow.step_states dss
+                        on dss.run_id = l.run_id and dss.step_slug = d.dep_slug
+                      where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
+           end as task_count
+    from locked l
+    join pgflow.steps s on s.flow_slug = l.flow_slug and s.step_slug = l.step_slug
+  ),
+  decided as (
+    select sized.*,
+           sized.task_count is not null
+             and not bool_or(sized.ready and sized.task_count is null)
+                   over (partition by sized.run_id) as start
+    from sized
+  ),
+  changed as (
+    update pgflow.step_states ss
+    set remaining_deps = ss.remaining_deps - decided.n,
+        status = case when decided.start then 'started' else ss.status end,
+        started_at = case when decided.start then now() else ss.started_at end,
+        initial_tasks = case when decided.start then decided.task_count
+                             else ss.initial_tasks end,
+        remaining_tasks = case when decided.start then decided.task_count
+                               else ss.remaining_tasks end
+    from decided
+    where ss.run_id = decided.run_id and ss.step_slug = decided.step_slug
+    returning ss.run_id, ss.step_slug, ss.flow_slug, decided.ready, decided.start,
+              decided.task_count, decided.queue_name, decided.start_delay
   )
-  update pgflow.step_states ss
-  set remaining_deps = ss.remaining_deps - locked.n
-  from locked
-  where ss.run_id = locked.run_id and ss.step_slug = locked.step_slug;
-  get diagnostics v_released = row_count;
+  select array_agg(run_id) filter (where start),
+         array_agg(step_slug) filter (where start),
+         array_agg(task_count) filter (where start),
+         array_agg(flow_slug) filter (where start),
+         array_agg(queue_name) filter (where start),
+         array_agg(start_delay) filter (where start),
+         array_agg(distinct run_id) filter (where ready and not start)
+  into v_runs, v_steps, v_counts, v_flows, v_queues, v_delays, v_blocked_runs
+  from changed;
 
   -- Count the steps down on their runs and complete, in the same write, the runs with nothing
   -- left (output: an object of the leaf steps' outputs).
@@ -606,19 +658,92 @@ begin
   from locked
   where r.run_id = locked.run_id;
 
-  -- Only released dependents can have become ready.
-  if v_released > 0 then
-    perform pgflow.start_ready_steps(p_run_ids);
+  if v_blocked_runs is not null then
+    perform pgflow.start_ready_steps(v_blocked_runs);
+  end if;
+  if v_runs is not null then
+    perform pgflow.enqueue_step_tasks(v_runs, v_steps, v_counts, v_flows, v_queues, v_delays);
   end if;
 end;
 $$;
 
--- Starts every step of the given (started) runs whose dependencies are all complete:
--- a single step gets one task; a map step one task per element of its array (the flow input
--- or its dependency's output). An empty array completes the map step at once with `[]`, which
--- may make further steps ready (the loop). A map over something that is not an array fails
--- the step and its run. One PGMQ message per task, sent to the step's queue (the task's queue
--- snapshot), delayed by the step's start_delay.
+-- Creates the tasks of steps that were just started (parallel arrays, one entry per step: run,
+-- step, task count, flow, queue, start delay): one task and one PGMQ message per element,
+-- sent to the step's queue (the task's queue snapshot) and delayed by the step's start delay,
+-- one batch per (queue, delay). A map step over an empty array completes at once with [],
+-- which may start further steps.
+create function pgflow.enqueue_step_tasks(
+  p_run_ids uuid[],
+  p_step_slugs text[],
+  p_task_counts integer[],
+  p_flow_slugs text[],
+  p_queue_names text[],
+  p_start_delays integer[]
+)
+returns void
+language plpgsql
+as $$
+declare
+  v_group record;
+  v_empty_runs uuid[];
+  v_empty_steps text[];
+begin
+  for v_group in
+    select u.queue_name, u.start_delay,
+           array_agg(u.flow_slug order by u.run_id, u.step_slug, i) as flow_slugs,
+           array_agg(u.run_id order by u.run_id, u.step_slug, i) as run_ids,
+           array_agg(u.step_slug order by u.run_id, u.step_slug, i) as step_slugs,
+           array_agg(i order by u.run_id, u.step_slug, i) as task_indexes
+    from unnest(p_run_ids, p_step_slugs, p_task_counts, p_flow_slugs, p_queue_names,
+                p_start_delays)
+      as u(run_id, step_slug, task_count, flow_slug, queue_name, start_delay)
+    cross join lateral generate_series(0, u.task_count - 1) as i
+    where u.task_count > 0
+    group by u.queue_name, u.start_delay
+  loop
+    with batch as (
+      select b.flow_slug, b.run_id, b.step_slug, b.task_index, b.ordinality
+      from unnest(v_group.flow_slugs, v_group.run_ids, v_group.step_slugs, v_group.task_indexes)
+        with ordinality as b(flow_slug, run_id, step_slug, task_index, ordinality)
+    ),
+    sent as (
+      -- PGMQ assigns increasing ids in insertion order; pair them with the batch by rank.
+      select msg_id, row_number() over (order by msg_id) as ordinality
+      from pgmq.send_batch(
+        v_group.queue_name,
+        (select array_agg(jsonb_build_object('flow_slug', flow_slug, 'run_id', run_id,
+                                             'step_slug', step_slug, 'task_index', task_index)
+                          order by ordinality)
+         from batch),
+        v_group.start_delay) as msg_id
+    )
+    insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name, message_id)
+    select batch.run_id, batch.step_slug, batch.task_index, batch.flow_slug,
+           v_group.queue_name, sent.msg_id
+    from batch join sent on sent.ordinality = batch.ordinality;
+
+    -- Wake the queue's idle workers (delivered at commit, once per channel and transaction).
+    if v_group.start_delay = 0 then
+      perform pgflow.notify_queue(v_group.queue_name);
+    end if;
+  end loop;
+
+  select array_agg(u.run_id), array_agg(u.step_slug)
+  into v_empty_runs, v_empty_steps
+  from unnest(p_run_ids, p_step_slugs, p_task_counts) as u(run_id, step_slug, task_count)
+  where u.task_count = 0;
+
+  if v_empty_runs is not null then
+    perform pgflow.complete_steps(v_empty_runs, v_empty_steps);
+  end if;
+end;
+$$;
+
+-- Starts every step of the given (started) runs whose dependencies are all complete and that
+-- is still 'created': the slow path behind the starts that finish_completed_steps and
+-- start_flows make in the writes that release steps or create runs. A map over something
+-- that is not an array fails the step and its run, and the run's other ready steps are left
+-- as they are; the other runs' ready steps start (see enqueue_step_tasks).
 create function pgflow.start_ready_steps(p_run_ids uuid[])
 returns void
 language plpgsql
@@ -631,122 +756,67 @@ declare
   v_queues text[];
   v_delays integer[];
   v_bad_runs uuid[];
-  v_empty_runs uuid[];
-  v_empty_steps text[];
-  v_group record;
 begin
-  loop
-    -- Start the ready steps in one write, sizing each: a single step gets one task, a map step
-    -- one per element of its array. A map step over something other than an array fails (and
-    -- its run with it, below); the other ready steps of such a run are left as they are.
-    with ready as (
-      select ss.run_id, ss.step_slug, s.step_type, s.queue_name,
-             coalesce(s.opt_start_delay, 0) as start_delay,
-             jsonb_typeof(src.value) as got,
-             case when s.step_type = 'single' then 1
-                  when jsonb_typeof(src.value) = 'array' then jsonb_array_length(src.value)
-             end as task_count
-      from pgflow.step_states ss
-      join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
-      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
-      cross join lateral (
-        select case when s.step_type = 'single' then null
-                    when s.deps_count = 0 then r.input
-                    else (select dss.output from pgflow.deps d
-                          join pgflow.step_states dss
-                            on dss.run_id = ss.run_id and dss.step_slug = d.dep_slug
-                          where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
-               end as value
-      ) src
-      where ss.run_id = any(p_run_ids) and ss.status = 'created' and ss.remaining_deps = 0
-      order by ss.run_id, ss.step_slug
-      for no key update of ss
-    ),
-    changed as (
-      update pgflow.step_states ss
-      set status = case when ready.task_count is null then 'failed' else 'started' end,
-          started_at = case when ready.task_count is not null then now() end,
-          failed_at = case when ready.task_count is null then now() end,
-          error_message = case when ready.task_count is null then
-            format('map step `%s` needs an array to map over, got %s',
-                   ready.step_slug, coalesce(ready.got, 'nothing')) end,
-          initial_tasks = ready.task_count,
-          remaining_tasks = ready.task_count
-      from ready
-      where ss.run_id = ready.run_id and ss.step_slug = ready.step_slug
-        and (ready.task_count is null
-             or not exists (select 1 from ready bad
-                            where bad.run_id = ready.run_id and bad.task_count is null))
-      returning ss.run_id, ss.step_slug, ss.status, ready.task_count, ss.flow_slug,
-                ready.queue_name, ready.start_delay
-    )
-    select array_agg(run_id) filter (where status = 'started'),
-           array_agg(step_slug) filter (where status = 'started'),
-           array_agg(task_count) filter (where status = 'started'),
-           array_agg(flow_slug) filter (where status = 'started'),
-           array_agg(queue_name) filter (where status = 'started'),
-           array_agg(start_delay) filter (where status = 'started'),
-           array_agg(distinct run_id) filter (where status = 'failed')
-    into v_runs, v_steps, v_counts, v_flows, v_queues, v_delays, v_bad_runs
-    from changed;
+  with ready as (
+    select ss.run_id, ss.step_slug, s.step_type, s.queue_name,
+           coalesce(s.opt_start_delay, 0) as start_delay,
+           jsonb_typeof(src.value) as got,
+           case when s.step_type = 'single' then 1
+                when jsonb_typeof(src.value) = 'array' then jsonb_array_length(src.value)
+           end as task_count
+    from pgflow.step_states ss
+    join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
+    join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+    cross join lateral (
+      select case when s.step_type = 'single' then null
+                  when s.deps_count = 0 then r.input
+                  else (select dss.output from pgflow.deps d
+                        join pgflow.step_states dss
+                          on dss.run_id = ss.run_id and dss.step_slug = d.dep_slug
+                        where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
+             end as value
+    ) src
+    where ss.run_id = any(p_run_ids) and ss.status = 'created' and ss.remaining_deps = 0
+    order by ss.run_id, ss.step_slug
+    for no key update of ss
+  ),
+  decided as (
+    select ready.*,
+           bool_or(ready.task_count is null) over (partition by ready.run_id) as run_has_bad_map
+    from ready
+  ),
+  changed as (
+    update pgflow.step_states ss
+    set status = case when d.task_count is null then 'failed' else 'started' end,
+        started_at = case when d.task_count is not null then now() end,
+        failed_at = case when d.task_count is null then now() end,
+        error_message = case when d.task_count is null then
+          format('map step `%s` needs an array to map over, got %s',
+                 d.step_slug, coalesce(d.got, 'nothing')) end,
+        initial_tasks = d.task_count,
+        remaining_tasks = d.task_count
+    from decided d
+    where ss.run_id = d.run_id and ss.step_slug = d.step_slug
+      and (d.task_count is null or not d.run_has_bad_map)
+    returning ss.run_id, ss.step_slug, ss.status, d.task_count, ss.flow_slug,
+              d.queue_name, d.start_delay
+  )
+  select array_agg(run_id) filter (where status = 'started'),
+         array_agg(step_slug) filter (where status = 'started'),
+         array_agg(task_count) filter (where status = 'started'),
+         array_agg(flow_slug) filter (where status = 'started'),
+         array_agg(queue_name) filter (where status = 'started'),
+         array_agg(start_delay) filter (where status = 'started'),
+         array_agg(distinct run_id) filter (where status = 'failed')
+  into v_runs, v_steps, v_counts, v_flows, v_queues, v_delays, v_bad_runs
+  from changed;
 
-    if v_bad_runs is not null then
-      perform pgflow.fail_runs(v_bad_runs, 'run failed: a map step received a non-array input');
-    end if;
-
-    exit when v_runs is null;
-
-    -- Tasks and messages, one batch per (queue, start delay); everything needed came back
-    -- from the update above, so this groups arrays without touching a table.
-    for v_group in
-      select u.queue_name, u.start_delay,
-             array_agg(u.flow_slug order by u.run_id, u.step_slug, i) as flow_slugs,
-             array_agg(u.run_id order by u.run_id, u.step_slug, i) as run_ids,
-             array_agg(u.step_slug order by u.run_id, u.step_slug, i) as step_slugs,
-             array_agg(i order by u.run_id, u.step_slug, i) as task_indexes
-      from unnest(v_runs, v_steps, v_counts, v_flows, v_queues, v_delays)
-        as u(run_id, step_slug, task_count, flow_slug, queue_name, start_delay)
-      cross join lateral generate_series(0, u.task_count - 1) as i
-      where u.task_count > 0
-      group by u.queue_name, u.start_delay
-    loop
-      with batch as (
-        select b.flow_slug, b.run_id, b.step_slug, b.task_index, b.ordinality
-        from unnest(v_group.flow_slugs, v_group.run_ids, v_group.step_slugs, v_group.task_indexes)
-          with ordinality as b(flow_slug, run_id, step_slug, task_index, ordinality)
-      ),
-      sent as (
-        -- PGMQ assigns increasing ids in insertion order; pair them with the batch by rank.
-        select msg_id, row_number() over (order by msg_id) as ordinality
-        from pgmq.send_batch(
-          v_group.queue_name,
-          (select array_agg(jsonb_build_object('flow_slug', flow_slug, 'run_id', run_id,
-                                               'step_slug', step_slug, 'task_index', task_index)
-                            order by ordinality)
-           from batch),
-          v_group.start_delay) as msg_id
-      )
-      insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name, message_id)
-      select batch.run_id, batch.step_slug, batch.task_index, batch.flow_slug,
-             v_group.queue_name, sent.msg_id
-      from batch join sent on sent.ordinality = batch.ordinality;
-
-      -- Wake the queue's idle workers (delivered at commit, once per channel and transaction).
-      if v_group.start_delay = 0 then
-        perform pgflow.notify_queue(v_group.queue_name);
-      end if;
-    end loop;
-
-    -- Empty maps complete at once with [] and may release further steps. Without them, nothing
-    -- else can have become ready: the loop ends without looking again.
-    select array_agg(u.run_id), array_agg(u.step_slug)
-    into v_empty_runs, v_empty_steps
-    from unnest(v_runs, v_steps, v_counts) as u(run_id, step_slug, task_count)
-    where u.task_count = 0;
-
-    exit when v_empty_runs is null;
-    perform pgflow.complete_steps(v_empty_runs, v_empty_steps);
-  end loop;
+  if v_bad_runs is not null then
+    perform pgflow.fail_runs(v_bad_runs, 'run failed: a map step received a non-array input');
+  end if;
+  if v_runs is not null then
+    perform pgflow.enqueue_step_tasks(v_runs, v_steps, v_counts, v_flows, v_queues, v_delays);
+  end if;
 end;
 $$;
 
@@ -774,6 +844,14 @@ declare
   v_flow_slug text := p_flow_slug;
   v_step_count integer;
   v_run_ids uuid[];
+  v_inputs jsonb[];
+  v_runs uuid[];
+  v_steps text[];
+  v_counts integer[];
+  v_flows text[];
+  v_queues text[];
+  v_delays integer[];
+  v_bad_runs uuid[];
 begin
   if p_resolve_alias then
     select a.flow_slug into v_flow_slug from pgflow.aliases a where a.alias = p_flow_slug;
@@ -800,21 +878,63 @@ begin
     select coalesce(p_run_ids[i.ordinality], gen_random_uuid()), v_flow_slug, i.input, v_step_count
     from unnest(p_inputs) with ordinality as i(input, ordinality)
     order by i.ordinality
-    returning run_id
+    returning run_id, input
   )
-  select array_agg(run_id) into v_run_ids from inserted;
+  select array_agg(run_id), array_agg(input) into v_run_ids, v_inputs from inserted;
 
   if v_run_ids is null then
     return;
   end if;
 
-  insert into pgflow.step_states (run_id, step_slug, flow_slug, remaining_deps)
-  select r.run_id, s.step_slug, s.flow_slug, s.deps_count
-  from unnest(v_run_ids) as r(run_id)
-  cross join pgflow.steps s
-  where s.flow_slug = v_flow_slug;
+  -- Every step state in one write, the root steps already started and sized: a single step
+  -- gets one task, a root map step one per element of the run's input. A run whose input a
+  -- root map step cannot map over (not an array) gets all its steps 'created' and is left to
+  -- start_ready_steps, which fails it.
+  with planned as (
+    select r.run_id, s.step_slug, s.flow_slug, s.deps_count, s.queue_name,
+           coalesce(s.opt_start_delay, 0) as start_delay,
+           case when s.deps_count > 0 then null
+                when s.step_type = 'single' then 1
+                when jsonb_typeof(r.input) = 'array' then jsonb_array_length(r.input)
+           end as task_count,
+           s.deps_count = 0 and s.step_type = 'map'
+             and jsonb_typeof(r.input) is distinct from 'array' as bad
+    from unnest(v_run_ids, v_inputs) as r(run_id, input)
+    cross join pgflow.steps s
+    where s.flow_slug = v_flow_slug
+  ),
+  decided as materialized (
+    select planned.*,
+           planned.task_count is not null
+             and not bool_or(planned.bad) over (partition by planned.run_id) as start
+    from planned
+  ),
+  inserted as (
+    insert into pgflow.step_states (run_id, step_slug, flow_slug, remaining_deps, status,
+                                    started_at, initial_tasks, remaining_tasks)
+    select d.run_id, d.step_slug, d.flow_slug, d.deps_count,
+           case when d.start then 'started' else 'created' end,
+           case when d.start then now() end,
+           case when d.start then d.task_count end,
+           case when d.start then d.task_count end
+    from decided d
+  )
+  select array_agg(run_id) filter (where start),
+         array_agg(step_slug) filter (where start),
+         array_agg(task_count) filter (where start),
+         array_agg(flow_slug) filter (where start),
+         array_agg(queue_name) filter (where start),
+         array_agg(start_delay) filter (where start),
+         array_agg(distinct run_id) filter (where bad)
+  into v_runs, v_steps, v_counts, v_flows, v_queues, v_delays, v_bad_runs
+  from decided;
 
-  perform pgflow.start_ready_steps(v_run_ids);
+  if v_bad_runs is not null then
+    perform pgflow.start_ready_steps(v_bad_runs);
+  end if;
+  if v_runs is not null then
+    perform pgflow.enqueue_step_tasks(v_runs, v_steps, v_counts, v_flows, v_queues, v_delays);
+  end if;
 
   return query
   select r.*

@@ -282,6 +282,49 @@ async fn a_non_array_map_fails_its_own_run_only_and_starts_nothing_else_in_it(po
 }
 
 #[sqlx::test(migrations = false)]
+async fn a_map_over_a_non_array_output_fails_its_run_and_starts_no_sibling_in_it(pool: PgPool) {
+    install(&pool).await;
+    let f = compiled(
+        &pool,
+        FlowDefinition::new(flow("split_then_map"))
+            .step(single("source", &[]))
+            .step(map("each", &["source"]))
+            .step(single("sibling", &["source"])),
+    )
+    .await;
+    let runs = engine::start_flows(&pool, "split_then_map", &[json!("oops"), json!([1, 2])])
+        .await
+        .unwrap();
+    // Both sources complete in one call; each run's dependents are released together.
+    let handled = drain(&pool, &f, |task| match task.step_slug.as_str() {
+        "source" => task.input.clone(),
+        "each" => json!(task.input.as_i64().unwrap() * 10),
+        _ => json!("sibling done"),
+    })
+    .await;
+    assert_eq!(handled.iter().filter(|t| t.step_slug == "source").count(), 2);
+
+    let failed = run(&pool, runs[0].run_id).await;
+    assert_eq!(failed.status, RunStatus::Failed);
+    assert_eq!(
+        step_statuses(&pool, runs[0].run_id).await,
+        vec![
+            ("each".into(), "failed".into()),
+            ("sibling".into(), "created".into()),
+            ("source".into(), "completed".into())
+        ]
+    );
+    assert_eq!(task_rows(&pool, runs[0].run_id).await.len(), 1);
+
+    let completed = run(&pool, runs[1].run_id).await;
+    assert_eq!(completed.status, RunStatus::Completed);
+    assert_eq!(
+        completed.output,
+        Some(json!({"each": [10, 20], "sibling": "sibling done"}))
+    );
+}
+
+#[sqlx::test(migrations = false)]
 async fn many_runs_start_in_one_call_in_input_order(pool: PgPool) {
     install(&pool).await;
     let f = compiled(
