@@ -12,6 +12,7 @@ mod define;
 mod dsl;
 mod flows;
 mod install;
+mod integrity;
 mod outputs;
 mod retry;
 mod rollout;
