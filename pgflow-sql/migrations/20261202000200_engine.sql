@@ -1225,6 +1225,7 @@ declare
   v_flows text[];
   v_queues text[];
   v_messages bigint[];
+  v_outputs jsonb[];
 begin
   if cardinality(p_run_ids) is distinct from cardinality(p_step_slugs)
      or cardinality(p_run_ids) is distinct from cardinality(p_task_indexes)
@@ -1257,10 +1258,11 @@ begin
     from locked
     where t.run_id = locked.run_id and t.step_slug = locked.step_slug
       and t.task_index = locked.task_index and t.status = 'started'
-    returning t.run_id, t.step_slug, t.queue_name, t.message_id
+    returning t.run_id, t.step_slug, t.queue_name, t.message_id, t.output
   )
-  select array_agg(run_id), array_agg(step_slug), array_agg(queue_name), array_agg(message_id)
-  into v_runs, v_steps, v_queues, v_messages
+  select array_agg(run_id), array_agg(step_slug), array_agg(queue_name), array_agg(message_id),
+         array_agg(output)
+  into v_runs, v_steps, v_queues, v_messages, v_outputs
   from completed;
 
   if v_runs is null then
@@ -1270,12 +1272,13 @@ begin
   perform pgflow.archive_messages(v_queues, v_messages);
 
   with per_step as (
-    select c.run_id, c.step_slug, count(*)::integer as n
-    from unnest(v_runs, v_steps) as c(run_id, step_slug)
+    -- A single step has one task: the output completed here is the step's output.
+    select c.run_id, c.step_slug, count(*)::integer as n, (array_agg(c.output))[1] as output
+    from unnest(v_runs, v_steps, v_outputs) as c(run_id, step_slug, output)
     group by c.run_id, c.step_slug
   ),
   locked as (
-    select ss.run_id, ss.step_slug, per_step.n
+    select ss.run_id, ss.step_slug, per_step.n, per_step.output
     from pgflow.step_states ss
     join per_step on per_step.run_id = ss.run_id and per_step.step_slug = ss.step_slug
     where ss.status = 'started'
@@ -1288,8 +1291,9 @@ begin
     set remaining_tasks = ss.remaining_tasks - locked.n,
         status = case when ss.remaining_tasks = locked.n then 'completed' else ss.status end,
         completed_at = case when ss.remaining_tasks = locked.n then now() end,
-        output = case when ss.remaining_tasks = locked.n
-                      then pgflow.step_output(ss.run_id, ss.step_slug, s.step_type) end
+        output = case when ss.remaining_tasks <> locked.n then null
+                      when s.step_type = 'single' then locked.output
+                      else pgflow.step_output(ss.run_id, ss.step_slug, s.step_type) end
     from locked, pgflow.steps s
     where ss.run_id = locked.run_id and ss.step_slug = locked.step_slug
       and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
