@@ -537,7 +537,8 @@ where
         if open == 0 {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Fine-grained, so that the window ends close to the last completion.
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let seconds = started.elapsed().as_secs_f64();
     let cpu = cpu.and_then(|c| c.elapsed());
