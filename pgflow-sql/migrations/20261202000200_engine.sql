@@ -17,6 +17,13 @@
 --   5. other live tasks of failing runs, with SKIP LOCKED (never waits).
 -- A claim (start_tasks) locks queued step_tasks only and never waits for a run.
 -- PGMQ calls (send, set_vt, archive) only touch message rows of tasks this transaction holds.
+-- A locking query of a batch finds its rows by key alone and the write after it checks their
+-- status: with the status in the locking query, the planner may read every live row through a
+-- partial index (work that grows with the tasks in flight), and statistics taken while little
+-- was in flight make it think that cheap. The write then finds each locked row by the row
+-- address (ctid) the locking query returned, a direct fetch: joined by key, the planner
+-- (which always takes a locking query for a row or two) may scan a table or an index once per
+-- locked row.
 
 -- Advisory lock keys: one namespace (the first key) for everything pgflow locks.
 create function pgflow.lock_namespace()
@@ -44,12 +51,7 @@ join pgflow.flows f on f.flow_slug = s.flow_slug;
 
 -- Helpers on the hot path are plpgsql, not SQL functions: Postgres 15 parses and plans a SQL
 -- function's body on every call, while plpgsql keeps its plans for the session.
---
--- The entry points called once per batch (start_flows, start_tasks, read_and_start_tasks,
--- complete_tasks, fail_tasks) run with plan_cache_mode = force_generic_plan, which holds for
--- everything they call: their statements take arrays of keys and look each one up, so a custom
--- plan per call (the default for the first five calls of every session) costs planning time
--- and buys nothing. Plans are rebuilt when the tables' statistics change.
+
 
 -- Archives messages given as parallel arrays (queue_name[i], message_id[i]), one PGMQ call per
 -- queue.
@@ -445,7 +447,7 @@ declare
   v_messages bigint[];
 begin
   with locked as (
-    select run_id from pgflow.runs
+    select ctid as row_ctid from pgflow.runs
     where run_id = any(p_run_ids) and status = 'started'
     order by run_id
     for no key update
@@ -454,7 +456,7 @@ begin
     update pgflow.runs r
     set status = 'failed', failed_at = now()
     from locked
-    where r.run_id = locked.run_id
+    where r.ctid = locked.row_ctid
     returning r.run_id
   )
   select coalesce(array_agg(run_id), array[]::uuid[]) into v_failed from failed;
@@ -464,7 +466,7 @@ begin
   end if;
 
   with live as (
-    select run_id, step_slug, task_index from pgflow.step_tasks
+    select ctid as row_ctid from pgflow.step_tasks
     where run_id = any(v_failed) and status in ('queued', 'started')
     order by run_id, step_slug, task_index
     for no key update skip locked
@@ -475,8 +477,7 @@ begin
         failed_at = now(),
         error_message = p_reason
     from live
-    where t.run_id = live.run_id and t.step_slug = live.step_slug
-      and t.task_index = live.task_index
+    where t.ctid = live.row_ctid
     returning t.queue_name, t.message_id
   )
   select array_agg(queue_name), array_agg(message_id) into v_queues, v_messages from cancelled;
@@ -519,7 +520,7 @@ declare
   v_flows text[];
 begin
   with target as (
-    select ss.run_id, ss.step_slug
+    select ss.ctid as row_ctid
     from pgflow.step_states ss
     join unnest(p_run_ids, p_step_slugs) as t(run_id, step_slug)
       on ss.run_id = t.run_id and ss.step_slug = t.step_slug
@@ -533,7 +534,7 @@ begin
         completed_at = now(),
         output = pgflow.step_output(ss.run_id, ss.step_slug, s.step_type)
     from target, pgflow.steps s
-    where ss.run_id = target.run_id and ss.step_slug = target.step_slug
+    where ss.ctid = target.row_ctid
       and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
     returning ss.run_id, ss.step_slug, ss.flow_slug
   )
@@ -581,7 +582,7 @@ begin
     group by c.run_id, d.step_slug
   ),
   locked as (
-    select ss.run_id, ss.step_slug, ss.flow_slug, released.n,
+    select ss.ctid as row_ctid, ss.run_id, ss.step_slug, ss.flow_slug, released.n,
            ss.status = 'created' and ss.remaining_deps = released.n and r.status = 'started'
              as ready
     from pgflow.step_states ss
@@ -592,7 +593,7 @@ begin
   ),
   sized as (
     -- A map step has exactly one dependency: the step whose array it maps over.
-    select l.run_id, l.step_slug, l.n, l.ready, s.queue_name,
+    select l.row_ctid, l.run_id, l.step_slug, l.n, l.ready, s.queue_name,
            coalesce(s.opt_start_delay, 0) as start_delay,
            case when not l.ready then null
                 when s.step_type = 'single' then 1
@@ -623,7 +624,7 @@ begin
         remaining_tasks = case when decided.start then decided.task_count
                                else ss.remaining_tasks end
     from decided
-    where ss.run_id = decided.run_id and ss.step_slug = decided.step_slug
+    where ss.ctid = decided.row_ctid
     returning ss.run_id, ss.step_slug, ss.flow_slug, decided.ready, decided.start,
               decided.task_count, decided.queue_name, decided.start_delay
   )
@@ -643,10 +644,9 @@ begin
     select run_id, count(*)::integer as n from unnest(p_run_ids) as c(run_id) group by run_id
   ),
   locked as (
-    select r.run_id, per_run.n
+    select r.ctid as row_ctid, per_run.n
     from pgflow.runs r
     join per_run on per_run.run_id = r.run_id
-    where r.status = 'started'
     order by r.run_id
     for no key update of r
   )
@@ -662,7 +662,7 @@ begin
                           where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug))
       end
   from locked
-  where r.run_id = locked.run_id;
+  where r.ctid = locked.row_ctid and r.status = 'started';
 
   if v_blocked_runs is not null then
     perform pgflow.start_ready_steps(v_blocked_runs);
@@ -764,7 +764,7 @@ declare
   v_bad_runs uuid[];
 begin
   with ready as (
-    select ss.run_id, ss.step_slug, s.step_type, s.queue_name,
+    select ss.ctid as row_ctid, ss.run_id, ss.step_slug, s.step_type, s.queue_name,
            coalesce(s.opt_start_delay, 0) as start_delay,
            jsonb_typeof(src.value) as got,
            case when s.step_type = 'single' then 1
@@ -802,7 +802,7 @@ begin
         initial_tasks = d.task_count,
         remaining_tasks = d.task_count
     from decided d
-    where ss.run_id = d.run_id and ss.step_slug = d.step_slug
+    where ss.ctid = d.row_ctid
       and (d.task_count is null or not d.run_has_bad_map)
     returning ss.run_id, ss.step_slug, ss.status, d.task_count, ss.flow_slug,
               d.queue_name, d.start_delay
@@ -845,7 +845,6 @@ create function pgflow.start_flows(
 )
 returns setof pgflow.runs
 language plpgsql
-set plan_cache_mode = force_generic_plan
 as $$
 declare
   v_flow_slug text := p_flow_slug;
@@ -1007,7 +1006,6 @@ returns table (
   input jsonb
 )
 language plpgsql
-set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
@@ -1037,10 +1035,10 @@ begin
   -- Claim the queued tasks in one statement: a task of a live run becomes 'started'; a task
   -- of a run that ended while it waited becomes 'failed' (its message is archived below). The
   -- tasks are found first, by (queue_name, message_id) (materialized, so that no plan starts
-  -- from the runs), then changed by primary key; a task taken meanwhile by someone else is
+  -- from the runs), then changed by row address; a task taken meanwhile by someone else is
   -- re-checked under its row lock and skipped. Messages without a queued task are skipped.
   with matched as materialized (
-    select t.run_id, t.step_slug, t.task_index
+    select t.ctid as row_ctid, t.run_id
     from pgflow.step_tasks t
     where t.queue_name = p_queue_name
       and t.message_id = any(p_message_ids)
@@ -1058,8 +1056,7 @@ begin
                              else 'run failed before this task started' end
     from matched m
     join pgflow.runs r on r.run_id = m.run_id
-    where t.run_id = m.run_id and t.step_slug = m.step_slug and t.task_index = m.task_index
-      and t.status = 'queued'
+    where t.ctid = m.row_ctid and t.status = 'queued'
     returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count,
               t.status
   )
@@ -1181,7 +1178,6 @@ returns table (
   input jsonb
 )
 language plpgsql
-set plan_cache_mode = force_generic_plan
 as $$
 begin
   return query
@@ -1217,7 +1213,6 @@ create function pgflow.complete_tasks(
 )
 returns integer
 language plpgsql
-set plan_cache_mode = force_generic_plan
 as $$
 declare
   v_runs uuid[];
@@ -1242,11 +1237,10 @@ begin
       as i(run_id, step_slug, task_index, attempt, output)
   ),
   locked as (
-    select t.run_id, t.step_slug, t.task_index, input.output
+    select t.ctid as row_ctid, input.output
     from pgflow.step_tasks t
     join input on input.run_id = t.run_id and input.step_slug = t.step_slug
       and input.task_index = t.task_index and input.attempt = t.attempts_count
-    where t.status = 'started'
     order by t.run_id, t.step_slug, t.task_index
     for no key update of t
   ),
@@ -1256,8 +1250,7 @@ begin
         completed_at = now(),
         output = coalesce(locked.output, 'null'::jsonb)
     from locked
-    where t.run_id = locked.run_id and t.step_slug = locked.step_slug
-      and t.task_index = locked.task_index and t.status = 'started'
+    where t.ctid = locked.row_ctid and t.status = 'started'
     returning t.run_id, t.step_slug, t.queue_name, t.message_id, t.output
   )
   select array_agg(run_id), array_agg(step_slug), array_agg(queue_name), array_agg(message_id),
@@ -1278,10 +1271,9 @@ begin
     group by c.run_id, c.step_slug
   ),
   locked as (
-    select ss.run_id, ss.step_slug, per_step.n, per_step.output
+    select ss.ctid as row_ctid, per_step.n, per_step.output
     from pgflow.step_states ss
     join per_step on per_step.run_id = ss.run_id and per_step.step_slug = ss.step_slug
-    where ss.status = 'started'
     order by ss.run_id, ss.step_slug
     for no key update of ss
   ),
@@ -1295,7 +1287,7 @@ begin
                       when s.step_type = 'single' then locked.output
                       else pgflow.step_output(ss.run_id, ss.step_slug, s.step_type) end
     from locked, pgflow.steps s
-    where ss.run_id = locked.run_id and ss.step_slug = locked.step_slug
+    where ss.ctid = locked.row_ctid and ss.status = 'started'
       and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
     returning ss.run_id, ss.step_slug, ss.flow_slug, ss.status
   )
@@ -1350,7 +1342,7 @@ begin
     order by f.run_id, f.step_slug, f.task_index
   ),
   locked as (
-    select ss.run_id, ss.step_slug, failing.error_message
+    select ss.ctid as row_ctid, failing.error_message
     from pgflow.step_states ss
     join failing on failing.run_id = ss.run_id and failing.step_slug = ss.step_slug
     join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
@@ -1362,7 +1354,7 @@ begin
     update pgflow.step_states ss
     set status = 'failed', failed_at = now(), error_message = locked.error_message
     from locked
-    where ss.run_id = locked.run_id and ss.step_slug = locked.step_slug
+    where ss.ctid = locked.row_ctid
     returning ss.run_id, ss.step_slug
   )
   select array_agg(distinct run_id) into v_runs from failed;
@@ -1390,7 +1382,6 @@ create function pgflow.fail_tasks(
 )
 returns table (run_id uuid, step_slug text, task_index integer, will_retry boolean, retry_delay_seconds integer)
 language plpgsql
-set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
@@ -1414,7 +1405,7 @@ begin
   perform pgflow.lock_runs(p_run_ids);
 
   with failing as (
-    select t.run_id, t.step_slug, t.task_index, t.queue_name, t.message_id,
+    select t.run_id, t.step_slug, t.task_index, t.queue_name, t.message_id, t.status,
            left(coalesce(i.error_message, 'unknown error'), 8192) as error_message,
            r.status = 'started' and t.attempts_count < o.max_attempts as will_retry,
            least(o.base_delay::bigint * power(2, least(t.attempts_count - 1, 40))::bigint,
@@ -1426,7 +1417,6 @@ begin
         and i.attempt = t.attempts_count
     join pgflow.runs r on r.run_id = t.run_id
     join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
-    where t.status = 'started'
     order by t.run_id, t.step_slug, t.task_index
     for no key update of t
   )
@@ -1434,7 +1424,8 @@ begin
          array_agg(f.queue_name), array_agg(f.message_id), array_agg(f.error_message),
          array_agg(f.will_retry), array_agg(f.retry_delay_seconds)
   into v_runs, v_steps, v_indexes, v_queues, v_messages, v_errors, v_retry, v_delays
-  from failing f;
+  from failing f
+  where f.status = 'started';
 
   if v_runs is null then
     return;
