@@ -236,19 +236,24 @@ as $$
 declare
   v_orphan record;
 begin
-  select n.run_id, n.flow_slug, n.step_slug,
-         not exists (select 1 from pgflow.runs r where r.run_id = n.run_id) as no_run
-  into v_orphan
+  -- Two anti-joins (not one with OR), so that each can look its parents up by key.
+  select n.run_id, n.step_slug into v_orphan
   from inserted_rows n
   where not exists (select 1 from pgflow.runs r where r.run_id = n.run_id)
-     or not exists (select 1 from pgflow.steps s
+  limit 1;
+  if found then
+    raise exception 'step state (%, %) refers to run %, which does not exist',
+      v_orphan.run_id, v_orphan.step_slug, v_orphan.run_id
+      using errcode = 'foreign_key_violation';
+  end if;
+  select n.run_id, n.flow_slug, n.step_slug into v_orphan
+  from inserted_rows n
+  where not exists (select 1 from pgflow.steps s
                     where s.flow_slug = n.flow_slug and s.step_slug = n.step_slug)
   limit 1;
   if found then
-    raise exception 'step state (%, %) refers to %', v_orphan.run_id, v_orphan.step_slug,
-      case when v_orphan.no_run then format('run %s, which does not exist', v_orphan.run_id)
-           else format('step %s.%s, which is not defined', v_orphan.flow_slug,
-                       v_orphan.step_slug) end
+    raise exception 'step state (%, %) refers to step %.%, which is not defined',
+      v_orphan.run_id, v_orphan.step_slug, v_orphan.flow_slug, v_orphan.step_slug
       using errcode = 'foreign_key_violation';
   end if;
   return null;
