@@ -220,8 +220,10 @@ create table pgflow.step_tasks (
 
 -- A claim finds queued tasks by their message. Only queued tasks are indexed (a message id
 -- is unique in its queue, so at most one queued task has it): claiming, completing or
--- failing a task adds no entry here, and the index stays as small as the backlog.
-create unique index step_tasks_queued_message_idx on pgflow.step_tasks (queue_name, message_id)
+-- failing a task adds no entry here, and the index stays as small as the backlog. The message
+-- id leads, so that the only way to use the index is one descent per message claimed: led by
+-- the queue name, a plan made while the backlog was small walks every queued task.
+create unique index step_tasks_queued_message_idx on pgflow.step_tasks (message_id, queue_name)
   where status = 'queued';
 -- Stalled-task recovery scans started tasks by start time.
 create index step_tasks_started_idx on pgflow.step_tasks (started_at) where status = 'started';

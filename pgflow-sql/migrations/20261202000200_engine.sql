@@ -51,6 +51,15 @@ join pgflow.flows f on f.flow_slug = s.flow_slug;
 
 -- Helpers on the hot path are plpgsql, not SQL functions: Postgres 15 parses and plans a SQL
 -- function's body on every call, while plpgsql keeps its plans for the session.
+--
+-- The entry points called once per batch (start_flows, start_tasks, read_and_start_tasks,
+-- complete_tasks, fail_tasks) run with plan_cache_mode = force_generic_plan, which holds for
+-- everything they call: their statements look up arrays of keys, a custom plan per call costs
+-- planning time for every batch, and the plans are written to stay right whatever the
+-- statistics say (see the lock order notes above). ANALYZE, which autovacuum or the workers'
+-- maintenance runs as the tables grow, makes sessions plan again. A claim also runs with
+-- enable_seqscan = off: it must reach its queued tasks and messages through their indexes
+-- even when a session planned it while the tables were nearly empty.
 
 
 -- Archives messages given as parallel arrays (queue_name[i], message_id[i]), one PGMQ call per
@@ -845,6 +854,7 @@ create function pgflow.start_flows(
 )
 returns setof pgflow.runs
 language plpgsql
+set plan_cache_mode = force_generic_plan
 as $$
 declare
   v_flow_slug text := p_flow_slug;
@@ -1006,6 +1016,8 @@ returns table (
   input jsonb
 )
 language plpgsql
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
 as $$
 #variable_conflict use_column
 declare
@@ -1178,6 +1190,8 @@ returns table (
   input jsonb
 )
 language plpgsql
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
 as $$
 begin
   return query
@@ -1213,6 +1227,7 @@ create function pgflow.complete_tasks(
 )
 returns integer
 language plpgsql
+set plan_cache_mode = force_generic_plan
 as $$
 declare
   v_runs uuid[];
@@ -1382,6 +1397,7 @@ create function pgflow.fail_tasks(
 )
 returns table (run_id uuid, step_slug text, task_index integer, will_retry boolean, retry_delay_seconds integer)
 language plpgsql
+set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
