@@ -22,6 +22,10 @@ use crate::worker::wakeup::QueueWakeup;
 
 /// The most results stored in one call.
 const MAX_RESULT_BATCH: usize = 500;
+/// How long the result storer waits for handlers still running before storing what has
+/// finished: under load, the results of a claim go in one call instead of several; a result
+/// with no other handler running is stored at once.
+const RESULT_LINGER: Duration = Duration::from_millis(2);
 /// How long a timed-out handler gets to react to its cancellation token before it is aborted.
 const CANCEL_GRACE: Duration = Duration::from_millis(500);
 /// The longest pause between retries of a failed database call.
@@ -125,10 +129,13 @@ async fn poll(
                     let rt = Arc::clone(rt);
                     let results = results.clone();
                     tokio::spawn(async move {
-                        if let Some(outcome) = execute(&rt, task).await {
+                        let outcome = execute(&rt, task).await;
+                        // The slot is free before the result is handed on, so the result
+                        // storer never waits for a handler that has already finished.
+                        drop(permit);
+                        if let Some(outcome) = outcome {
                             let _ = results.send(outcome);
                         }
-                        drop(permit);
                     });
                 }
             }
@@ -274,13 +281,7 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 /// stopped at once.
 async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceiver<Outcome>) {
     while let Some(first) = results.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < MAX_RESULT_BATCH {
-            match results.try_recv() {
-                Ok(outcome) => batch.push(outcome),
-                Err(_) => break,
-            }
-        }
+        let batch = collect_results(&rt, &mut results, first).await;
         let mut completions = Vec::new();
         let mut failures = Vec::new();
         for outcome in batch {
@@ -329,6 +330,32 @@ async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceiver<Ou
             }
         }
     }
+}
+
+/// The results to store in one call: `first`, whatever else has arrived, and what handlers
+/// still running report within [`RESULT_LINGER`] (at most [`MAX_RESULT_BATCH`]).
+async fn collect_results(
+    rt: &Runtime,
+    results: &mut mpsc::UnboundedReceiver<Outcome>,
+    first: Outcome,
+) -> Vec<Outcome> {
+    let mut batch = vec![first];
+    let deadline = tokio::time::Instant::now() + RESULT_LINGER;
+    while batch.len() < MAX_RESULT_BATCH {
+        if let Ok(outcome) = results.try_recv() {
+            batch.push(outcome);
+            continue;
+        }
+        let running = rt.settings.max_concurrent - rt.slots.available_permits();
+        if running == 0 {
+            break;
+        }
+        match tokio::time::timeout_at(deadline, results.recv()).await {
+            Ok(Some(outcome)) => batch.push(outcome),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    batch
 }
 
 /// Retries `call` with backoff until it succeeds; gives up only on a hard stop.
