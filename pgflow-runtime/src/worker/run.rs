@@ -119,7 +119,8 @@ async fn poll(
             }
             Ok(tasks) => {
                 backoff = Duration::from_millis(50);
-                if tasks.len() >= quantity {
+                let drained = tasks.len() < quantity;
+                if !drained {
                     wakeup.pass_on();
                 }
                 for task in tasks {
@@ -137,6 +138,11 @@ async fn poll(
                             let _ = results.send(outcome);
                         }
                     });
+                }
+                if drained {
+                    // The read took everything visible: reading again now would find nothing.
+                    // New work wakes us (a notification that came meanwhile is kept).
+                    wait_for_work(rt, &wakeup).await;
                 }
             }
             Err(EngineError::UnsupportedTasks {
