@@ -302,7 +302,10 @@ async fn a_map_over_a_non_array_output_fails_its_run_and_starts_no_sibling_in_it
         _ => json!("sibling done"),
     })
     .await;
-    assert_eq!(handled.iter().filter(|t| t.step_slug == "source").count(), 2);
+    assert_eq!(
+        handled.iter().filter(|t| t.step_slug == "source").count(),
+        2
+    );
 
     let failed = run(&pool, runs[0].run_id).await;
     assert_eq!(failed.status, RunStatus::Failed);
