@@ -162,7 +162,7 @@ pub struct StalledTask {
     pub task_index: i32,
     /// The task's queue.
     pub queue_name: String,
-    /// The task's message.
+    /// The task's message as it now stands (a requeued task's new one).
     pub message_id: i64,
     /// `true`: queued again; `false`: stalled too often and failed for good.
     pub requeued: bool,
@@ -282,7 +282,8 @@ async fn start_flows_as(
     Ok(runs)
 }
 
-/// Claims the queued tasks behind `message_ids` (messages of `queue` the worker already read).
+/// Claims the queued tasks behind `message_ids` (messages of `queue` the worker already read)
+/// and archives those messages.
 /// Fails with [`EngineError::UnsupportedTasks`], changing nothing, when any of them is of a
 /// pair outside `supported`.
 pub async fn start_tasks(
@@ -304,8 +305,9 @@ pub async fn start_tasks(
     Ok(tasks)
 }
 
-/// Reads up to `quantity` visible messages of `queue` (hidden for `visibility_timeout_seconds`)
-/// and claims their tasks, in one transaction: when the batch is refused
+/// Reads up to `quantity` visible messages of `queue` (hidden from other readers for
+/// `visibility_timeout_seconds`) and claims their tasks, archiving the messages, in one
+/// transaction: when the batch is refused
 /// ([`EngineError::UnsupportedTasks`]) the read is undone too and every message stays as it was.
 pub async fn read_and_start_tasks(
     executor: impl PgExecutor<'_>,

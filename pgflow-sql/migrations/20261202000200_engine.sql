@@ -16,7 +16,7 @@
 --   4. step_states rows, in (run_id, step_slug) order: completed steps before their dependents,
 --   5. other live tasks of failing runs, with SKIP LOCKED (never waits).
 -- A claim (start_tasks) locks queued step_tasks only and never waits for a run.
--- PGMQ calls (send, set_vt, archive) only touch message rows of tasks this transaction holds.
+-- PGMQ calls (send, archive) only touch message rows of tasks this transaction holds.
 -- A locking query of a batch finds its rows by key alone and the write after it checks their
 -- status: with the status in the locking query, the planner may read every live row through a
 -- partial index (work that grows with the tasks in flight), and statistics taken while little
@@ -76,22 +76,6 @@ begin
 end;
 $$;
 
--- Makes messages visible again after delay_seconds[i] (parallel arrays), one PGMQ call per
--- (queue, delay).
-create function pgflow.set_message_visibility(
-  p_queue_names text[], p_message_ids bigint[], p_delays integer[]
-)
-returns void
-language plpgsql
-as $$
-begin
-  perform pgmq.set_vt(g.queue_name, g.message_ids, g.delay)
-  from (select u.queue_name, u.delay, array_agg(u.message_id) as message_ids
-        from unnest(p_queue_names, p_message_ids, p_delays) as u(queue_name, message_id, delay)
-        group by u.queue_name, u.delay) g;
-end;
-$$;
-
 -- Locks runs (FOR NO KEY UPDATE, run_id order): the first lock of every function that changes
 -- the progress of existing runs.
 create function pgflow.lock_runs(p_run_ids uuid[])
@@ -115,6 +99,50 @@ language plpgsql
 as $$
 begin
   perform pg_notify('pgflow.' || p_queue_name, '');
+end;
+$$;
+
+-- Gives queued tasks (parallel arrays: run, step, task index, delay in seconds) a new PGMQ
+-- message each, sent to the task's queue snapshot and visible after the delay: a claim
+-- archives the message it claimed, so a retry or a requeue needs a new one. One batch per
+-- (queue, delay); wakes the queue's idle workers when the messages are visible at once.
+-- Expects the caller to hold the tasks' row locks.
+create function pgflow.send_task_messages(
+  p_run_ids uuid[], p_step_slugs text[], p_task_indexes integer[], p_delays integer[]
+)
+returns void
+language plpgsql
+as $$
+declare
+  v_group record;
+begin
+  for v_group in
+    select t.queue_name, u.delay,
+           array_agg(t.ctid order by t.run_id, t.step_slug, t.task_index) as row_ctids,
+           array_agg(jsonb_build_object('flow_slug', t.flow_slug, 'run_id', t.run_id,
+                                        'step_slug', t.step_slug, 'task_index', t.task_index)
+                     order by t.run_id, t.step_slug, t.task_index) as bodies
+    from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_delays)
+      as u(run_id, step_slug, task_index, delay)
+    join pgflow.step_tasks t
+      on t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index
+    group by t.queue_name, u.delay
+  loop
+    -- PGMQ assigns increasing ids in insertion order; pair them with the tasks by rank.
+    with sent as (
+      select msg_id, row_number() over (order by msg_id) as ordinality
+      from pgmq.send_batch(v_group.queue_name, v_group.bodies, v_group.delay) as msg_id
+    )
+    update pgflow.step_tasks t
+    set message_id = sent.msg_id
+    from unnest(v_group.row_ctids) with ordinality as r(row_ctid, ordinality)
+    join sent on sent.ordinality = r.ordinality
+    where t.ctid = r.row_ctid;
+
+    if v_group.delay = 0 then
+      perform pgflow.notify_queue(v_group.queue_name);
+    end if;
+  end loop;
 end;
 $$;
 
@@ -983,14 +1011,16 @@ $$;
 -- a filter. Every matched (flow_slug, step_slug) pair is checked against the worker's supported
 -- pairs (p_flow_slugs[i], p_step_slugs[i]): one unsupported pair raises PF003 naming the queue,
 -- the message ids and the pairs, and the error undoes everything the call did (no task status,
--- no attempt, no message visibility changes; with read_and_start_tasks, not the read either).
+-- no attempt, no message archived; with read_and_start_tasks, not the read either).
 -- The claim is one UPDATE that matches and claims in a single pass; the check runs on what
 -- it returned, so the common case pays for no separate validation read.
 --
--- Otherwise each claimable task becomes 'started', its attempt is counted, and its message
--- stays invisible for the step's timeout. Tasks of runs that already failed are failed and
--- their messages archived instead of being returned. Messages without a queued task (their
--- task was started, completed or failed in the meantime) are skipped.
+-- Otherwise each claimable task becomes 'started' and its attempt is counted; tasks of runs
+-- that already failed are failed instead of being returned. Every message of the call is
+-- archived: a claimed task is tracked by its row from now on (a task whose worker dies is
+-- recovered by requeue_stalled_tasks, a failed attempt is retried with a new message), so
+-- the queue holds only messages that wait, and reads never walk past claimed ones. A
+-- message without a queued task (stale) is archived too.
 --
 -- Returns one row per claimed task, possibly of several concrete flows, with the handler
 -- input: the flow input (root single step), the element (map step), or an object of the
@@ -1001,8 +1031,7 @@ create function pgflow.start_tasks(
   p_message_ids bigint[],
   p_worker_id uuid,
   p_flow_slugs text[],
-  p_step_slugs text[],
-  p_read_visibility integer default 0
+  p_step_slugs text[]
 )
 returns table (
   flow_slug text,
@@ -1119,22 +1148,11 @@ begin
             hint = 'add the missing concrete flows to this worker''s registry and restart it';
   end if;
 
-  if v_dead_messages is not null then
-    perform pgflow.archive_messages(
-      array_fill(p_queue_name, array[cardinality(v_dead_messages)]), v_dead_messages);
-  end if;
+  perform pgflow.archive_messages(
+    array_fill(p_queue_name, array[cardinality(p_message_ids)]), p_message_ids);
 
   if v_run_ids is null then
     return;
-  end if;
-
-  -- Keep each message invisible while its handler may run (unless the read already hid it
-  -- for at least that long: p_read_visibility seconds).
-  if exists (select 1 from unnest(v_timeouts) t where t > p_read_visibility) then
-    perform pgflow.set_message_visibility(array_agg(p_queue_name), array_agg(u.message_id),
-                                          array_agg(u.timeout))
-    from unnest(v_message_ids, v_timeouts) as u(message_id, timeout)
-    where u.timeout > p_read_visibility;
   end if;
 
   return query
@@ -1163,11 +1181,10 @@ begin
 end;
 $$;
 
--- read_and_start_tasks: reads up to p_quantity visible messages of the queue (hiding them for
--- p_visibility_timeout seconds) and claims their tasks with start_tasks, in one transaction.
--- Messages of steps whose timeout is longer than p_visibility_timeout get their visibility
--- extended to the timeout; a caller that reads with at least its longest step timeout saves
--- that second write per message.
+-- read_and_start_tasks: reads up to p_quantity visible messages of the queue and claims their
+-- tasks with start_tasks, in one transaction, which archives the messages it read. The read
+-- hides the messages for p_visibility_timeout seconds, which only matters to concurrent
+-- readers until the claim commits.
 -- When start_tasks refuses the batch (PF003), the read is rolled back with it: every message
 -- of the batch is visible again with its read count unchanged.
 create function pgflow.read_and_start_tasks(
@@ -1201,8 +1218,7 @@ begin
     array(select m.msg_id from pgmq.read(p_queue_name, p_visibility_timeout, p_quantity) m),
     p_worker_id,
     p_flow_slugs,
-    p_step_slugs,
-    p_visibility_timeout);
+    p_step_slugs);
 end;
 $$;
 
@@ -1214,8 +1230,9 @@ $$;
 -- A task is identified by (run_id, step_slug, task_index) and the attempt that produced the
 -- output; a task that is no longer 'started' in that attempt (late, duplicate, or requeued and
 -- claimed again) is left unchanged. Outputs are stored exactly (0, false, "" and null stay).
--- Archives the tasks' messages, counts the tasks down on their steps and completes the steps
--- that are done (which releases dependents, completes runs and starts ready steps).
+-- Counts the tasks down on their steps and completes the steps that are done (which releases
+-- dependents, completes runs and starts ready steps). The tasks' messages were archived when
+-- they were claimed.
 -- Returns the number of tasks completed by this call.
 -- Locks: runs, step_tasks, step_states (see the lock order above).
 create function pgflow.complete_tasks(
@@ -1276,8 +1293,6 @@ begin
   if v_runs is null then
     return 0;
   end if;
-
-  perform pgflow.archive_messages(v_queues, v_messages);
 
   with per_step as (
     -- A single step has one task: the output completed here is the step's output.
@@ -1382,7 +1397,7 @@ $$;
 
 -- fail_tasks: records failed attempts of started tasks (batched; arrays of equal length;
 -- matched like complete_tasks, so late or duplicate reports change nothing).
--- A task with attempts left goes back to 'queued' and its same message becomes visible again
+-- A task with attempts left goes back to 'queued' with a new message that becomes visible
 -- after base_delay * 2^(attempt - 1) seconds (exponential backoff; the first retry waits
 -- base_delay). A task out of attempts fails for good, with its step and run (see
 -- fail_tasks_permanently). Tasks of runs that already failed are failed without retry.
@@ -1447,7 +1462,7 @@ begin
     return;
   end if;
 
-  -- Retries: back to queued, same message, visible after the backoff.
+  -- Retries: back to queued, with a new message visible after the backoff.
   if true = any(v_retry) then
     update pgflow.step_tasks t
     set status = 'queued', error_message = f.error_message
@@ -1456,10 +1471,10 @@ begin
     where f.will_retry
       and t.run_id = f.run_id and t.step_slug = f.step_slug and t.task_index = f.task_index;
 
-    perform pgflow.set_message_visibility(array_agg(f.queue_name), array_agg(f.message_id),
-                                          array_agg(f.delay))
-    from unnest(v_queues, v_messages, v_delays, v_retry)
-      as f(queue_name, message_id, delay, will_retry)
+    perform pgflow.send_task_messages(array_agg(f.run_id), array_agg(f.step_slug),
+                                      array_agg(f.task_index), array_agg(f.delay))
+    from unnest(v_runs, v_steps, v_indexes, v_delays, v_retry)
+      as f(run_id, step_slug, task_index, delay, will_retry)
     where f.will_retry;
   end if;
 
@@ -1488,8 +1503,9 @@ $$;
 
 -- requeue_stalled_tasks: finds 'started' tasks whose step timeout plus p_grace_seconds has
 -- passed (their worker died or lost its connection) and puts them back: status 'queued' and
--- the message visible now, at most p_max_requeues times per task; a task stalled more often
+-- a new message visible now, at most p_max_requeues times per task; a task stalled more often
 -- fails for good (with its run). The attempt the stalled worker consumed stays counted.
+-- Returns the tasks handled, each with its message id as it now stands.
 -- One caller at a time per database (a transaction advisory try-lock; others return nothing).
 -- Safe to call from every worker on an interval; no pg_cron needed.
 -- Locks: advisory (namespace, 0), runs of the candidates, then step_tasks with SKIP LOCKED.
@@ -1554,15 +1570,11 @@ begin
     where s.requeue
       and t.run_id = s.run_id and t.step_slug = s.step_slug and t.task_index = s.task_index;
 
-    perform pgflow.set_message_visibility(array_agg(s.queue_name), array_agg(s.message_id),
-                                          array_agg(0))
-    from unnest(v_queues, v_messages, v_requeue) as s(queue_name, message_id, requeue)
+    perform pgflow.send_task_messages(array_agg(s.run_id), array_agg(s.step_slug),
+                                      array_agg(s.task_index), array_agg(0))
+    from unnest(v_runs, v_steps, v_indexes, v_requeue)
+      as s(run_id, step_slug, task_index, requeue)
     where s.requeue;
-
-    perform pgflow.notify_queue(q.queue_name)
-    from (select distinct u.queue_name
-          from unnest(v_queues, v_requeue) as u(queue_name, requeue)
-          where u.requeue) q;
   end if;
 
   if false = any(v_requeue) then
@@ -1574,10 +1586,13 @@ begin
     where not s.requeue;
   end if;
 
+  -- The task's message as it stands: a requeued task's new one.
   return query
-  select s.run_id, s.step_slug, s.task_index, s.queue_name, s.message_id, s.requeue
-  from unnest(v_runs, v_steps, v_indexes, v_queues, v_messages, v_requeue)
-    as s(run_id, step_slug, task_index, queue_name, message_id, requeue)
+  select s.run_id, s.step_slug, s.task_index, s.queue_name, t.message_id, s.requeue
+  from unnest(v_runs, v_steps, v_indexes, v_queues, v_requeue)
+    as s(run_id, step_slug, task_index, queue_name, requeue)
+  join pgflow.step_tasks t
+    on t.run_id = s.run_id and t.step_slug = s.step_slug and t.task_index = s.task_index
   order by s.run_id, s.step_slug, s.task_index;
 end;
 $$;

@@ -9,7 +9,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::support::{
-    claim, compiled, flow, install, messages, pairs_for, queue, single, step, task_rows,
+    archived, claim, compiled, flow, install, messages, pairs_for, queue, single, step, task_rows,
 };
 
 /// Two concrete flows (v1, v2 of one alias) whose `classify` steps share `classify_threads`.
@@ -313,7 +313,7 @@ async fn a_queued_task_of_a_failed_run_is_failed_at_claim_not_returned(pool: PgP
 }
 
 #[sqlx::test(migrations = false)]
-async fn a_claimed_message_stays_hidden_for_at_least_the_step_timeout(pool: PgPool) {
+async fn a_claim_archives_every_message_it_read(pool: PgPool) {
     install(&pool).await;
     let f = compiled(
         &pool,
@@ -322,36 +322,29 @@ async fn a_claimed_message_stays_hidden_for_at_least_the_step_timeout(pool: PgPo
     .await;
     let q = f.slug.default_queue();
     let pairs = pairs_for(&[&f], &q);
-    let hidden_for = async || -> f64 {
-        sqlx::query_scalar(
-            "select extract(epoch from vt - clock_timestamp())::float8 from pgmq.q_hidden",
-        )
-        .fetch_one(&pool)
+    let runs = engine::start_flows(&pool, "hidden", &[json!(1), json!(2)])
         .await
-        .unwrap()
-    };
+        .unwrap();
+    // A stale message: its task is no longer queued (here: started by hand).
+    sqlx::query(
+        "update pgflow.step_tasks set status = 'started', started_at = now(), attempts_count = 1
+         where run_id = $1",
+    )
+    .bind(runs[1].run_id)
+    .execute(&pool)
+    .await
+    .unwrap();
 
-    // Read hides for 30 s, the step's timeout is 60 s: the claim extends it.
-    engine::start_flow(&pool, "hidden", &json!(1))
+    let claimed = engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 10, 30)
         .await
         .unwrap();
-    engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 10, 30)
-        .await
-        .unwrap();
-    let seconds = hidden_for().await;
-    assert!((58.0..=60.0).contains(&seconds), "hidden for {seconds} s");
-
-    // Read hides for 120 s, longer than the timeout: left as the read set it.
-    sqlx::query("delete from pgmq.q_hidden")
-        .execute(&pool)
-        .await
-        .unwrap();
-    engine::start_flow(&pool, "hidden", &json!(2))
-        .await
-        .unwrap();
-    engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 10, 120)
-        .await
-        .unwrap();
-    let seconds = hidden_for().await;
-    assert!((118.0..=120.0).contains(&seconds), "hidden for {seconds} s");
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].run_id, runs[0].run_id);
+    // The claimed task is tracked by its row now; the queue holds only waiting messages.
+    assert!(messages(&pool, "hidden").await.is_empty());
+    assert_eq!(archived(&pool, "hidden").await, 2);
+    assert_eq!(
+        task_rows(&pool, runs[0].run_id).await,
+        vec![("work".into(), 0, "started".into(), 1)]
+    );
 }

@@ -51,13 +51,21 @@ async fn a_failed_attempt_is_retried_with_exponential_backoff_then_succeeds(pool
         assert!(outcome[0].will_retry);
         assert_eq!(outcome[0].retry_delay_seconds, Some(backoff as i32));
 
-        // Same message, hidden for base_delay * 2^(attempt-1).
+        // A new message (the claim archived the old one), hidden for base_delay *
+        // 2^(attempt-1).
         let wait = visible_in(&pool, "flaky").await;
         assert!(
             (backoff - 1.0..=backoff).contains(&wait),
             "visible in {wait}s"
         );
-        assert_eq!(messages(&pool, "flaky").await.len(), 1);
+        let waiting = messages(&pool, "flaky").await;
+        assert_eq!(waiting.len(), 1);
+        assert_eq!(
+            waiting[0].0,
+            i64::from(attempt) + 1,
+            "a new message per retry"
+        );
+        assert_eq!(archived(&pool, "flaky").await, i64::from(attempt));
         assert!(claim(&pool, &q, &pairs_for(&[&f], &q)).await.is_empty());
         assert_eq!(
             task_rows(&pool, started.run_id).await,
@@ -68,7 +76,7 @@ async fn a_failed_attempt_is_retried_with_exponential_backoff_then_succeeds(pool
 
     let tasks = claim(&pool, &q, &pairs_for(&[&f], &q)).await;
     assert_eq!(tasks[0].attempt, 3);
-    assert_eq!(tasks[0].message_id, 1, "retries reuse the message");
+    assert_eq!(tasks[0].message_id, 3, "the second retry's message");
     engine::complete_tasks(&pool, &[TaskCompletion::of(&tasks[0], json!("ok"))])
         .await
         .unwrap();
@@ -106,10 +114,11 @@ async fn exhausted_attempts_fail_the_task_step_and_run(pool: PgPool) {
         p.insert(&flow("doomed"), &crate::support::step("flaky"));
         p
     };
-    for _ in 0..2 {
+    for attempt in 0..2 {
         make_visible(&pool, "doomed").await;
-        // Read only the flaky task's message (id 1) and claim it.
-        let ids: Vec<i64> = vec![1];
+        // Claim only the flaky task's message: id 1 first, then its retry's new message (3;
+        // the sibling's is 2).
+        let ids: Vec<i64> = vec![if attempt == 0 { 1 } else { 3 }];
         let tasks = engine::start_tasks(&pool, &q, &ids, uuid::Uuid::new_v4(), &only_flaky)
             .await
             .unwrap();
@@ -148,7 +157,9 @@ async fn exhausted_attempts_fail_the_task_step_and_run(pool: PgPool) {
         messages(&pool, "doomed").await.is_empty(),
         "no message left to read"
     );
-    assert_eq!(archived(&pool, "doomed").await, 2);
+    // Both of flaky's messages (archived by their claims) and the sibling's (archived when the
+    // run failed).
+    assert_eq!(archived(&pool, "doomed").await, 3);
 }
 
 #[sqlx::test(migrations = false)]

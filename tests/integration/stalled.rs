@@ -43,14 +43,18 @@ async fn a_stalled_task_is_requeued_a_bounded_number_of_times(pool: PgPool) {
         let stalled = engine::requeue_stalled_tasks(&pool, 30, 2).await.unwrap();
         assert_eq!(stalled.len(), 1);
         assert!(stalled[0].requeued);
-        assert_eq!(stalled[0].message_id, 1);
+        // The claim archived the task's message; the requeue sent a new one.
+        assert_eq!(stalled[0].message_id, i64::from(requeue) + 1);
         let requeue_count: i32 = sqlx::query_scalar("select requeue_count from pgflow.step_tasks")
             .fetch_one(&pool)
             .await
             .unwrap();
         assert_eq!(requeue_count, requeue);
-        // Visible again at once, and claimable with the next attempt.
-        assert!(messages(&pool, "stally").await[0].2);
+        // A new message, visible at once, and claimable with the next attempt.
+        let waiting = messages(&pool, "stally").await;
+        assert_eq!(waiting.len(), 1);
+        assert_eq!(waiting[0].0, i64::from(requeue) + 1);
+        assert!(waiting[0].2);
         let again = claim(&pool, &q, &pairs_for(&[&f], &q)).await;
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].attempt, requeue + 1);

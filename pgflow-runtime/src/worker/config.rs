@@ -31,9 +31,10 @@ pub struct WorkerSettings {
     /// How long an idle worker waits before reading again when no new-message notification
     /// wakes it sooner (notifications wake it at once; this catches delayed retries). Default 1 s.
     pub poll_interval: Duration,
-    /// The least time read messages stay hidden. The worker raises it to the longest timeout
-    /// of its queue's steps, so that a claimed task's message stays hidden while its handler
-    /// may run without a second write. Default 10 s.
+    /// How long read messages stay hidden from other readers. The claim that follows the
+    /// read archives them in the same transaction, so this only matters while that
+    /// transaction runs (a claimed task is then tracked by its row; stalled tasks are
+    /// recovered by the stalled-task sweep). Default 10 s.
     pub visibility_timeout: Duration,
     /// How often the worker reports it is alive and checks whether it was deprecated. Default 5 s.
     pub heartbeat_interval: Duration,

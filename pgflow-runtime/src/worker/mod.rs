@@ -107,26 +107,8 @@ async fn launch(
     let started = startup::start(flows, queue.clone(), choice, &settings).await?;
     let worker_id = started.worker_id;
     let flow_states = started.flow_states.clone();
-    let longest_step_timeout = started
-        .flows
-        .values()
-        .flat_map(|flow| {
-            let definition = &flow.definition;
-            definition
-                .steps
-                .iter()
-                .filter(|step| definition.queue_of(step) == queue)
-                .map(|step| step.options.timeout.unwrap_or(definition.options.timeout))
-        })
-        .max()
-        .unwrap_or_default();
-    let read_visibility_seconds = i32::try_from(
-        settings
-            .visibility_timeout
-            .max(longest_step_timeout)
-            .as_secs(),
-    )
-    .unwrap_or(i32::MAX);
+    let read_visibility_seconds =
+        i32::try_from(settings.visibility_timeout.as_secs()).unwrap_or(i32::MAX);
     let runtime = Arc::new(run::Runtime {
         read_visibility_seconds,
         slots: Arc::new(Semaphore::new(settings.max_concurrent)),

@@ -42,8 +42,8 @@ pub struct Runtime {
     /// Cancelled to stop at once (in-flight handlers are cancelled, their tasks recovered
     /// later as stalled).
     pub hard_stop: CancellationToken,
-    /// How long a read hides messages: the configured visibility timeout, raised to the
-    /// longest timeout of the queue's steps so that claims need not extend it.
+    /// How long a read hides messages from other readers until its claim, which archives
+    /// them, commits.
     pub read_visibility_seconds: i32,
 }
 
