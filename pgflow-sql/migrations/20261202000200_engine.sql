@@ -585,6 +585,16 @@ begin
 end;
 $$;
 
+-- A step that was just started, sized, as enqueue_step_tasks takes it.
+create type pgflow.started_step as (
+  run_id uuid,
+  step_slug text,
+  flow_slug text,
+  task_count integer,
+  queue_name text,
+  start_delay integer
+);
+
 -- What follows the completion of steps (parallel arrays: run, step, flow of each step that just
 -- became 'completed'): releases their dependents, starting in the same write each dependent
 -- left with nothing to wait for (a single step with one task, a map step with one task per
@@ -600,12 +610,7 @@ returns void
 language plpgsql
 as $$
 declare
-  v_runs uuid[];
-  v_steps text[];
-  v_counts integer[];
-  v_flows text[];
-  v_queues text[];
-  v_delays integer[];
+  v_started pgflow.started_step[];
   v_blocked_runs uuid[];
 begin
   if cardinality(p_run_ids) = 0 then
@@ -665,14 +670,10 @@ begin
     returning ss.run_id, ss.step_slug, ss.flow_slug, decided.ready, decided.start,
               decided.task_count, decided.queue_name, decided.start_delay
   )
-  select array_agg(run_id) filter (where start),
-         array_agg(step_slug) filter (where start),
-         array_agg(task_count) filter (where start),
-         array_agg(flow_slug) filter (where start),
-         array_agg(queue_name) filter (where start),
-         array_agg(start_delay) filter (where start),
+  select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
+                   ::pgflow.started_step) filter (where start),
          array_agg(distinct run_id) filter (where ready and not start)
-  into v_runs, v_steps, v_counts, v_flows, v_queues, v_delays, v_blocked_runs
+  into v_started, v_blocked_runs
   from changed;
 
   -- Count the steps down on their runs and complete, in the same write, the runs with nothing
@@ -704,25 +705,17 @@ begin
   if v_blocked_runs is not null then
     perform pgflow.start_ready_steps(v_blocked_runs);
   end if;
-  if v_runs is not null then
-    perform pgflow.enqueue_step_tasks(v_runs, v_steps, v_counts, v_flows, v_queues, v_delays);
+  if v_started is not null then
+    perform pgflow.enqueue_step_tasks(v_started);
   end if;
 end;
 $$;
 
--- Creates the tasks of steps that were just started (parallel arrays, one entry per step: run,
--- step, task count, flow, queue, start delay): one task and one PGMQ message per element,
--- sent to the step's queue (the task's queue snapshot) and delayed by the step's start delay,
--- one batch per (queue, delay). A map step over an empty array completes at once with [],
--- which may start further steps.
-create function pgflow.enqueue_step_tasks(
-  p_run_ids uuid[],
-  p_step_slugs text[],
-  p_task_counts integer[],
-  p_flow_slugs text[],
-  p_queue_names text[],
-  p_start_delays integer[]
-)
+-- Creates the tasks of steps that were just started: one task and one PGMQ message per
+-- element, sent to the step's queue (the task's queue snapshot) and delayed by the step's
+-- start delay, one batch per (queue, delay). A map step over an empty array completes at once
+-- with [], which may start further steps.
+create function pgflow.enqueue_step_tasks(p_steps pgflow.started_step[])
 returns void
 language plpgsql
 as $$
@@ -737,9 +730,7 @@ begin
            array_agg(u.run_id order by u.run_id, u.step_slug, i) as run_ids,
            array_agg(u.step_slug order by u.run_id, u.step_slug, i) as step_slugs,
            array_agg(i order by u.run_id, u.step_slug, i) as task_indexes
-    from unnest(p_run_ids, p_step_slugs, p_task_counts, p_flow_slugs, p_queue_names,
-                p_start_delays)
-      as u(run_id, step_slug, task_count, flow_slug, queue_name, start_delay)
+    from unnest(p_steps) as u
     cross join lateral generate_series(0, u.task_count - 1) as i
     where u.task_count > 0
     group by u.queue_name, u.start_delay
@@ -773,7 +764,7 @@ begin
 
   select array_agg(u.run_id), array_agg(u.step_slug)
   into v_empty_runs, v_empty_steps
-  from unnest(p_run_ids, p_step_slugs, p_task_counts) as u(run_id, step_slug, task_count)
+  from unnest(p_steps) as u
   where u.task_count = 0;
 
   if v_empty_runs is not null then
@@ -792,12 +783,7 @@ returns void
 language plpgsql
 as $$
 declare
-  v_runs uuid[];
-  v_steps text[];
-  v_counts integer[];
-  v_flows text[];
-  v_queues text[];
-  v_delays integer[];
+  v_started pgflow.started_step[];
   v_bad_runs uuid[];
 begin
   with ready as (
@@ -844,21 +830,17 @@ begin
     returning ss.run_id, ss.step_slug, ss.status, d.task_count, ss.flow_slug,
               d.queue_name, d.start_delay
   )
-  select array_agg(run_id) filter (where status = 'started'),
-         array_agg(step_slug) filter (where status = 'started'),
-         array_agg(task_count) filter (where status = 'started'),
-         array_agg(flow_slug) filter (where status = 'started'),
-         array_agg(queue_name) filter (where status = 'started'),
-         array_agg(start_delay) filter (where status = 'started'),
+  select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
+                   ::pgflow.started_step) filter (where status = 'started'),
          array_agg(distinct run_id) filter (where status = 'failed')
-  into v_runs, v_steps, v_counts, v_flows, v_queues, v_delays, v_bad_runs
+  into v_started, v_bad_runs
   from changed;
 
   if v_bad_runs is not null then
     perform pgflow.fail_runs(v_bad_runs, 'run failed: a map step received a non-array input');
   end if;
-  if v_runs is not null then
-    perform pgflow.enqueue_step_tasks(v_runs, v_steps, v_counts, v_flows, v_queues, v_delays);
+  if v_started is not null then
+    perform pgflow.enqueue_step_tasks(v_started);
   end if;
 end;
 $$;
@@ -889,12 +871,7 @@ declare
   v_step_count integer;
   v_run_ids uuid[];
   v_inputs jsonb[];
-  v_runs uuid[];
-  v_steps text[];
-  v_counts integer[];
-  v_flows text[];
-  v_queues text[];
-  v_delays integer[];
+  v_started pgflow.started_step[];
   v_bad_runs uuid[];
 begin
   if p_resolve_alias then
@@ -963,21 +940,17 @@ begin
            case when d.start then d.task_count end
     from decided d
   )
-  select array_agg(run_id) filter (where start),
-         array_agg(step_slug) filter (where start),
-         array_agg(task_count) filter (where start),
-         array_agg(flow_slug) filter (where start),
-         array_agg(queue_name) filter (where start),
-         array_agg(start_delay) filter (where start),
+  select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
+                   ::pgflow.started_step) filter (where start),
          array_agg(distinct run_id) filter (where bad)
-  into v_runs, v_steps, v_counts, v_flows, v_queues, v_delays, v_bad_runs
+  into v_started, v_bad_runs
   from decided;
 
   if v_bad_runs is not null then
     perform pgflow.start_ready_steps(v_bad_runs);
   end if;
-  if v_runs is not null then
-    perform pgflow.enqueue_step_tasks(v_runs, v_steps, v_counts, v_flows, v_queues, v_delays);
+  if v_started is not null then
+    perform pgflow.enqueue_step_tasks(v_started);
   end if;
 
   return query
