@@ -1223,9 +1223,8 @@ declare
   v_runs uuid[];
   v_steps text[];
   v_flows text[];
-  v_queues text[];
-  v_messages bigint[];
   v_outputs jsonb[];
+  v_completed integer;
 begin
   if cardinality(p_run_ids) is distinct from cardinality(p_step_slugs)
      or cardinality(p_run_ids) is distinct from cardinality(p_task_indexes)
@@ -1256,11 +1255,10 @@ begin
         output = coalesce(locked.output, 'null'::jsonb)
     from locked
     where t.ctid = locked.row_ctid and t.status = 'started'
-    returning t.run_id, t.step_slug, t.queue_name, t.message_id, t.output
+    returning t.run_id, t.step_slug, t.output
   )
-  select array_agg(run_id), array_agg(step_slug), array_agg(queue_name), array_agg(message_id),
-         array_agg(output)
-  into v_runs, v_steps, v_queues, v_messages, v_outputs
+  select array_agg(run_id), array_agg(step_slug), array_agg(output), count(*)
+  into v_runs, v_steps, v_outputs, v_completed
   from completed;
 
   if v_runs is null then
@@ -1302,7 +1300,7 @@ begin
     perform pgflow.finish_completed_steps(v_runs, v_steps, v_flows);
   end if;
 
-  return cardinality(v_messages);
+  return v_completed;
 end;
 $$;
 
@@ -1392,8 +1390,6 @@ declare
   v_runs uuid[];
   v_steps text[];
   v_indexes integer[];
-  v_queues text[];
-  v_messages bigint[];
   v_errors text[];
   v_retry boolean[];
   v_delays integer[];
@@ -1409,7 +1405,7 @@ begin
   perform pgflow.lock_runs(p_run_ids);
 
   with failing as (
-    select t.run_id, t.step_slug, t.task_index, t.queue_name, t.message_id, t.status,
+    select t.run_id, t.step_slug, t.task_index, t.status,
            left(coalesce(i.error_message, 'unknown error'), 8192) as error_message,
            r.status = 'started' and t.attempts_count < o.max_attempts as will_retry,
            least(o.base_delay::bigint * power(2, least(t.attempts_count - 1, 40))::bigint,
@@ -1425,9 +1421,8 @@ begin
     for no key update of t
   )
   select array_agg(f.run_id), array_agg(f.step_slug), array_agg(f.task_index),
-         array_agg(f.queue_name), array_agg(f.message_id), array_agg(f.error_message),
-         array_agg(f.will_retry), array_agg(f.retry_delay_seconds)
-  into v_runs, v_steps, v_indexes, v_queues, v_messages, v_errors, v_retry, v_delays
+         array_agg(f.error_message), array_agg(f.will_retry), array_agg(f.retry_delay_seconds)
+  into v_runs, v_steps, v_indexes, v_errors, v_retry, v_delays
   from failing f
   where f.status = 'started';
 
@@ -1497,7 +1492,6 @@ declare
   v_steps text[];
   v_indexes integer[];
   v_queues text[];
-  v_messages bigint[];
   v_requeue boolean[];
 begin
   if not pg_try_advisory_xact_lock(pgflow.lock_namespace(), 0) then
@@ -1517,7 +1511,7 @@ begin
   perform pgflow.lock_runs(v_candidate_runs);
 
   with stalled as (
-    select t.run_id, t.step_slug, t.task_index, t.queue_name, t.message_id,
+    select t.run_id, t.step_slug, t.task_index, t.queue_name,
            t.requeue_count < p_max_requeues as requeue
     from pgflow.step_tasks t
     join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
@@ -1528,8 +1522,8 @@ begin
     for no key update of t skip locked
   )
   select array_agg(s.run_id), array_agg(s.step_slug), array_agg(s.task_index),
-         array_agg(s.queue_name), array_agg(s.message_id), array_agg(s.requeue)
-  into v_runs, v_steps, v_indexes, v_queues, v_messages, v_requeue
+         array_agg(s.queue_name), array_agg(s.requeue)
+  into v_runs, v_steps, v_indexes, v_queues, v_requeue
   from stalled s;
 
   if v_runs is null then
