@@ -17,12 +17,14 @@
 --   5. other live tasks of failing runs, with SKIP LOCKED (never waits).
 -- A claim (start_tasks) locks queued step_tasks only and never waits for a run.
 -- PGMQ calls (send, archive) only touch message rows of tasks this transaction holds.
--- A locking query of a batch finds its rows by key alone and the write after it checks their
--- status: with the status in the locking query, the planner may read every live row through a
--- partial index (work that grows with the tasks in flight), and statistics taken while little
--- was in flight make it think that cheap. The write then finds each locked row by the row
--- address (ctid) the locking query returned, a direct fetch: joined by key, the planner
--- (which always takes a locking query for a row or two) may scan a table or an index once per
+-- A locking query of a batch finds its rows by key alone and returns their status as it
+-- stands under the lock: with the status in the locking query, the planner may read every
+-- live row through a partial index (work that grows with the tasks in flight), and statistics
+-- taken while little was in flight make it think that cheap. The write then finds each locked
+-- row by the row address (ctid) the locking query returned, a direct fetch, and checks the
+-- status the locking query returned, never the target's own column: joined by key, or with
+-- `status = ...` on the target where a partial index has that predicate, the planner (which
+-- always takes a locking query for a row or two) may scan a table or that index once per
 -- locked row.
 
 -- Advisory lock keys: one namespace (the first key) for everything pgflow locks.
@@ -682,7 +684,7 @@ begin
     select run_id, count(*)::integer as n from unnest(p_run_ids) as c(run_id) group by run_id
   ),
   locked as (
-    select r.ctid as row_ctid, per_run.n
+    select r.ctid as row_ctid, r.status, per_run.n
     from pgflow.runs r
     join per_run on per_run.run_id = r.run_id
     order by r.run_id
@@ -700,7 +702,7 @@ begin
                           where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug))
       end
   from locked
-  where r.ctid = locked.row_ctid and r.status = 'started';
+  where r.ctid = locked.row_ctid and locked.status = 'started';
 
   if v_blocked_runs is not null then
     perform pgflow.start_ready_steps(v_blocked_runs);
@@ -1048,15 +1050,18 @@ begin
 
   -- Claim the queued tasks in one statement: a task of a live run becomes 'started'; a task
   -- of a run that ended while it waited becomes 'failed' (its message is archived below). The
-  -- tasks are found first, by (queue_name, message_id) (materialized, so that no plan starts
-  -- from the runs), then changed by row address; a task taken meanwhile by someone else is
-  -- re-checked under its row lock and skipped. Messages without a queued task are skipped.
+  -- tasks are found and locked first, by (queue_name, message_id) (materialized, so that no
+  -- plan starts from the runs; a task changed meanwhile by someone else is re-checked under
+  -- its row lock and left out when no longer queued), then changed by row address. Messages
+  -- without a queued task are skipped.
   with matched as materialized (
     select t.ctid as row_ctid, t.run_id
     from pgflow.step_tasks t
     where t.queue_name = p_queue_name
       and t.message_id = any(p_message_ids)
       and t.status = 'queued'
+    order by t.run_id, t.step_slug, t.task_index
+    for no key update of t
   ),
   changed as (
     update pgflow.step_tasks t
@@ -1070,7 +1075,7 @@ begin
                              else 'run failed before this task started' end
     from matched m
     join pgflow.runs r on r.run_id = m.run_id
-    where t.ctid = m.row_ctid and t.status = 'queued'
+    where t.ctid = m.row_ctid
     returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count,
               t.status
   )
@@ -1241,7 +1246,7 @@ begin
       as i(run_id, step_slug, task_index, attempt, output)
   ),
   locked as (
-    select t.ctid as row_ctid, input.output
+    select t.ctid as row_ctid, t.status, input.output
     from pgflow.step_tasks t
     join input on input.run_id = t.run_id and input.step_slug = t.step_slug
       and input.task_index = t.task_index and input.attempt = t.attempts_count
@@ -1254,7 +1259,7 @@ begin
         completed_at = now(),
         output = coalesce(locked.output, 'null'::jsonb)
     from locked
-    where t.ctid = locked.row_ctid and t.status = 'started'
+    where t.ctid = locked.row_ctid and locked.status = 'started'
     returning t.run_id, t.step_slug, t.output
   )
   select array_agg(run_id), array_agg(step_slug), array_agg(output), count(*)
@@ -1272,7 +1277,7 @@ begin
     group by c.run_id, c.step_slug
   ),
   locked as (
-    select ss.ctid as row_ctid, per_step.n, per_step.output
+    select ss.ctid as row_ctid, ss.status, per_step.n, per_step.output
     from pgflow.step_states ss
     join per_step on per_step.run_id = ss.run_id and per_step.step_slug = ss.step_slug
     order by ss.run_id, ss.step_slug
@@ -1288,7 +1293,7 @@ begin
                       when s.step_type = 'single' then locked.output
                       else pgflow.step_output(ss.run_id, ss.step_slug, s.step_type) end
     from locked, pgflow.steps s
-    where ss.ctid = locked.row_ctid and ss.status = 'started'
+    where ss.ctid = locked.row_ctid and locked.status = 'started'
       and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
     returning ss.run_id, ss.step_slug, ss.flow_slug, ss.status
   )
