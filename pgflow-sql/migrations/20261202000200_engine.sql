@@ -984,11 +984,9 @@ $$;
 --
 -- Matches tasks by (queue_name, message_id) only; the flow recorded on each task is data, never
 -- a filter. Every matched (flow_slug, step_slug) pair is checked against the worker's supported
--- pairs (p_flow_slugs[i], p_step_slugs[i]): one unsupported pair raises PF003 naming the queue,
--- the message ids and the pairs, and the error undoes everything the call did (no task status,
--- no attempt, no message archived; with read_and_start_tasks, not the read either).
--- The claim is one UPDATE that matches and claims in a single pass; the check runs on what
--- it returned, so the common case pays for no separate validation read.
+-- pairs (p_flow_slugs[i], p_step_slugs[i]) before anything is written: one unsupported pair
+-- raises PF003 naming the queue, the message ids and the pairs, and nothing changes (no task
+-- status, no attempt, no message archived; with read_and_start_tasks, not the read either).
 --
 -- Otherwise each claimable task becomes 'started' and its attempt is counted; tasks of runs
 -- that already failed are failed instead of being returned. Every message of the call is
@@ -997,10 +995,10 @@ $$;
 -- the queue holds only messages that wait, and reads never walk past claimed ones. A
 -- message without a queued task (stale) is archived too.
 --
--- Returns one row per claimed task, possibly of several concrete flows, with the handler
--- input: the flow input (root single step), the element (map step), or an object of the
--- dependencies' outputs keyed by step slug.
--- Locks: the claimed step_tasks (by the claiming UPDATE); no run locks.
+-- Returns one row per claimed task, in message order, possibly of several concrete flows,
+-- with the handler input: the flow input (root single step), the element (map step), or an
+-- object of the dependencies' outputs keyed by step slug.
+-- Locks: the matched queued step_tasks (key order); no run locks.
 create function pgflow.start_tasks(
   p_queue_name text,
   p_message_ids bigint[],
@@ -1025,17 +1023,8 @@ set enable_seqscan = off
 as $$
 #variable_conflict use_column
 declare
-  v_run_ids uuid[];
-  v_step_slugs text[];
-  v_task_indexes integer[];
-  v_flow_slugs text[];
-  v_message_ids bigint[];
-  v_attempts integer[];
-  v_timeouts integer[];
+  v_row_ctids tid[];
   v_unsupported jsonb;
-  v_dead_flows text[];
-  v_dead_steps text[];
-  v_dead_messages bigint[];
 begin
   if cardinality(coalesce(p_flow_slugs, array[]::text[]))
      <> cardinality(coalesce(p_step_slugs, array[]::text[])) then
@@ -1048,14 +1037,12 @@ begin
     return;
   end if;
 
-  -- Claim the queued tasks in one statement: a task of a live run becomes 'started'; a task
-  -- of a run that ended while it waited becomes 'failed' (its message is archived below). The
-  -- tasks are found and locked first, by (queue_name, message_id) (materialized, so that no
-  -- plan starts from the runs; a task changed meanwhile by someone else is re-checked under
-  -- its row lock and left out when no longer queued), then changed by row address. Messages
-  -- without a queued task are skipped.
-  with matched as materialized (
-    select t.ctid as row_ctid, t.run_id
+  -- Lock the queued tasks behind the messages (a task changed meanwhile by someone else is
+  -- re-checked under its row lock and left out when no longer queued) and check, before any
+  -- write, that the worker supports every pair met. Messages without a queued task are
+  -- skipped.
+  with matched as (
+    select t.ctid as row_ctid, t.flow_slug, t.step_slug, t.message_id
     from pgflow.step_tasks t
     where t.queue_name = p_queue_name
       and t.message_id = any(p_message_ids)
@@ -1063,54 +1050,21 @@ begin
     order by t.run_id, t.step_slug, t.task_index
     for no key update of t
   ),
-  changed as (
-    update pgflow.step_tasks t
-    set status = case when r.status = 'started' then 'started' else 'failed' end,
-        started_at = case when r.status = 'started' then now() else t.started_at end,
-        attempts_count = t.attempts_count + case when r.status = 'started' then 1 else 0 end,
-        last_worker_id = case when r.status = 'started' then p_worker_id
-                              else t.last_worker_id end,
-        failed_at = case when r.status = 'started' then t.failed_at else now() end,
-        error_message = case when r.status = 'started' then t.error_message
-                             else 'run failed before this task started' end
+  unsupported as (
+    select m.flow_slug, m.step_slug, jsonb_agg(m.message_id order by m.message_id) as message_ids
     from matched m
-    join pgflow.runs r on r.run_id = m.run_id
-    where t.ctid = m.row_ctid
-    returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count,
-              t.status
-  )
-  select array_agg(c.run_id order by c.message_id) filter (where c.status = 'started'),
-         array_agg(c.step_slug order by c.message_id) filter (where c.status = 'started'),
-         array_agg(c.task_index order by c.message_id) filter (where c.status = 'started'),
-         array_agg(c.flow_slug order by c.message_id) filter (where c.status = 'started'),
-         array_agg(c.message_id order by c.message_id) filter (where c.status = 'started'),
-         array_agg(c.attempts_count order by c.message_id) filter (where c.status = 'started'),
-         array_agg(o.timeout order by c.message_id) filter (where c.status = 'started'),
-         array_agg(c.flow_slug) filter (where c.status = 'failed'),
-         array_agg(c.step_slug) filter (where c.status = 'failed'),
-         array_agg(c.message_id) filter (where c.status = 'failed')
-  into v_run_ids, v_step_slugs, v_task_indexes, v_flow_slugs, v_message_ids, v_attempts,
-       v_timeouts, v_dead_flows, v_dead_steps, v_dead_messages
-  from changed c
-  join pgflow.step_options o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug;
-
-  -- Every pair met, claimed or failed, must be supported; otherwise the error undoes it all.
-  select jsonb_agg(jsonb_build_object('flow_slug', u.flow_slug, 'step_slug', u.step_slug,
-                                      'message_ids', u.message_ids)
-                   order by u.flow_slug, u.step_slug)
-  into v_unsupported
-  from (
-    select c.flow_slug, c.step_slug, jsonb_agg(c.message_id order by c.message_id) as message_ids
-    from (
-      select * from unnest(v_flow_slugs, v_step_slugs, v_message_ids)
-      union all
-      select * from unnest(v_dead_flows, v_dead_steps, v_dead_messages)
-    ) as c(flow_slug, step_slug, message_id)
     where not exists (
       select 1 from unnest(p_flow_slugs, p_step_slugs) as p(flow_slug, step_slug)
-      where p.flow_slug = c.flow_slug and p.step_slug = c.step_slug)
-    group by c.flow_slug, c.step_slug
-  ) u;
+      where p.flow_slug = m.flow_slug and p.step_slug = m.step_slug)
+    group by m.flow_slug, m.step_slug
+  )
+  select (select array_agg(row_ctid) from matched),
+         (select jsonb_agg(jsonb_build_object('flow_slug', u.flow_slug,
+                                              'step_slug', u.step_slug,
+                                              'message_ids', u.message_ids)
+                           order by u.flow_slug, u.step_slug)
+          from unsupported u)
+  into v_row_ctids, v_unsupported;
 
   if v_unsupported is not null then
     raise exception 'queue `%`: the claimed batch has tasks this worker does not support: %; '
@@ -1129,32 +1083,48 @@ begin
   perform pgflow.archive_messages(
     array_fill(p_queue_name, array[cardinality(p_message_ids)]), p_message_ids);
 
-  if v_run_ids is null then
+  if v_row_ctids is null then
     return;
   end if;
 
+  -- Claim the locked tasks, found by row address: a task of a live run becomes 'started'; a
+  -- task of a run that ended while it waited becomes 'failed' and is not returned.
   return query
+  with changed as (
+    update pgflow.step_tasks t
+    set status = case when r.status = 'started' then 'started' else 'failed' end,
+        started_at = case when r.status = 'started' then now() else t.started_at end,
+        attempts_count = t.attempts_count + case when r.status = 'started' then 1 else 0 end,
+        last_worker_id = case when r.status = 'started' then p_worker_id
+                              else t.last_worker_id end,
+        failed_at = case when r.status = 'started' then t.failed_at else now() end,
+        error_message = case when r.status = 'started' then t.error_message
+                             else 'run failed before this task started' end
+    from unnest(v_row_ctids) as l(row_ctid), pgflow.runs r
+    where t.ctid = l.row_ctid and r.run_id = t.run_id
+    returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count,
+              t.status, r.input as run_input
+  )
   select c.flow_slug, c.step_slug, c.run_id, c.task_index, c.message_id, p_queue_name,
-         c.attempt, c.timeout_seconds,
+         c.attempts_count, coalesce(s.opt_timeout, f.opt_timeout),
          case
-           when s.step_type = 'map' and s.deps_count = 0 then r.input -> c.task_index
+           when s.step_type = 'map' and s.deps_count = 0 then c.run_input -> c.task_index
            when s.step_type = 'map' then (
              select dss.output -> c.task_index
              from pgflow.deps d
              join pgflow.step_states dss on dss.run_id = c.run_id and dss.step_slug = d.dep_slug
              where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
-           when s.deps_count = 0 then r.input
+           when s.deps_count = 0 then c.run_input
            else (
              select jsonb_object_agg(d.dep_slug, dss.output)
              from pgflow.deps d
              join pgflow.step_states dss on dss.run_id = c.run_id and dss.step_slug = d.dep_slug
              where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
          end
-  from unnest(v_run_ids, v_step_slugs, v_task_indexes, v_flow_slugs, v_message_ids, v_attempts,
-              v_timeouts)
-    as c(run_id, step_slug, task_index, flow_slug, message_id, attempt, timeout_seconds)
+  from changed c
   join pgflow.steps s on s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
-  join pgflow.runs r on r.run_id = c.run_id
+  join pgflow.flows f on f.flow_slug = c.flow_slug
+  where c.status = 'started'
   order by c.message_id;
 end;
 $$;
