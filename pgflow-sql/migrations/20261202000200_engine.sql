@@ -52,7 +52,9 @@ join pgflow.flows f on f.flow_slug = s.flow_slug;
 ------------------------------------------------------------------------------------------------
 
 -- Helpers on the hot path are plpgsql, not SQL functions: Postgres 15 parses and plans a SQL
--- function's body on every call, while plpgsql keeps its plans for the session.
+-- function's body on every call, while plpgsql keeps its plans for the session. For the same
+-- reason messages are sent with PGMQ's plpgsql form of send_batch (queue, messages, headers,
+-- visible-at time); its shorter forms are SQL functions around it.
 --
 -- The entry points called once per batch (start_flows, start_tasks, read_and_start_tasks,
 -- complete_tasks, fail_tasks) run with plan_cache_mode = force_generic_plan, which holds for
@@ -133,7 +135,8 @@ begin
     -- PGMQ assigns increasing ids in insertion order; pair them with the tasks by rank.
     with sent as (
       select msg_id, row_number() over (order by msg_id) as ordinality
-      from pgmq.send_batch(v_group.queue_name, v_group.bodies, v_group.delay) as msg_id
+      from pgmq.send_batch(v_group.queue_name, v_group.bodies, null::jsonb[],
+                           clock_timestamp() + make_interval(secs => v_group.delay)) as msg_id
     )
     update pgflow.step_tasks t
     set message_id = sent.msg_id
@@ -751,7 +754,8 @@ begin
                                              'step_slug', step_slug, 'task_index', task_index)
                           order by ordinality)
          from batch),
-        v_group.start_delay) as msg_id
+        null::jsonb[],
+        clock_timestamp() + make_interval(secs => v_group.start_delay)) as msg_id
     )
     insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name, message_id)
     select batch.run_id, batch.step_slug, batch.task_index, batch.flow_slug,
