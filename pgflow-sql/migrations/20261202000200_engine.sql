@@ -1084,8 +1084,7 @@ begin
             hint = 'add the missing concrete flows to this worker''s registry and restart it';
   end if;
 
-  perform pgflow.archive_messages(
-    array_fill(p_queue_name, array[cardinality(p_message_ids)]), p_message_ids);
+  perform pgmq.archive(p_queue_name, p_message_ids);
 
   if v_row_ctids is null then
     return;
