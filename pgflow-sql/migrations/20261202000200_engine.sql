@@ -959,10 +959,12 @@ begin
     perform pgflow.enqueue_step_tasks(v_started);
   end if;
 
+  -- One key lookup per run (`offset 0` keeps the lookup apart from the join): a plan made
+  -- for a batch of runs may otherwise hash-join against a scan of every run.
   return query
   select r.*
   from unnest(v_run_ids) with ordinality as ids(run_id, ordinality)
-  join pgflow.runs r on r.run_id = ids.run_id
+  cross join lateral (select * from pgflow.runs x where x.run_id = ids.run_id offset 0) r
   order by ids.ordinality;
 end;
 $$;
