@@ -1,5 +1,6 @@
 //! Servers without autovacuum: `pgflow.refresh_statistics`, vacuuming pgflow's busy tables, and
-//! the worker's maintenance loop that does both.
+//! the worker's maintenance loop that does both; and plans made on small tables staying right
+//! as the tables grow.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -211,4 +212,75 @@ async fn tables_with_many_dead_rows_are_vacuumed_one_caller_at_a_time(pool: PgPo
                 .is_empty()
         );
     }
+}
+
+/// Sequential scans of the run-state tables so far in the connection's open transaction.
+async fn scans_of_run_state(conn: &mut sqlx::PgConnection) -> Vec<(String, i64)> {
+    sqlx::query_as(
+        "select relname::text, seq_scan from pg_stat_xact_user_tables
+         where schemaname = 'pgflow' and relname in ('runs', 'step_states', 'step_tasks')
+           and seq_scan > 0
+         order by relname",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrations = false)]
+async fn batches_planned_while_the_tables_were_small_reach_their_rows_by_key(pool: PgPool) {
+    install(&pool).await;
+    let definition = compiled(
+        &pool,
+        FlowDefinition::new(flow("keyed"))
+            .step(single("first", &[]))
+            .step(single("second", &["first"])),
+    )
+    .await;
+    let queue = definition.queue_of(&definition.steps[0]);
+    let pairs = crate::support::pairs_for(&[&definition], &queue);
+
+    // A few hundred finished runs, analyzed: the statistics a quiet moment leaves behind, on
+    // which a hash join over a scan of a whole table looks cheaper than a few key lookups.
+    start_runs(&pool, "keyed", 300).await;
+    crate::support::drain(&pool, &definition, |_| json!({})).await;
+    sqlx::query("analyze pgflow.runs, pgflow.step_states, pgflow.step_tasks")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    // One connection plans every entry point on those statistics (the plans are cached for
+    // the session), then starts, claims and completes one run's tasks in one transaction.
+    let mut conn = pool.acquire().await.unwrap();
+    let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
+    engine::start_flows(&mut *tx, "keyed", &[json!(1)])
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let tasks =
+            engine::read_and_start_tasks(&mut *tx, &queue, uuid::Uuid::new_v4(), &pairs, 10, 30)
+                .await
+                .unwrap();
+        assert_eq!(
+            tasks.len(),
+            1,
+            "one task of the new run is visible at a time"
+        );
+        let completions: Vec<_> = tasks
+            .iter()
+            .map(|t| engine::TaskCompletion::of(t, json!({})))
+            .collect();
+        assert_eq!(
+            engine::complete_tasks(&mut *tx, &completions)
+                .await
+                .unwrap(),
+            1
+        );
+    }
+    assert_eq!(
+        scans_of_run_state(&mut tx).await,
+        Vec::<(String, i64)>::new(),
+        "starting, claiming and completing found every row by key"
+    );
+    tx.commit().await.unwrap();
 }
