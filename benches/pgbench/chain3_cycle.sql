@@ -1,0 +1,2 @@
+select coalesce(array_agg(run_id), '{}') as r, coalesce(array_agg(step_slug), '{}') as s, coalesce(array_agg(task_index), '{}') as i, coalesce(array_agg(attempt), '{}') as a, coalesce(array_agg('{}'::jsonb), '{}') as o from pgflow.read_and_start_tasks('q', '00000000-0000-0000-0000-000000000001', array['chain3', 'chain3', 'chain3'], array['a', 'b', 'c'], 100, 30) \gset
+select pgflow.complete_tasks(':r'::uuid[], ':s'::text[], ':i'::int[], ':a'::int[], ':o'::jsonb[]);
