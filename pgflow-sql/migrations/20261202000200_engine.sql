@@ -1116,7 +1116,7 @@ begin
               t.status, r.input as run_input
   )
   select c.flow_slug, c.step_slug, c.run_id, c.task_index, c.message_id, p_queue_name,
-         c.attempts_count, coalesce(s.opt_timeout, f.opt_timeout),
+         c.attempts_count, o.timeout,
          case
            when s.step_type = 'map' and s.deps_count = 0 then c.run_input -> c.task_index
            when s.step_type = 'map' then (
@@ -1133,7 +1133,7 @@ begin
          end
   from changed c
   join pgflow.steps s on s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
-  join pgflow.flows f on f.flow_slug = c.flow_slug
+  join pgflow.step_options o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug
   where c.status = 'started'
   order by c.message_id;
 end;
