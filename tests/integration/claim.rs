@@ -348,3 +348,40 @@ async fn a_claim_archives_every_message_it_read(pool: PgPool) {
         vec![("work".into(), 0, "started".into(), 1)]
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_claimed_task_carries_its_steps_timeout_or_else_its_flows(pool: PgPool) {
+    install(&pool).await;
+    let mut definition = FlowDefinition::new(flow("timed"))
+        .options(pgflow::FlowOptions {
+            timeout: std::time::Duration::from_secs(45),
+            ..pgflow::FlowOptions::default()
+        })
+        .step(single("quick", &[]).queue(queue("timed_work")))
+        .step(single("inherits", &[]).queue(queue("timed_work")));
+    definition.steps[0].options = pgflow::StepOptions {
+        timeout: Some(std::time::Duration::from_secs(7)),
+        ..pgflow::StepOptions::default()
+    };
+    let definition = compiled(&pool, definition).await;
+    engine::start_flows(&pool, "timed", &[json!(1)])
+        .await
+        .unwrap();
+
+    let tasks = claim(
+        &pool,
+        &queue("timed_work"),
+        &pairs_for(&[&definition], &queue("timed_work")),
+    )
+    .await;
+    let mut timeouts: Vec<(String, i32)> = tasks
+        .iter()
+        .map(|t| (t.step_slug.clone(), t.timeout_seconds))
+        .collect();
+    timeouts.sort();
+    assert_eq!(
+        timeouts,
+        vec![("inherits".to_owned(), 45), ("quick".to_owned(), 7)],
+        "a step's own timeout wins; a step without one gets the flow's"
+    );
+}
