@@ -453,6 +453,71 @@ async fn vacuum_listed_tables(
     Ok(tables)
 }
 
+/// What one call of [`prune`] deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromRow)]
+pub struct Pruned {
+    /// Another caller was pruning the same database at that moment; this call deleted nothing.
+    pub busy: bool,
+    /// Runs that had ended (completed or failed) before the cutoff.
+    pub runs: i64,
+    /// Their step states.
+    pub step_states: i64,
+    /// Their tasks.
+    pub tasks: i64,
+    /// Messages of pgflow's queues archived before the cutoff (PGMQ's `a_<queue>` tables).
+    pub archived_messages: i64,
+    /// Workers that stopped before the cutoff.
+    pub workers: i64,
+}
+
+impl Pruned {
+    /// Adds another call's counts to these (`busy` if either was).
+    pub fn add(&mut self, other: Pruned) {
+        self.busy |= other.busy;
+        self.runs += other.runs;
+        self.step_states += other.step_states;
+        self.tasks += other.tasks;
+        self.archived_messages += other.archived_messages;
+        self.workers += other.workers;
+    }
+}
+
+/// Deletes what ended more than `older_than` ago: completed and failed runs with their step
+/// states and tasks (at most `max_runs` runs per call), archived messages of pgflow's queues
+/// and stopped workers. Live runs are never touched. One caller per database at a time; a
+/// concurrent call deletes nothing and says `busy`. Call again while it returns `max_runs`
+/// runs, or use [`prune_all`].
+pub async fn prune(
+    executor: impl PgExecutor<'_>,
+    older_than: std::time::Duration,
+    max_runs: i32,
+) -> Result<Pruned, EngineError> {
+    let pruned = sqlx::query_as::<_, Pruned>("select * from pgflow.prune($1, $2)")
+        .bind(older_than)
+        .bind(max_runs)
+        .fetch_one(executor)
+        .await?;
+    Ok(pruned)
+}
+
+/// [`prune`] in batches of `batch_runs` runs (one transaction each, so that no batch holds
+/// many locks for long) until no ended run older than `older_than` is left or another caller
+/// is pruning. Returns the totals.
+pub async fn prune_all(
+    pool: &sqlx::PgPool,
+    older_than: std::time::Duration,
+    batch_runs: i32,
+) -> Result<Pruned, EngineError> {
+    let mut total = Pruned::default();
+    loop {
+        let pruned = prune(pool, older_than, batch_runs).await?;
+        total.add(pruned);
+        if pruned.busy || pruned.runs < i64::from(batch_runs) {
+            return Ok(total);
+        }
+    }
+}
+
 /// The flow input a run was started with.
 pub async fn run_input(executor: impl PgExecutor<'_>, run_id: Uuid) -> Result<Value, EngineError> {
     let input = sqlx::query_scalar("select input from pgflow.runs where run_id = $1")

@@ -25,7 +25,7 @@ pub use context::{Context, ContextParts};
 pub use definition::{FlowDefinition, FlowOptions, StepDefinition, StepOptions, StepType};
 pub use deployment::{Deployment, FlowQueue, FlowSpec};
 pub use engine::{
-    Activation, ClaimedTask, CompileStatus, DrainStatus, FailureOutcome, Run, RunStatus,
+    Activation, ClaimedTask, CompileStatus, DrainStatus, FailureOutcome, Pruned, Run, RunStatus,
     StalledTask, SupportedPairs, TaskCompletion, TaskFailure,
 };
 pub use error::{EngineError, UnsupportedPair};

@@ -1,0 +1,93 @@
+-- Retention: what the engine keeps after the work is done. Runs that ended, their step states
+-- and tasks, the PGMQ archive of pgflow's queues and the rows of stopped workers stay until they
+-- are pruned; nothing else ever deletes them. `prune` deletes what ended before a cutoff.
+
+-- prune: deletes, in one transaction,
+--   * runs that completed or failed more than p_older_than ago, with their step states and
+--     tasks: at most p_max_runs runs per call (call again while it returns that many); runs
+--     locked by someone else (a late result being stored) are left for the next call;
+--   * archived messages of pgflow's queues archived more than p_older_than ago;
+--   * workers that stopped more than p_older_than ago.
+-- Live runs, their tasks and their messages are never touched. One caller at a time per
+-- database (a transaction advisory try-lock): a concurrent caller prunes nothing and gets
+-- `busy = true`.
+-- Raises PF005 for a negative or missing p_older_than or a p_max_runs below 1.
+-- Locks: advisory (namespace, 3), then the pruned runs (SKIP LOCKED), their tasks and step
+-- states (the engine's lock order).
+create function pgflow.prune(p_older_than interval, p_max_runs integer default 10000)
+returns table (
+  busy boolean,
+  runs bigint,
+  step_states bigint,
+  tasks bigint,
+  archived_messages bigint,
+  workers bigint
+)
+language plpgsql
+as $$
+#variable_conflict use_column
+declare
+  v_cutoff timestamptz;
+  v_run_ids uuid[];
+  v_queue text;
+  v_deleted bigint;
+begin
+  if p_older_than is null or p_older_than < interval '0' then
+    raise exception 'prune: older_than must be zero or more (got %)',
+      coalesce(p_older_than::text, 'null')
+      using errcode = 'PF005',
+            hint = 'pass how long ended runs and archived messages are kept, e.g. 7 days';
+  end if;
+  if p_max_runs is null or p_max_runs < 1 then
+    raise exception 'prune: max_runs must be at least 1 (got %)',
+      coalesce(p_max_runs::text, 'null')
+      using errcode = 'PF005';
+  end if;
+
+  busy := not pg_try_advisory_xact_lock(pgflow.lock_namespace(), 3);
+  runs := 0; step_states := 0; tasks := 0; archived_messages := 0; workers := 0;
+  if busy then
+    return next;
+    return;
+  end if;
+  v_cutoff := now() - p_older_than;
+
+  -- Ended runs have no live tasks (ending a run fails its live tasks) and no queued messages;
+  -- a late result for one of them locks the run first, so SKIP LOCKED leaves it to finish.
+  select array_agg(r.run_id) into v_run_ids
+  from (
+    select r.run_id
+    from pgflow.runs r
+    where r.status in ('completed', 'failed')
+      and coalesce(r.completed_at, r.failed_at) < v_cutoff
+    limit p_max_runs
+    for update of r skip locked
+  ) r;
+
+  if v_run_ids is not null then
+    delete from pgflow.step_tasks t where t.run_id = any(v_run_ids);
+    get diagnostics tasks = row_count;
+    delete from pgflow.step_states ss where ss.run_id = any(v_run_ids);
+    get diagnostics step_states = row_count;
+    delete from pgflow.runs r where r.run_id = any(v_run_ids);
+    get diagnostics runs = row_count;
+  end if;
+
+  -- PGMQ indexes every archive table by archived_at.
+  for v_queue in
+    select distinct s.queue_name from pgflow.steps s
+    where exists (select 1 from pgmq.meta m where m.queue_name = s.queue_name)
+    order by 1
+  loop
+    execute format('delete from pgmq.%I where archived_at < $1', 'a_' || v_queue)
+      using v_cutoff;
+    get diagnostics v_deleted = row_count;
+    archived_messages := archived_messages + v_deleted;
+  end loop;
+
+  delete from pgflow.workers w where w.stopped_at < v_cutoff;
+  get diagnostics workers = row_count;
+
+  return next;
+end;
+$$;
