@@ -7,6 +7,10 @@ use sqlx::PgPool;
 
 use crate::deployment::FlowQueue;
 
+/// How often, at most, a worker with a [`WorkerSettings::retention`] prunes. Finding ended
+/// runs reads the runs table (no index is kept for it on the hot path), so pruning is rare.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
 /// Where a worker gets its database connections.
 #[derive(Debug, Clone, Default)]
 pub enum Connection {
@@ -48,6 +52,11 @@ pub struct WorkerSettings {
     pub stalled_grace: Duration,
     /// How often a task may be requeued after stalling before it fails for good. Default 3.
     pub max_requeues: u32,
+    /// How long ended runs (with their step states and tasks), archived messages of pgflow's
+    /// queues and stopped workers are kept. When set, the maintenance pass deletes what is
+    /// older: at the first pass, then at most once every [`PRUNE_EVERY`] (one worker per
+    /// database at a time). Default: `None`, everything is kept (prune with `pgflow prune`).
+    pub retention: Option<Duration>,
     /// The worker function this worker belongs to. Default: `PGFLOW_WORKER_FUNCTION`, else the
     /// binary's name.
     pub function_name: Option<String>,
@@ -68,6 +77,7 @@ impl Default for WorkerSettings {
             stalled_check_interval: Duration::from_secs(15),
             stalled_grace: Duration::from_secs(30),
             max_requeues: 3,
+            retention: None,
             function_name: None,
             connection: Connection::FromEnv,
         }
@@ -180,6 +190,13 @@ impl<Q: FlowQueue> WorkerConfig<Q> {
     /// How often a stalled task is requeued before it fails.
     pub fn max_requeues(mut self, n: u32) -> Self {
         self.settings.max_requeues = n;
+        self
+    }
+
+    /// Keep ended runs, archived messages and stopped workers this long, then delete them
+    /// (see [`WorkerSettings::retention`]).
+    pub fn retention(mut self, keep: Duration) -> Self {
+        self.settings.retention = Some(keep);
         self
     }
 

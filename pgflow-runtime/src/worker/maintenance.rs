@@ -1,15 +1,19 @@
 //! The worker's maintenance loop, apart from its heartbeats so that a long pass never delays
 //! them: stalled-task recovery and, on servers running without autovacuum, planner statistics
-//! and vacuum of pgflow's busy tables. Each part runs in one worker per database at a time.
+//! and vacuum of pgflow's busy tables, and pruning of ended work when the worker has a
+//! retention. Each part runs in one worker per database at a time.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::engine;
 use crate::error::EngineError;
+use crate::worker::config::PRUNE_EVERY;
 use crate::worker::run::Runtime;
 
 /// Runs a maintenance pass every `stalled_check_interval` until the worker shuts down.
 pub async fn maintain(rt: Arc<Runtime>) {
+    let mut last_pruned: Option<Instant> = None;
     loop {
         tokio::select! {
             () = tokio::time::sleep(rt.settings.stalled_check_interval) => {}
@@ -18,6 +22,39 @@ pub async fn maintain(rt: Arc<Runtime>) {
         recover_stalled(&rt).await;
         refresh_statistics(&rt).await;
         vacuum(&rt).await;
+        if last_pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+            if let Some(retention) = rt.settings.retention {
+                prune(&rt, retention).await;
+            }
+            last_pruned = Some(Instant::now());
+        }
+    }
+}
+
+/// Runs in each pruning transaction, at most: small enough that no batch holds many locks
+/// for long.
+const PRUNE_BATCH_RUNS: i32 = 10_000;
+
+/// Deletes ended runs, archived messages and stopped workers older than `retention` (a no-op
+/// while another worker does it).
+async fn prune(rt: &Runtime, retention: Duration) {
+    let queue = rt.started.queue.as_str();
+    match engine::prune_all(&rt.started.pool, retention, PRUNE_BATCH_RUNS).await {
+        Ok(pruned) => {
+            if pruned.runs + pruned.archived_messages + pruned.workers > 0 {
+                tracing::info!(
+                    queue,
+                    retention_s = retention.as_secs(),
+                    runs = pruned.runs,
+                    step_states = pruned.step_states,
+                    tasks = pruned.tasks,
+                    archived_messages = pruned.archived_messages,
+                    workers = pruned.workers,
+                    "pruned ended work older than the retention"
+                );
+            }
+        }
+        Err(error) => tracing::warn!(queue, %error, "pruning ended work failed"),
     }
 }
 

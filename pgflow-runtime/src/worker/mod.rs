@@ -39,7 +39,7 @@ use uuid::Uuid;
 use crate::deployment::{Deployment, FlowQueue, FlowSpec};
 use crate::names::QueueName;
 
-pub use config::{Connection, WorkerConfig, WorkerSettings};
+pub use config::{Connection, PRUNE_EVERY, WorkerConfig, WorkerSettings};
 pub use error::{COVERAGE_LIST_LIMIT, WorkerError};
 pub use registry::{RegisteredFlow, Registry, Routes, at};
 pub use startup::FlowStartup;
