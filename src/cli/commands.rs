@@ -700,6 +700,40 @@ pub async fn deprecate(pool: &PgPool, out: &Output, function: &str) -> Result<()
     Ok(())
 }
 
+pub async fn prune(
+    pool: &PgPool,
+    out: &Output,
+    older_than: Duration,
+    batch: i32,
+) -> Result<(), Failure> {
+    let pruned = pgflow::engine::prune_all(pool, older_than, batch).await?;
+    out.print(
+        json!({
+            "busy": pruned.busy, "runs": pruned.runs, "step_states": pruned.step_states,
+            "tasks": pruned.tasks, "archived_messages": pruned.archived_messages,
+            "workers": pruned.workers,
+        }),
+        || {
+            let summary = format!(
+                "pruned {} run(s) ({} step state(s), {} task(s)), {} archived message(s) and {} \
+                 stopped worker(s) older than {}s",
+                pruned.runs,
+                pruned.step_states,
+                pruned.tasks,
+                pruned.archived_messages,
+                pruned.workers,
+                older_than.as_secs()
+            );
+            if pruned.busy {
+                format!("{summary}; another prune was running, so some may be left")
+            } else {
+                summary
+            }
+        },
+    );
+    Ok(())
+}
+
 /// The error and its causes on one line.
 fn one_line(error: &dyn std::error::Error) -> String {
     let mut line = error.to_string();

@@ -81,6 +81,44 @@ enum Command {
     /// Workers: list them, or deprecate those of a function.
     #[command(subcommand)]
     Workers(WorkersCommand),
+    /// Delete runs that ended (with their steps and tasks), archived messages of pgflow's
+    /// queues and stopped workers, older than --older-than. Live runs are never touched.
+    Prune {
+        /// How long to keep them: a whole number with a unit, s, m, h, d or w (e.g. 7d, 12h).
+        #[arg(long, value_parser = parse_age)]
+        older_than: std::time::Duration,
+        /// Runs deleted per transaction.
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..))]
+        batch: i32,
+    },
+}
+
+/// `7d`, `12h`, `30m`, `90s`, `2w`: a whole number of one unit.
+fn parse_age(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("`{text}` has no unit: add s, m, h, d or w (e.g. 7d)"))?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` does not start with a whole number (e.g. 7d)"))?;
+    let seconds_per_unit = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => {
+            return Err(format!(
+                "`{unit}` is not a unit: use s, m, h, d or w (e.g. 7d)"
+            ));
+        }
+    };
+    number
+        .checked_mul(seconds_per_unit)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("`{text}` is too long"))
 }
 
 #[derive(Debug, Subcommand)]
@@ -227,6 +265,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 }
                 Command::Workers(WorkersCommand::Deprecate { function }) => {
                     commands::deprecate(&pool, &out, &function).await
+                }
+                Command::Prune { older_than, batch } => {
+                    commands::prune(&pool, &out, older_than, batch).await
                 }
             }
         }
