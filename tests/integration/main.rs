@@ -14,6 +14,7 @@ mod flows;
 mod install;
 mod integrity;
 mod outputs;
+mod retention;
 mod retry;
 mod rollout;
 mod stalled;
