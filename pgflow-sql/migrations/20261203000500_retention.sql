@@ -6,9 +6,10 @@
 --   * runs that completed or failed more than p_older_than ago, with their step states and
 --     tasks: at most p_max_runs runs per call (call again while it returns that many); runs
 --     locked by someone else (a late result being stored) are left for the next call;
---   * archived messages of pgflow's queues archived more than p_older_than ago;
+--   * archived messages of pgflow's queues archived more than p_older_than ago (a live run's
+--     too: the archive is history; the queue itself is not touched);
 --   * workers that stopped more than p_older_than ago.
--- Live runs, their tasks and their messages are never touched. One caller at a time per
+-- Live runs, their tasks and queued messages are never touched. One caller at a time per
 -- database (a transaction advisory try-lock): a concurrent caller prunes nothing and gets
 -- `busy = true`.
 -- Raises PF005 for a negative or missing p_older_than or a p_max_runs below 1.
