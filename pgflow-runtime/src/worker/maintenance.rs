@@ -22,10 +22,10 @@ pub async fn maintain(rt: Arc<Runtime>) {
         recover_stalled(&rt).await;
         refresh_statistics(&rt).await;
         vacuum(&rt).await;
-        if last_pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
-            if let Some(retention) = rt.settings.retention {
-                prune(&rt, retention).await;
-            }
+        if let Some(retention) = rt.settings.retention
+            && last_pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY)
+        {
+            prune(&rt, retention).await;
             last_pruned = Some(Instant::now());
         }
     }
