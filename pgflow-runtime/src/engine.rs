@@ -471,6 +471,13 @@ pub struct Pruned {
 }
 
 impl Pruned {
+    /// Whether the call that returned this deleted a whole batch of runs or archived
+    /// messages: more may be left to prune.
+    pub fn is_full(&self, batch_size: i32) -> bool {
+        let batch = i64::from(batch_size);
+        self.runs >= batch || self.archived_messages >= batch
+    }
+
     /// Adds another call's counts to these (`busy` if either was).
     pub fn add(&mut self, other: Pruned) {
         self.busy |= other.busy;
@@ -482,37 +489,37 @@ impl Pruned {
     }
 }
 
-/// Deletes what ended more than `older_than` ago: completed and failed runs with their step
-/// states and tasks (at most `max_runs` runs per call), archived messages of pgflow's queues
-/// and stopped workers. Live runs are never touched. One caller per database at a time; a
-/// concurrent call deletes nothing and says `busy`. Call again while it returns `max_runs`
-/// runs, or use [`prune_all`].
+/// Deletes what ended more than `older_than` ago, in one transaction: completed and failed
+/// runs with their step states and tasks, and archived messages of pgflow's queues (at most
+/// `batch_size` of each), and stopped workers. Live runs and queued messages are never
+/// touched. One caller per database at a time; a concurrent call deletes nothing and says
+/// `busy`. Call again while [`Pruned::is_full`], or use [`prune_all`].
 pub async fn prune(
     executor: impl PgExecutor<'_>,
     older_than: std::time::Duration,
-    max_runs: i32,
+    batch_size: i32,
 ) -> Result<Pruned, EngineError> {
     let pruned = sqlx::query_as::<_, Pruned>("select * from pgflow.prune($1, $2)")
         .bind(older_than)
-        .bind(max_runs)
+        .bind(batch_size)
         .fetch_one(executor)
         .await?;
     Ok(pruned)
 }
 
-/// [`prune`] in batches of `batch_runs` runs (one transaction each, so that no batch holds
-/// many locks for long) until no ended run older than `older_than` is left or another caller
-/// is pruning. Returns the totals.
+/// [`prune`] again and again, `batch_size` rows of each kind per transaction (so that no
+/// transaction holds many locks or writes much for long), until nothing older than
+/// `older_than` is left or another caller is pruning. Returns the totals.
 pub async fn prune_all(
     pool: &sqlx::PgPool,
     older_than: std::time::Duration,
-    batch_runs: i32,
+    batch_size: i32,
 ) -> Result<Pruned, EngineError> {
     let mut total = Pruned::default();
     loop {
-        let pruned = prune(pool, older_than, batch_runs).await?;
+        let pruned = prune(pool, older_than, batch_size).await?;
         total.add(pruned);
-        if pruned.busy || pruned.runs < i64::from(batch_runs) {
+        if pruned.busy || !pruned.is_full(batch_size) {
             return Ok(total);
         }
     }

@@ -4,18 +4,21 @@
 
 -- prune: deletes, in one transaction,
 --   * runs that completed or failed more than p_older_than ago, with their step states and
---     tasks: at most p_max_runs runs per call (call again while it returns that many); runs
---     locked by someone else (a late result being stored) are left for the next call;
+--     tasks, at most p_batch_size runs; runs locked by someone else (a late result being
+--     stored) are left for the next call;
 --   * archived messages of pgflow's queues archived more than p_older_than ago (a live run's
---     too: the archive is history; the queue itself is not touched);
+--     too: the archive is history; the queue itself is not touched), at most p_batch_size,
+--     oldest first;
 --   * workers that stopped more than p_older_than ago.
+-- Call again while it returns p_batch_size runs or archived messages: each call is one
+-- transaction of bounded size.
 -- Live runs, their tasks and queued messages are never touched. One caller at a time per
 -- database (a transaction advisory try-lock): a concurrent caller prunes nothing and gets
 -- `busy = true`.
--- Raises PF005 for a negative or missing p_older_than or a p_max_runs below 1.
+-- Raises PF005 for a negative or missing p_older_than or a p_batch_size below 1.
 -- Locks: advisory (namespace, 3), then the pruned runs (SKIP LOCKED), their tasks and step
 -- states (the engine's lock order).
-create function pgflow.prune(p_older_than interval, p_max_runs integer default 10000)
+create function pgflow.prune(p_older_than interval, p_batch_size integer default 10000)
 returns table (
   busy boolean,
   runs bigint,
@@ -39,9 +42,9 @@ begin
       using errcode = 'PF005',
             hint = 'pass how long ended runs and archived messages are kept, e.g. 7 days';
   end if;
-  if p_max_runs is null or p_max_runs < 1 then
-    raise exception 'prune: max_runs must be at least 1 (got %)',
-      coalesce(p_max_runs::text, 'null')
+  if p_batch_size is null or p_batch_size < 1 then
+    raise exception 'prune: batch_size must be at least 1 (got %)',
+      coalesce(p_batch_size::text, 'null')
       using errcode = 'PF005';
   end if;
 
@@ -61,7 +64,7 @@ begin
     from pgflow.runs r
     where r.status in ('completed', 'failed')
       and coalesce(r.completed_at, r.failed_at) < v_cutoff
-    limit p_max_runs
+    limit p_batch_size
     for update of r skip locked
   ) r;
 
@@ -74,14 +77,18 @@ begin
     get diagnostics runs = row_count;
   end if;
 
-  -- PGMQ indexes every archive table by archived_at.
+  -- PGMQ indexes every archive table by archived_at: the oldest are found by key.
   for v_queue in
     select distinct s.queue_name from pgflow.steps s
     where exists (select 1 from pgmq.meta m where m.queue_name = s.queue_name)
     order by 1
   loop
-    execute format('delete from pgmq.%I where archived_at < $1', 'a_' || v_queue)
-      using v_cutoff;
+    exit when archived_messages >= p_batch_size;
+    execute format(
+      'delete from pgmq.%1$I where msg_id in (select msg_id from pgmq.%1$I
+         where archived_at < $1 order by archived_at limit $2)',
+      'a_' || v_queue)
+      using v_cutoff, p_batch_size - archived_messages;
     get diagnostics v_deleted = row_count;
     archived_messages := archived_messages + v_deleted;
   end loop;

@@ -87,7 +87,7 @@ enum Command {
         /// How long to keep them: a whole number with a unit, s, m, h, d or w (e.g. 7d, 12h).
         #[arg(long, value_parser = parse_age)]
         older_than: std::time::Duration,
-        /// Runs deleted per transaction.
+        /// Runs, and archived messages, deleted per transaction at most.
         #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..))]
         batch: i32,
     },

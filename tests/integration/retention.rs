@@ -184,7 +184,9 @@ async fn pruning_deletes_what_ended_before_the_cutoff_and_keeps_live_and_recent_
 }
 
 #[sqlx::test(migrations = false)]
-async fn pruning_goes_in_batches_and_leaves_a_run_locked_by_a_late_result_for_later(pool: PgPool) {
+async fn pruning_goes_in_bounded_batches_and_leaves_a_run_locked_by_a_late_result_for_later(
+    pool: PgPool,
+) {
     install(&pool).await;
     let f = compiled(&pool, two_steps("batched")).await;
     let mut runs = Vec::new();
@@ -202,17 +204,26 @@ async fn pruning_goes_in_batches_and_leaves_a_run_locked_by_a_late_result_for_la
         .await
         .unwrap();
 
-    assert_eq!(engine::prune(&pool, DAY, 2).await.unwrap().runs, 2);
-    assert_eq!(engine::prune(&pool, DAY, 2).await.unwrap().runs, 1);
-    assert_eq!(engine::prune(&pool, DAY, 2).await.unwrap().runs, 0);
+    // Batches of two runs and two archived messages (of the eight, two per run).
+    let mut calls = Vec::new();
+    for _ in 0..3 {
+        let pruned = engine::prune(&pool, DAY, 2).await.unwrap();
+        calls.push((pruned.runs, pruned.archived_messages, pruned.is_full(2)));
+    }
+    assert_eq!(calls, vec![(2, 2, true), (1, 2, true), (0, 2, true)]);
     assert_eq!(rows_of(&pool, runs[0]).await, (1, 2, 2));
+    assert_eq!(archived(&pool, "batched").await, 2);
     late.commit().await.unwrap();
 
     let total = engine::prune_all(&pool, DAY, 1).await.unwrap();
-    assert_eq!((total.busy, total.runs, total.tasks), (false, 1, 2));
+    assert_eq!(
+        (total.busy, total.runs, total.tasks, total.archived_messages),
+        (false, 1, 2, 2)
+    );
     for run_id in runs {
         assert_eq!(rows_of(&pool, run_id).await, (0, 0, 0));
     }
+    assert_eq!(archived(&pool, "batched").await, 0);
 }
 
 #[sqlx::test(migrations = false)]
@@ -220,7 +231,10 @@ async fn prune_refuses_bad_arguments_and_one_caller_prunes_at_a_time(pool: PgPoo
     install(&pool).await;
     match engine::prune(&pool, DAY, 0).await {
         Err(EngineError::InvalidArguments(message)) => {
-            assert!(message.contains("max_runs must be at least 1"), "{message}")
+            assert!(
+                message.contains("batch_size must be at least 1"),
+                "{message}"
+            )
         }
         other => panic!("expected invalid arguments, got {other:?}"),
     }

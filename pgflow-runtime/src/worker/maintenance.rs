@@ -31,15 +31,15 @@ pub async fn maintain(rt: Arc<Runtime>) {
     }
 }
 
-/// Runs in each pruning transaction, at most: small enough that no batch holds many locks
-/// for long.
-const PRUNE_BATCH_RUNS: i32 = 10_000;
+/// Runs, and archived messages, deleted per pruning transaction at most: small enough that
+/// no transaction holds many locks or writes much for long.
+const PRUNE_BATCH_SIZE: i32 = 10_000;
 
 /// Deletes ended runs, archived messages and stopped workers older than `retention` (a no-op
 /// while another worker does it).
 async fn prune(rt: &Runtime, retention: Duration) {
     let queue = rt.started.queue.as_str();
-    match engine::prune_all(&rt.started.pool, retention, PRUNE_BATCH_RUNS).await {
+    match engine::prune_all(&rt.started.pool, retention, PRUNE_BATCH_SIZE).await {
         Ok(pruned) => {
             if pruned.runs + pruned.archived_messages + pruned.workers > 0 {
                 tracing::info!(
