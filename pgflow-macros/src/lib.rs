@@ -15,9 +15,6 @@ mod errors;
 mod expand;
 mod graph;
 mod model;
-#[path = "../../pgflow-runtime/src/names/rules.rs"]
-#[allow(dead_code)]
-mod names;
 mod parse;
 
 use errors::{Errors, msg};

@@ -5,7 +5,7 @@
 use syn::{FnArg, Ident, Item, ItemFn, ItemMod, Pat, ReturnType, Type};
 
 use crate::errors::{Errors, msg};
-use crate::names::{validate_queue_name, validate_slug};
+use pgflow_names::{validate_queue_name, validate_slug};
 use crate::parse::{self, FlowArgs, Located, MapSource, StepArgs};
 
 /// Items `#[flow]` generates inside the module; user items may not take these names.

@@ -1,5 +1,6 @@
-//! The name rules, in plain `std` Rust so that the `pgflow-macros` crate can include this very
-//! file (`#[path]`) and check names at compile time with the same code the runtime uses.
+//! pgflow's name rules, in plain `std` Rust and without dependencies, so that the
+//! `pgflow-macros` crate checks names at compile time with the same code the runtime uses at
+//! run time.
 //!
 //! - a slug (flow, step, alias) starts with an ASCII letter or `_`, continues with ASCII
 //!   letters, digits or `_`, and is at most 47 bytes (so a lowercased flow slug is always a

@@ -1,13 +1,11 @@
 //! Validated names: slugs of flows, steps and aliases, and PGMQ queue names.
 //!
-//! The rules themselves live in `names/rules.rs`, which the macros include to check names at
-//! compile time; the SQL core's `CHECK`s implement the same rules.
+//! The rules themselves live in the dependency-free `pgflow-names` crate, which the macros use
+//! to check names at compile time; the SQL core's `CHECK`s implement the same rules.
 
 use std::fmt;
 
-mod rules;
-
-pub use rules::{MAX_NAME_LEN, NameError, validate_queue_name, validate_slug};
+pub use pgflow_names::{MAX_NAME_LEN, NameError, validate_queue_name, validate_slug};
 
 macro_rules! name_type {
     ($(#[$doc:meta])* $name:ident, $validate:expr) => {
