@@ -1,0 +1,129 @@
+//! Claiming queued tasks: what a worker may run, and the tasks it gets.
+
+use serde_json::Value;
+use sqlx::{FromRow, PgExecutor};
+use uuid::Uuid;
+
+use crate::definition::FlowDefinition;
+use crate::error::EngineError;
+use crate::names::{FlowSlug, QueueName, StepSlug};
+
+/// A task claimed by a worker, with everything needed to run its handler.
+#[derive(Debug, Clone, PartialEq, FromRow)]
+pub struct ClaimedTask {
+    /// The concrete flow recorded on the task.
+    pub flow_slug: String,
+    /// The step to run.
+    pub step_slug: String,
+    /// The run it belongs to.
+    pub run_id: Uuid,
+    /// 0 for a single step; the element index for a map step.
+    pub task_index: i32,
+    /// Its PGMQ message.
+    pub message_id: i64,
+    /// The queue snapshot of the task.
+    pub queue_name: String,
+    /// This attempt's number (1 for the first).
+    pub attempt: i32,
+    /// How long the handler may run, in seconds.
+    pub timeout_seconds: i32,
+    /// The handler input: the flow input (root single step), the element (map step), or an
+    /// object of the dependencies' outputs keyed by step slug.
+    pub input: Value,
+}
+
+/// The exact `(flow_slug, step_slug)` pairs a worker can run, as the claim takes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SupportedPairs {
+    pub(super) flow_slugs: Vec<String>,
+    pub(super) step_slugs: Vec<String>,
+}
+
+impl SupportedPairs {
+    /// No pairs.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one pair.
+    pub fn insert(&mut self, flow: &FlowSlug, step: &StepSlug) {
+        self.flow_slugs.push(flow.as_str().to_owned());
+        self.step_slugs.push(step.as_str().to_owned());
+    }
+
+    /// Every step of `flow` routed to `queue`.
+    pub fn routed_to(flow: &FlowDefinition, queue: &QueueName) -> Self {
+        let mut pairs = Self::new();
+        pairs.extend_routed_to(flow, queue);
+        pairs
+    }
+
+    /// Adds every step of `flow` routed to `queue`.
+    pub fn extend_routed_to(&mut self, flow: &FlowDefinition, queue: &QueueName) {
+        for step in flow.steps.iter().filter(|s| &flow.queue_of(s) == queue) {
+            self.insert(&flow.slug, &step.slug);
+        }
+    }
+
+    /// The pairs as `(flow_slug, step_slug)`.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.flow_slugs
+            .iter()
+            .map(String::as_str)
+            .zip(self.step_slugs.iter().map(String::as_str))
+    }
+
+    /// Whether there are no pairs.
+    pub fn is_empty(&self) -> bool {
+        self.flow_slugs.is_empty()
+    }
+}
+
+/// Claims the queued tasks behind `message_ids` (messages of `queue` the worker already read)
+/// and archives those messages.
+/// Fails with [`EngineError::UnsupportedTasks`], changing nothing, when any of them is of a
+/// pair outside `supported`.
+pub async fn start_tasks(
+    executor: impl PgExecutor<'_>,
+    queue: &QueueName,
+    message_ids: &[i64],
+    worker_id: Uuid,
+    supported: &SupportedPairs,
+) -> Result<Vec<ClaimedTask>, EngineError> {
+    let tasks =
+        sqlx::query_as::<_, ClaimedTask>("select * from pgflow.start_tasks($1, $2, $3, $4, $5)")
+            .bind(queue.as_str())
+            .bind(message_ids)
+            .bind(worker_id)
+            .bind(&supported.flow_slugs)
+            .bind(&supported.step_slugs)
+            .fetch_all(executor)
+            .await?;
+    Ok(tasks)
+}
+
+/// Reads up to `quantity` visible messages of `queue` (hidden from other readers for
+/// `visibility_timeout_seconds`) and claims their tasks, archiving the messages, in one
+/// transaction: when the batch is refused
+/// ([`EngineError::UnsupportedTasks`]) the read is undone too and every message stays as it was.
+pub async fn read_and_start_tasks(
+    executor: impl PgExecutor<'_>,
+    queue: &QueueName,
+    worker_id: Uuid,
+    supported: &SupportedPairs,
+    quantity: i32,
+    visibility_timeout_seconds: i32,
+) -> Result<Vec<ClaimedTask>, EngineError> {
+    let tasks = sqlx::query_as::<_, ClaimedTask>(
+        "select * from pgflow.read_and_start_tasks($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(queue.as_str())
+    .bind(worker_id)
+    .bind(&supported.flow_slugs)
+    .bind(&supported.step_slugs)
+    .bind(quantity)
+    .bind(visibility_timeout_seconds)
+    .fetch_all(executor)
+    .await?;
+    Ok(tasks)
+}

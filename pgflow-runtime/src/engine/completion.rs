@@ -1,0 +1,129 @@
+//! Storing the results of handler attempts: completions and failures, in batches.
+
+use serde_json::Value;
+use sqlx::{FromRow, PgExecutor};
+use uuid::Uuid;
+
+use super::ClaimedTask;
+use crate::error::EngineError;
+
+/// A finished handler's output for one task attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskCompletion {
+    /// The task's run.
+    pub run_id: Uuid,
+    /// The task's step.
+    pub step_slug: String,
+    /// The task's index.
+    pub task_index: i32,
+    /// The attempt that produced the output.
+    pub attempt: i32,
+    /// The output, stored exactly.
+    pub output: Value,
+}
+
+impl TaskCompletion {
+    /// The completion of `task`'s current attempt with `output`.
+    pub fn of(task: &ClaimedTask, output: Value) -> Self {
+        Self {
+            run_id: task.run_id,
+            step_slug: task.step_slug.clone(),
+            task_index: task.task_index,
+            attempt: task.attempt,
+            output,
+        }
+    }
+}
+
+/// A failed handler attempt for one task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskFailure {
+    /// The task's run.
+    pub run_id: Uuid,
+    /// The task's step.
+    pub step_slug: String,
+    /// The task's index.
+    pub task_index: i32,
+    /// The attempt that failed.
+    pub attempt: i32,
+    /// What went wrong (stored, shown to operators; never a message body).
+    pub error_message: String,
+}
+
+impl TaskFailure {
+    /// The failure of `task`'s current attempt with `error_message`.
+    pub fn of(task: &ClaimedTask, error_message: impl Into<String>) -> Self {
+        Self {
+            run_id: task.run_id,
+            step_slug: task.step_slug.clone(),
+            task_index: task.task_index,
+            attempt: task.attempt,
+            error_message: error_message.into(),
+        }
+    }
+}
+
+/// What happened to one reported failure.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct FailureOutcome {
+    /// The task's run.
+    pub run_id: Uuid,
+    /// The task's step.
+    pub step_slug: String,
+    /// The task's index.
+    pub task_index: i32,
+    /// Whether the task will be tried again.
+    pub will_retry: bool,
+    /// After how many seconds the retry becomes visible.
+    pub retry_delay_seconds: Option<i32>,
+}
+
+/// Records finished attempts (one call for the whole batch). Returns how many tasks were
+/// completed; late or duplicate completions are ignored.
+pub async fn complete_tasks(
+    executor: impl PgExecutor<'_>,
+    completions: &[TaskCompletion],
+) -> Result<u64, EngineError> {
+    let count: i32 = sqlx::query_scalar("select pgflow.complete_tasks($1, $2, $3, $4, $5)")
+        .bind(completions.iter().map(|c| c.run_id).collect::<Vec<_>>())
+        .bind(
+            completions
+                .iter()
+                .map(|c| c.step_slug.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(completions.iter().map(|c| c.task_index).collect::<Vec<_>>())
+        .bind(completions.iter().map(|c| c.attempt).collect::<Vec<_>>())
+        .bind(completions.iter().map(|c| &c.output).collect::<Vec<_>>())
+        .fetch_one(executor)
+        .await?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
+/// Records failed attempts (one call for the whole batch): retried with backoff while
+/// attempts remain, otherwise the task, its step and its run fail.
+pub async fn fail_tasks(
+    executor: impl PgExecutor<'_>,
+    failures: &[TaskFailure],
+) -> Result<Vec<FailureOutcome>, EngineError> {
+    let outcomes =
+        sqlx::query_as::<_, FailureOutcome>("select * from pgflow.fail_tasks($1, $2, $3, $4, $5)")
+            .bind(failures.iter().map(|f| f.run_id).collect::<Vec<_>>())
+            .bind(
+                failures
+                    .iter()
+                    .map(|f| f.step_slug.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(failures.iter().map(|f| f.task_index).collect::<Vec<_>>())
+            .bind(failures.iter().map(|f| f.attempt).collect::<Vec<_>>())
+            .bind(
+                failures
+                    .iter()
+                    .map(|f| f.error_message.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .fetch_all(executor)
+            .await?;
+    Ok(outcomes)
+}

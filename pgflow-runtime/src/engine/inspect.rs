@@ -1,0 +1,237 @@
+//! Typed read queries for operators: what the `pgflow` command (and any other tool that shows
+//! a database's state) presents. They only read; none takes a lock.
+
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgExecutor};
+use uuid::Uuid;
+
+use super::{Run, RunStatus};
+use crate::error::EngineError;
+
+/// An alias and the concrete flow new runs of it start on.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+pub struct AliasTarget {
+    /// The alias.
+    pub alias: String,
+    /// Its active concrete flow.
+    pub flow_slug: String,
+    /// That flow's version.
+    pub version: i32,
+    /// When the alias moved to it.
+    pub activated_at: DateTime<Utc>,
+}
+
+/// Every alias with its active flow, by alias.
+pub async fn aliases(executor: impl PgExecutor<'_>) -> Result<Vec<AliasTarget>, EngineError> {
+    let rows = sqlx::query_as(
+        "select a.alias, a.flow_slug, f.version, a.activated_at
+         from pgflow.aliases a join pgflow.flows f on f.flow_slug = a.flow_slug
+         order by a.alias",
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// One PGMQ queue at a glance.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+pub struct QueueOverview {
+    /// The queue.
+    pub queue_name: String,
+    /// Messages waiting in it.
+    pub depth: i64,
+    /// Age of its oldest waiting message, in seconds (`None` when it is empty).
+    pub oldest_message_age_seconds: Option<i32>,
+    /// Tasks of the queue that workers have claimed and not finished.
+    pub in_flight_tasks: i64,
+}
+
+/// Every PGMQ queue of the database, by name, with its depth and the tasks in flight on it.
+pub async fn queues(executor: impl PgExecutor<'_>) -> Result<Vec<QueueOverview>, EngineError> {
+    let rows = sqlx::query_as(
+        "select m.queue_name, m.queue_length as depth,
+                m.oldest_msg_age_sec as oldest_message_age_seconds,
+                (select count(*) from pgflow.step_tasks t
+                 where t.queue_name = m.queue_name and t.status = 'started') as in_flight_tasks
+         from pgmq.metrics_all() m order by m.queue_name",
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// A worker as registered.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+pub struct WorkerEntry {
+    /// The worker's id.
+    pub worker_id: Uuid,
+    /// The queue it serves.
+    pub queue_name: String,
+    /// Its worker function (the deployment unit a rollout fences).
+    pub function_name: String,
+    /// The concrete flows in its registry.
+    pub flow_slugs: Vec<String>,
+    /// Its last heartbeat.
+    pub last_heartbeat_at: DateTime<Utc>,
+    /// It has been asked to drain and stop.
+    pub deprecated: bool,
+    /// It has stopped.
+    pub stopped: bool,
+}
+
+/// Which workers [`workers`] lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerFilter {
+    /// Every worker ever registered (until pruned).
+    All,
+    /// Workers that have not stopped.
+    NotStopped,
+    /// Workers that have not stopped and sent a heartbeat within this many seconds.
+    HeardWithin(i32),
+}
+
+/// Workers by queue, oldest first.
+pub async fn workers(
+    executor: impl PgExecutor<'_>,
+    filter: WorkerFilter,
+) -> Result<Vec<WorkerEntry>, EngineError> {
+    let (include_stopped, heard_within) = match filter {
+        WorkerFilter::All => (true, None),
+        WorkerFilter::NotStopped => (false, None),
+        WorkerFilter::HeardWithin(seconds) => (false, Some(seconds)),
+    };
+    let rows = sqlx::query_as(
+        "select worker_id, queue_name, function_name, flow_slugs, last_heartbeat_at,
+                deprecated_at is not null as deprecated, stopped_at is not null as stopped
+         from pgflow.workers
+         where ($1 or stopped_at is null)
+           and ($2::integer is null or last_heartbeat_at > now() - make_interval(secs => $2))
+         order by queue_name, started_at",
+    )
+    .bind(include_stopped)
+    .bind(heard_within)
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// Whether the server runs autovacuum (the engine's plans rely on current statistics; without
+/// it, workers analyze and vacuum pgflow's tables themselves).
+pub async fn autovacuum_enabled(executor: impl PgExecutor<'_>) -> Result<bool, EngineError> {
+    let enabled = sqlx::query_scalar("select current_setting('autovacuum')::boolean")
+        .fetch_one(executor)
+        .await?;
+    Ok(enabled)
+}
+
+/// The newest runs, at most `limit` (at least one), of one flow and in one status if given.
+pub async fn recent_runs(
+    executor: impl PgExecutor<'_>,
+    flow_slug: Option<&str>,
+    status: Option<RunStatus>,
+    limit: i64,
+) -> Result<Vec<Run>, EngineError> {
+    let rows = sqlx::query_as(
+        "select * from pgflow.runs
+         where ($1::text is null or flow_slug = $1) and ($2::text is null or status = $2)
+         order by started_at desc limit $3",
+    )
+    .bind(flow_slug)
+    .bind(status)
+    .bind(limit.max(1))
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// One step of a run, with its tasks' attempts and first error.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+pub struct RunStep {
+    /// The step.
+    pub step_slug: String,
+    /// Its state in the run (`created`, `started`, `completed`, `failed`).
+    pub status: String,
+    /// The queue its tasks go to.
+    pub queue_name: String,
+    /// How many tasks it has (`None` until it started).
+    pub tasks: Option<i32>,
+    /// The highest attempt of any of its tasks.
+    pub max_attempt: Option<i32>,
+    /// The step's error, or else the first error of one of its tasks.
+    pub error: Option<String>,
+}
+
+/// The steps of a run, in the flow's step order.
+pub async fn run_steps(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Vec<RunStep>, EngineError> {
+    let rows = sqlx::query_as(
+        "select ss.step_slug, ss.status, s.queue_name, ss.initial_tasks as tasks,
+                (select max(t.attempts_count) from pgflow.step_tasks t
+                 where t.run_id = ss.run_id and t.step_slug = ss.step_slug) as max_attempt,
+                coalesce(ss.error_message,
+                         (select t.error_message from pgflow.step_tasks t
+                          where t.run_id = ss.run_id and t.step_slug = ss.step_slug
+                            and t.error_message is not null
+                          order by t.task_index limit 1)) as error
+         from pgflow.step_states ss
+         join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+         where ss.run_id = $1 order by s.step_index",
+    )
+    .bind(run_id)
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// A step of a stored flow, as a node of its graph.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+pub struct GraphStep {
+    /// The step.
+    pub step_slug: String,
+    /// `single` or `map`.
+    pub step_type: String,
+    /// The queue its tasks go to.
+    pub queue_name: String,
+}
+
+/// A stored flow's DAG.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FlowGraph {
+    /// Its steps, in step order (empty when the flow is not defined).
+    pub steps: Vec<GraphStep>,
+    /// Its edges as `(dependency, dependent)`.
+    pub edges: Vec<(String, String)>,
+}
+
+/// The DAG of the concrete flow `flow_slug` (no steps when it is not defined).
+pub async fn flow_graph(pool: &sqlx::PgPool, flow_slug: &str) -> Result<FlowGraph, EngineError> {
+    let steps = sqlx::query_as(
+        "select step_slug, step_type, queue_name from pgflow.steps
+         where flow_slug = $1 order by step_index",
+    )
+    .bind(flow_slug)
+    .fetch_all(pool)
+    .await?;
+    let edges = sqlx::query_as(
+        "select dep_slug, step_slug from pgflow.deps
+         where flow_slug = $1 order by dep_slug, step_slug",
+    )
+    .bind(flow_slug)
+    .fetch_all(pool)
+    .await?;
+    Ok(FlowGraph { steps, edges })
+}
+
+/// Each step's state in a run, as `(step_slug, status)`.
+pub async fn step_states(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Vec<(String, String)>, EngineError> {
+    let rows = sqlx::query_as("select step_slug, status from pgflow.step_states where run_id = $1")
+        .bind(run_id)
+        .fetch_all(executor)
+        .await?;
+    Ok(rows)
+}

@@ -1,0 +1,60 @@
+//! Statistics and vacuum of pgflow's tables and queues, for servers without autovacuum.
+
+use sqlx::PgExecutor;
+
+use crate::error::EngineError;
+
+/// Runs `ANALYZE` on pgflow's busy tables and its queues' PGMQ tables that changed by more
+/// than autovacuum's default threshold since their last analysis, when autovacuum is off (or
+/// `even_with_autovacuum`). One caller at a time; returns the tables analyzed.
+pub async fn refresh_statistics(
+    executor: impl PgExecutor<'_>,
+    even_with_autovacuum: bool,
+) -> Result<Vec<String>, EngineError> {
+    let tables = sqlx::query_scalar("select * from pgflow.refresh_statistics($1)")
+        .bind(even_with_autovacuum)
+        .fetch_all(executor)
+        .await?;
+    Ok(tables)
+}
+
+/// Runs `VACUUM` on pgflow's busy tables and its queues' PGMQ tables that hold more dead rows
+/// than autovacuum's default threshold, when autovacuum is off (or `even_with_autovacuum`).
+/// One caller at a time (a session advisory lock, released before returning); returns the
+/// tables vacuumed.
+pub async fn vacuum_tables(
+    pool: &sqlx::PgPool,
+    even_with_autovacuum: bool,
+) -> Result<Vec<String>, EngineError> {
+    let mut conn = pool.acquire().await?;
+    let locked: bool =
+        sqlx::query_scalar("select pg_try_advisory_lock(pgflow.lock_namespace(), 2)")
+            .fetch_one(&mut *conn)
+            .await?;
+    if !locked {
+        return Ok(Vec::new());
+    }
+    let vacuumed = vacuum_listed_tables(&mut conn, even_with_autovacuum).await;
+    sqlx::query("select pg_advisory_unlock(pgflow.lock_namespace(), 2)")
+        .execute(&mut *conn)
+        .await?;
+    vacuumed
+}
+
+/// Vacuums what `pgflow.tables_to_vacuum` lists, on one connection (outside a transaction).
+async fn vacuum_listed_tables(
+    conn: &mut sqlx::PgConnection,
+    even_with_autovacuum: bool,
+) -> Result<Vec<String>, EngineError> {
+    let tables: Vec<String> = sqlx::query_scalar("select * from pgflow.tables_to_vacuum($1)")
+        .bind(even_with_autovacuum)
+        .fetch_all(&mut *conn)
+        .await?;
+    for table in &tables {
+        // The names come from `regclass` output: quoted where they need to be.
+        // Without bind arguments sqlx uses the simple query protocol, as VACUUM needs.
+        let statement = format!("vacuum {table}");
+        sqlx::Executor::execute(&mut *conn, statement.as_str()).await?;
+    }
+    Ok(tables)
+}

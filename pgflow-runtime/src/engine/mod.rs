@@ -1,0 +1,42 @@
+//! Typed calls into the SQL core (schema `pgflow`). This module and its children are the only
+//! place in the runtime that writes SQL text.
+//!
+//! One file per SQL area, named like the SQL files in `pgflow-sql/functions/`:
+//! [`definitions`], [`runs`], [`claims`], [`completion`], [`recovery`], [`workers`],
+//! [`maintenance`], [`aliases_rollouts`], [`retention`], plus [`inspect`] for the typed read
+//! queries the `pgflow` command shows. Every item is also re-exported here, so
+//! `pgflow::engine::start_flow` is the path to use.
+//!
+//! Every function takes any executor (a pool, a connection or a transaction), so callers can
+//! make a call part of their own transaction.
+
+pub mod aliases_rollouts;
+pub mod claims;
+pub mod completion;
+pub mod definitions;
+pub mod inspect;
+pub mod maintenance;
+pub mod recovery;
+pub mod retention;
+pub mod runs;
+pub mod workers;
+
+pub use aliases_rollouts::{
+    Activation, DrainStatus, LiveWorker, Rollout, activate_flow, alias_state, begin_rollout,
+    drain_status, finish_rollout, functions_serving_queues, rollout_progress, rollouts, set_alias,
+};
+pub use claims::{ClaimedTask, SupportedPairs, read_and_start_tasks, start_tasks};
+pub use completion::{
+    FailureOutcome, TaskCompletion, TaskFailure, complete_tasks, fail_tasks,
+};
+pub use definitions::{CompileStatus, compile_flow};
+pub use maintenance::{refresh_statistics, vacuum_tables};
+pub use recovery::{StalledTask, requeue_stalled_tasks};
+pub use retention::{Pruned, prune, prune_all};
+pub use runs::{
+    Run, RunStatus, run, run_error, run_input, start_concrete_flows, start_flow, start_flows,
+};
+pub use workers::{
+    CoverageGap, deprecate_workers, function_enabled, heartbeat, queue_channel,
+    queue_coverage_gaps, register_worker, stop_worker,
+};

@@ -1,0 +1,77 @@
+//! Pruning what ended long ago: runs with their steps and tasks, archived messages, stopped workers.
+
+use sqlx::{FromRow, PgExecutor};
+
+use crate::error::EngineError;
+
+/// What one call of [`prune`] deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromRow)]
+pub struct Pruned {
+    /// Another caller was pruning the same database at that moment; this call deleted nothing.
+    pub busy: bool,
+    /// Runs that had ended (completed or failed) before the cutoff.
+    pub runs: i64,
+    /// Their step states.
+    pub step_states: i64,
+    /// Their tasks.
+    pub tasks: i64,
+    /// Messages of pgflow's queues archived before the cutoff (PGMQ's `a_<queue>` tables).
+    pub archived_messages: i64,
+    /// Workers that stopped before the cutoff.
+    pub workers: i64,
+}
+
+impl Pruned {
+    /// Whether the call that returned this deleted a whole batch of runs or archived
+    /// messages: more may be left to prune.
+    pub fn is_full(&self, batch_size: i32) -> bool {
+        let batch = i64::from(batch_size);
+        self.runs >= batch || self.archived_messages >= batch
+    }
+
+    /// Adds another call's counts to these (`busy` if either was).
+    pub fn add(&mut self, other: Pruned) {
+        self.busy |= other.busy;
+        self.runs += other.runs;
+        self.step_states += other.step_states;
+        self.tasks += other.tasks;
+        self.archived_messages += other.archived_messages;
+        self.workers += other.workers;
+    }
+}
+
+/// Deletes what ended more than `older_than` ago, in one transaction: completed and failed
+/// runs with their step states and tasks, and archived messages of pgflow's queues (at most
+/// `batch_size` of each), and stopped workers. Live runs and queued messages are never
+/// touched. One caller per database at a time; a concurrent call deletes nothing and says
+/// `busy`. Call again while [`Pruned::is_full`], or use [`prune_all`].
+pub async fn prune(
+    executor: impl PgExecutor<'_>,
+    older_than: std::time::Duration,
+    batch_size: i32,
+) -> Result<Pruned, EngineError> {
+    let pruned = sqlx::query_as::<_, Pruned>("select * from pgflow.prune($1, $2)")
+        .bind(older_than)
+        .bind(batch_size)
+        .fetch_one(executor)
+        .await?;
+    Ok(pruned)
+}
+
+/// [`prune`] again and again, `batch_size` rows of each kind per transaction (so that no
+/// transaction holds many locks or writes much for long), until nothing older than
+/// `older_than` is left or another caller is pruning. Returns the totals.
+pub async fn prune_all(
+    pool: &sqlx::PgPool,
+    older_than: std::time::Duration,
+    batch_size: i32,
+) -> Result<Pruned, EngineError> {
+    let mut total = Pruned::default();
+    loop {
+        let pruned = prune(pool, older_than, batch_size).await?;
+        total.add(pruned);
+        if pruned.busy || !pruned.is_full(batch_size) {
+            return Ok(total);
+        }
+    }
+}

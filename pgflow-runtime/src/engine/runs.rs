@@ -1,0 +1,142 @@
+//! Starting runs and reading them back.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{FromRow, PgExecutor};
+use uuid::Uuid;
+
+use crate::error::EngineError;
+
+/// The state of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Some steps are still to run.
+    Started,
+    /// Every step completed; the run has its output.
+    Completed,
+    /// A step ran out of attempts (or could not start); the run stopped.
+    Failed,
+}
+
+impl RunStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [RunStatus; 3] = [Self::Started, Self::Completed, Self::Failed];
+
+    /// `started`, `completed` or `failed`, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Started => "started",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// The status stored as `text`, if it is one.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == text)
+    }
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, PartialEq, FromRow)]
+pub struct Run {
+    /// The run's id.
+    pub run_id: Uuid,
+    /// The concrete flow it runs (fixed for its lifetime).
+    pub flow_slug: String,
+    /// Its state.
+    pub status: RunStatus,
+    /// The flow input it was started with.
+    pub input: Value,
+    /// For a completed run: an object of the leaf steps' outputs keyed by step slug.
+    pub output: Option<Value>,
+    /// Steps not yet completed.
+    pub remaining_steps: i32,
+    /// When it was started.
+    pub started_at: DateTime<Utc>,
+    /// When it completed.
+    pub completed_at: Option<DateTime<Utc>>,
+    /// When it failed.
+    pub failed_at: Option<DateTime<Utc>>,
+}
+
+/// Starts one run with `input`. `name` is an alias (the run starts on its active version, and
+/// keeps it) or a concrete flow slug.
+pub async fn start_flow(
+    executor: impl PgExecutor<'_>,
+    name: &str,
+    input: &Value,
+) -> Result<Run, EngineError> {
+    let mut runs = start_flows_as(executor, name, std::slice::from_ref(input), true).await?;
+    runs.pop().ok_or_else(|| EngineError::UnknownFlow {
+        flow_slug: name.to_owned(),
+    })
+}
+
+/// Starts one run per input, in one transaction; the runs come back in input order. `name` is
+/// an alias or a concrete flow slug, as for [`start_flow`].
+pub async fn start_flows(
+    executor: impl PgExecutor<'_>,
+    name: &str,
+    inputs: &[Value],
+) -> Result<Vec<Run>, EngineError> {
+    start_flows_as(executor, name, inputs, true).await
+}
+
+/// Starts runs of exactly the concrete flow `flow_slug` (never resolved as an alias).
+pub async fn start_concrete_flows(
+    executor: impl PgExecutor<'_>,
+    flow_slug: &str,
+    inputs: &[Value],
+) -> Result<Vec<Run>, EngineError> {
+    start_flows_as(executor, flow_slug, inputs, false).await
+}
+
+async fn start_flows_as(
+    executor: impl PgExecutor<'_>,
+    name: &str,
+    inputs: &[Value],
+    resolve_alias: bool,
+) -> Result<Vec<Run>, EngineError> {
+    let runs = sqlx::query_as::<_, Run>("select * from pgflow.start_flows($1, $2, null, $3)")
+        .bind(name)
+        .bind(inputs)
+        .bind(resolve_alias)
+        .fetch_all(executor)
+        .await?;
+    Ok(runs)
+}
+
+/// The flow input a run was started with.
+pub async fn run_input(executor: impl PgExecutor<'_>, run_id: Uuid) -> Result<Value, EngineError> {
+    let input = sqlx::query_scalar("select input from pgflow.runs where run_id = $1")
+        .bind(run_id)
+        .fetch_optional(executor)
+        .await?;
+    input.ok_or_else(|| EngineError::UnknownRun { run_id })
+}
+
+/// A run by id.
+pub async fn run(executor: impl PgExecutor<'_>, run_id: Uuid) -> Result<Run, EngineError> {
+    let run = sqlx::query_as::<_, Run>("select * from pgflow.runs where run_id = $1")
+        .bind(run_id)
+        .fetch_optional(executor)
+        .await?;
+    run.ok_or_else(|| EngineError::UnknownRun { run_id })
+}
+
+/// The error of the step that failed a run, if any.
+pub async fn run_error(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Option<(String, String)>, EngineError> {
+    let failed = sqlx::query_as(
+        "select step_slug, coalesce(error_message, 'failed') from pgflow.step_states
+         where run_id = $1 and status = 'failed' order by failed_at limit 1",
+    )
+    .bind(run_id)
+    .fetch_optional(executor)
+    .await?;
+    Ok(failed)
+}

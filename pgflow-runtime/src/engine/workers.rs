@@ -1,0 +1,113 @@
+//! Workers: registration, heartbeats, deprecation, and the coverage of a queue's work.
+
+use sqlx::{FromRow, PgExecutor};
+use uuid::Uuid;
+
+use super::SupportedPairs;
+use crate::error::EngineError;
+use crate::names::QueueName;
+
+/// A `(flow_slug, step_slug)` pair that work on a queue needs and a registry lacks.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct CoverageGap {
+    /// The concrete flow.
+    pub flow_slug: String,
+    /// Its step routed to the queue.
+    pub step_slug: String,
+    /// The flow is an alias's active target: new runs will need the pair.
+    pub active: bool,
+    /// Queued (executable) tasks of the pair on the queue.
+    pub queued_tasks: i64,
+    /// Started (recoverable) tasks of the pair on the queue.
+    pub started_tasks: i64,
+    /// Started runs whose step of the pair has not completed (draining work).
+    pub started_runs: i64,
+}
+
+/// The pairs that work on `queue` needs but `supported` lacks.
+pub async fn queue_coverage_gaps(
+    executor: impl PgExecutor<'_>,
+    queue: &QueueName,
+    supported: &SupportedPairs,
+) -> Result<Vec<CoverageGap>, EngineError> {
+    let gaps =
+        sqlx::query_as::<_, CoverageGap>("select * from pgflow.queue_coverage_gaps($1, $2, $3)")
+            .bind(queue.as_str())
+            .bind(&supported.flow_slugs)
+            .bind(&supported.step_slugs)
+            .fetch_all(executor)
+            .await?;
+    Ok(gaps)
+}
+
+/// Records a started worker of `function_name` on `queue` carrying `flow_slugs`. Returns
+/// `false`, registering nothing, when the function is disabled by a rollout.
+pub async fn register_worker(
+    executor: impl PgExecutor<'_>,
+    worker_id: Uuid,
+    queue: &QueueName,
+    function_name: &str,
+    flow_slugs: &[String],
+) -> Result<bool, EngineError> {
+    let registered = sqlx::query_scalar("select pgflow.register_worker($1, $2, $3, $4)")
+        .bind(worker_id)
+        .bind(queue.as_str())
+        .bind(function_name)
+        .bind(flow_slugs)
+        .fetch_one(executor)
+        .await?;
+    Ok(registered)
+}
+
+/// Whether workers of `function_name` may start (no rollout has disabled it).
+pub async fn function_enabled(
+    executor: impl PgExecutor<'_>,
+    function_name: &str,
+) -> Result<bool, EngineError> {
+    let enabled = sqlx::query_scalar("select pgflow.function_enabled($1)")
+        .bind(function_name)
+        .fetch_one(executor)
+        .await?;
+    Ok(enabled)
+}
+
+/// Records a heartbeat; returns whether the worker has been deprecated.
+pub async fn heartbeat(
+    executor: impl PgExecutor<'_>,
+    worker_id: Uuid,
+) -> Result<bool, EngineError> {
+    let deprecated: Option<bool> = sqlx::query_scalar("select pgflow.heartbeat($1)")
+        .bind(worker_id)
+        .fetch_one(executor)
+        .await?;
+    Ok(deprecated.unwrap_or(true))
+}
+
+/// Records that a worker stopped.
+pub async fn stop_worker(
+    executor: impl PgExecutor<'_>,
+    worker_id: Uuid,
+) -> Result<(), EngineError> {
+    sqlx::query("select pgflow.stop_worker($1)")
+        .bind(worker_id)
+        .execute(executor)
+        .await?;
+    Ok(())
+}
+
+/// Asks every live worker of `function_name` to drain and stop; returns how many were asked.
+pub async fn deprecate_workers(
+    executor: impl PgExecutor<'_>,
+    function_name: &str,
+) -> Result<i32, EngineError> {
+    let count = sqlx::query_scalar("select pgflow.deprecate_workers($1)")
+        .bind(function_name)
+        .fetch_one(executor)
+        .await?;
+    Ok(count)
+}
+
+/// The channel a queue's idle workers listen on for new messages.
+pub fn queue_channel(queue: &QueueName) -> String {
+    format!("pgflow.{}", queue.as_str())
+}
