@@ -1,4 +1,5 @@
-//! Rebuild when a migration is added or changed (they are embedded with `sqlx::migrate!`).
+//! Rebuild when a migration or a function file is added or changed (both are embedded).
 fn main() {
     println!("cargo:rerun-if-changed=migrations");
+    println!("cargo:rerun-if-changed=functions");
 }

@@ -4,7 +4,7 @@ set -euo pipefail
 scenario=${1:?usage: run.sh chain3|one}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-migrations=${MIGRATIONS:-$root/pgflow-sql/migrations}
+sql=${PGFLOW_SQL:-$root/pgflow-sql}
 export PGHOST=${PGHOST:-127.0.0.1} PGUSER=${PGUSER:-postgres}
 psql_q() { psql -q -v ON_ERROR_STOP=1 "$@"; }
 pgb() { pgbench -n -c 1 -r "$@"; }
@@ -16,7 +16,12 @@ if ! psql -Atc "select 1 from pg_database where datname = 'pgflow_pgbench_templa
   psql_q -d pgflow_pgbench_template -c "drop schema pgflow cascade" 2>/dev/null
 fi
 psql_q -c "drop database if exists pgflow_pgbench" -c "create database pgflow_pgbench template pgflow_pgbench_template"
-for f in "$migrations"/*.sql; do psql_q -d pgflow_pgbench -f "$f" >/dev/null; done
+# The versioned migrations, then the function files, in name order, in one transaction.
+# (An SQL directory from before functions/ existed has migrations only.)
+files=(); shopt -s nullglob
+for f in "$sql"/migrations/*.sql "$sql"/functions/*.sql; do files+=(-f "$f"); done
+shopt -u nullglob
+psql_q --single-transaction -d pgflow_pgbench "${files[@]}" >/dev/null
 db=pgflow_pgbench
 latencies() { grep -E '^ +[0-9.]+ +[0-9]+ +select' | awk '{print $1}' | tr '\n' ' '; }
 

@@ -46,12 +46,43 @@ pub enum InstallError {
         version: i64,
     },
 
+    /// The database records a migration this code does not carry: it was installed by a
+    /// pre-release build whose migrations were since squashed into the baseline, or by a
+    /// different build of pgflow.
+    #[error(
+        "pgflow migration {version} in the database is not one this code carries (it was \
+         installed by a pre-release or different build of pgflow); drop the schema with \
+         `drop schema pgflow cascade` (and its PGMQ queues) and install again"
+    )]
+    UnknownMigration {
+        /// The migration's version.
+        version: i64,
+    },
+
+    /// A function file (`functions/NN_<area>.sql`) failed to apply; nothing was changed.
+    #[error("applying pgflow's {file} failed, nothing was changed: {source}")]
+    FunctionFile {
+        /// The file's name.
+        file: &'static str,
+        /// What Postgres said.
+        #[source]
+        source: sqlx::Error,
+    },
+
     /// Any other database error.
     #[error(transparent)]
     Database(sqlx::Error),
 }
 
 impl InstallError {
+    /// A failure of one function file (a privilege problem stays [`Self::PermissionDenied`]).
+    pub(crate) fn function_file(file: &'static str, source: sqlx::Error) -> Self {
+        match Self::from(source) {
+            Self::Database(source) => Self::FunctionFile { file, source },
+            other => other,
+        }
+    }
+
     /// A connection error, naming where the connection went.
     pub(crate) fn connect(options: &sqlx::postgres::PgConnectOptions, source: sqlx::Error) -> Self {
         Self::Connect {

@@ -26,6 +26,9 @@ pub struct InstallReport {
     pub pgmq: PgmqSource,
     /// The pgflow migrations applied by this call (empty when the schema was current).
     pub applied_migrations: Vec<i64>,
+    /// Whether this call applied the function files (`functions/*.sql`): on a new install, and
+    /// whenever they differ from the ones the database last got.
+    pub applied_functions: bool,
     /// The schema version the database is at now.
     pub schema_version: i64,
 }
@@ -84,17 +87,19 @@ async fn install_locked(
     options: &PgConnectOptions,
 ) -> Result<InstallReport, InstallError> {
     let pgmq = install_pgmq(conn, options).await?;
-    let applied_migrations = apply_pending(conn).await?;
+    let applied = apply_pending(conn).await?;
     let schema_version = crate::code_schema_version();
     tracing::info!(
         ?pgmq,
-        applied = applied_migrations.len(),
+        migrations = applied.migrations.len(),
+        functions = applied.functions,
         schema_version,
         "pgflow installed"
     );
     Ok(InstallReport {
         pgmq,
-        applied_migrations,
+        applied_migrations: applied.migrations,
+        applied_functions: applied.functions,
         schema_version,
     })
 }

@@ -3,13 +3,18 @@
 //!
 //! [`install`] puts everything a database needs in place: PGMQ first (the server's `pgmq`
 //! extension when it has one, otherwise PGMQ's own SQL as embedded in the `pgmq` crate), then
-//! the `pgflow` schema. It is idempotent and safe to call from many processes at once.
+//! the `pgflow` schema: its versioned migrations (`migrations/`: tables, types, indexes,
+//! constraints) and then its functions, views and triggers (`functions/`, re-applied whenever
+//! they change), in one transaction. It is idempotent and safe to call from many processes at
+//! once.
 //! [`check_schema`] tells a worker or client whether the database matches this code.
 
 mod error;
+mod functions;
 mod install;
 mod migrations;
 
 pub use error::InstallError;
 pub use install::{InstallReport, PgmqSource, install, install_url};
+pub use functions::{FUNCTION_FILES, FunctionFile, code_functions_checksum, functions_current};
 pub use migrations::{SchemaStatus, check_schema, code_migration_versions, code_schema_version};

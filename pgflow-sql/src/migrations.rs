@@ -1,5 +1,6 @@
-//! The `pgflow` schema's migrations: embedded in the binary, applied in version order, recorded
-//! in `pgflow.schema_migrations`.
+//! The `pgflow` schema's versioned migrations (tables, types, indexes, constraints): embedded
+//! in the binary, applied in version order, recorded in `pgflow.schema_migrations`; then, in
+//! the same transaction, the function files of [`crate::functions`].
 //!
 //! The files are embedded with `sqlx::migrate!`, but applied and recorded here rather than by
 //! sqlx's own runner: that runner keeps its ledger in `public._sqlx_migrations`, the table the
@@ -77,22 +78,35 @@ async fn applied_version(conn: &mut PgConnection) -> Result<Option<i64>, Install
     Ok(version)
 }
 
-/// Applies every migration the database lacks, each in its own transaction.
+/// What [`apply_pending`] changed.
+pub(crate) struct Applied {
+    /// Versions of the migrations applied now.
+    pub migrations: Vec<i64>,
+    /// Whether the function files were applied now.
+    pub functions: bool,
+}
+
+/// Applies every migration the database lacks, then the function files if they changed, all
+/// in one transaction: an install that fails changes nothing.
 ///
-/// The caller holds the installation lock, so no other installer runs concurrently. Returns the
-/// versions applied now.
-pub(crate) async fn apply_pending(conn: &mut PgConnection) -> Result<Vec<i64>, InstallError> {
+/// The caller holds the installation lock, so no other installer runs concurrently.
+pub(crate) async fn apply_pending(conn: &mut PgConnection) -> Result<Applied, InstallError> {
     // `Executor::execute` (a boxed, `Send` future) rather than `RawSql::execute`, whose
     // generic future is not `Send` for `&mut PgConnection`.
     (&mut *conn)
         .execute(sqlx::raw_sql(
             "create schema if not exists pgflow;
-         create table if not exists pgflow.schema_migrations (
-           version bigint primary key,
-           description text not null,
-           checksum bytea not null,
-           installed_at timestamptz not null default now()
-         );",
+             create table if not exists pgflow.schema_migrations (
+               version bigint primary key,
+               description text not null,
+               checksum bytea not null,
+               installed_at timestamptz not null default now()
+             );
+             create table if not exists pgflow.schema_functions (
+               singleton boolean primary key default true check (singleton),
+               checksum bytea not null,
+               applied_at timestamptz not null default now()
+             );",
         ))
         .await?;
 
@@ -107,18 +121,21 @@ pub(crate) async fn apply_pending(conn: &mut PgConnection) -> Result<Vec<i64>, I
     {
         return Err(InstallError::SchemaNewer { database, code });
     }
+    for (version, checksum) in &applied {
+        let Some(migration) = MIGRATOR.iter().find(|m| m.version == *version) else {
+            return Err(InstallError::UnknownMigration { version: *version });
+        };
+        if checksum.as_slice() != migration.checksum.as_ref() {
+            return Err(InstallError::ChecksumMismatch { version: *version });
+        }
+    }
 
-    let mut installed_now = Vec::new();
+    let mut tx = Connection::begin(&mut *conn).await?;
+    let mut migrations = Vec::new();
     for migration in MIGRATOR.iter() {
-        if let Some((_, checksum)) = applied.iter().find(|(v, _)| *v == migration.version) {
-            if checksum.as_slice() != migration.checksum.as_ref() {
-                return Err(InstallError::ChecksumMismatch {
-                    version: migration.version,
-                });
-            }
+        if applied.iter().any(|(v, _)| *v == migration.version) {
             continue;
         }
-        let mut tx = Connection::begin(&mut *conn).await?;
         (&mut *tx).execute(sqlx::raw_sql(&migration.sql)).await?;
         sqlx::query(
             "insert into pgflow.schema_migrations (version, description, checksum)
@@ -129,9 +146,13 @@ pub(crate) async fn apply_pending(conn: &mut PgConnection) -> Result<Vec<i64>, I
         .bind(migration.checksum.as_ref())
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
-        tracing::info!(version = migration.version, description = %migration.description, "applied pgflow migration");
-        installed_now.push(migration.version);
+        tracing::info!(version = migration.version, description = %migration.description, "applying pgflow migration");
+        migrations.push(migration.version);
     }
-    Ok(installed_now)
+    let functions = crate::functions::apply_if_changed(&mut tx).await?;
+    tx.commit().await?;
+    Ok(Applied {
+        migrations,
+        functions,
+    })
 }

@@ -70,12 +70,14 @@ pub async fn install(url: &str, out: &Output) -> Result<(), Failure> {
         json!({
             "schema_version": report.schema_version,
             "applied_migrations": report.applied_migrations,
+            "applied_functions": report.applied_functions,
             "pgmq": pgmq,
         }),
         || {
-            let applied = match report.applied_migrations.len() {
-                0 => "already up to date".to_owned(),
-                n => format!("applied {n} migration(s)"),
+            let applied = match (report.applied_migrations.len(), report.applied_functions) {
+                (0, false) => "already up to date".to_owned(),
+                (0, true) => "functions updated".to_owned(),
+                (n, _) => format!("applied {n} migration(s) and the functions"),
             };
             let pgmq = match report.pgmq {
                 pgflow::PgmqSource::Extension => "the pgmq extension",

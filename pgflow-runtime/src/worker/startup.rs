@@ -252,7 +252,17 @@ async fn check_schema(pool: &PgPool) -> Result<(), WorkerError> {
         .await
         .map_err(|e| WorkerError::Schema(e.to_string()))?;
     match status {
-        SchemaStatus::Current => Ok(()),
+        SchemaStatus::Current => {
+            // Same versioned schema, so the same function signatures: another release's
+            // bodies still serve this worker, but say so.
+            if !pgflow_sql::functions_current(pool).await.unwrap_or(true) {
+                tracing::warn!(
+                    "the database's pgflow functions differ from this worker's; run `pgflow \
+                     install` with the newest pgflow to bring them in line"
+                );
+            }
+            Ok(())
+        }
         SchemaStatus::NotInstalled => Err(WorkerError::Schema(
             "pgflow is not installed in this database; run `pgflow install` (or \
              `pgflow::install(&pool)`) first"

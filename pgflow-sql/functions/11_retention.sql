@@ -18,7 +18,7 @@
 -- Raises PF005 for a negative or missing p_older_than or a p_batch_size below 1.
 -- Locks: advisory (namespace, 3), then the pruned runs (SKIP LOCKED), their tasks and step
 -- states (the engine's lock order).
-create function pgflow.prune(p_older_than interval, p_batch_size integer default 10000)
+create or replace function pgflow.prune(p_older_than interval, p_batch_size integer default 10000)
 returns table (
   busy boolean,
   runs bigint,

@@ -1,4 +1,10 @@
--- pgflow schema: definitions (flows, steps, deps) and run state (runs, step_states, step_tasks).
+-- pgflow baseline: the schema objects of pgflow (tables, columns, types, indexes, constraints,
+-- storage options), squashed from the migrations 20261202000100 to 20261203000500. Functions,
+-- views and triggers are not here: they are in `pgflow-sql/functions/`, applied after the
+-- migrations in the same transaction (see `functions/README.md`).
+--
+-- Definitions (flows, steps, deps), aliases, run state (runs, step_states, step_tasks), workers
+-- and rollouts.
 --
 -- Invariants are enforced by constraints so that no function bug can store an impossible state:
 -- status domains, non-negative counters, exactly one terminal timestamp per terminal status,
@@ -7,12 +13,17 @@
 -- task's step state) are checked once per inserting statement, over all its rows, rather than
 -- by row-by-row foreign keys: those cost a trigger query and a row lock on the parent for
 -- every row, 8 % of the engine's CPU per task for single-step runs and 17 % for chains
--- (measured with the engine benchmark). Their keys never change after insert.
+-- (measured with the engine benchmark). Their keys never change after insert. The statement
+-- triggers that check them are in `functions/02_integrity.sql`.
 
 create schema if not exists pgflow;
 
 -- Name rules. The Rust validators in `pgflow_runtime::names` implement the same rules; a test
 -- feeds both the same table of good and bad names.
+--
+-- These two are the only functions in the baseline: the CHECK constraints below call them, so
+-- they must exist before the tables, and a new body would change constraints that stored rows
+-- were checked against. Changing one takes a versioned migration.
 --
 -- A slug (flow, step, alias) is an identifier: a letter or underscore, then letters, digits or
 -- underscores, at most 47 bytes (so that a lowercased flow slug is always a valid queue name).
@@ -34,6 +45,10 @@ parallel safe
 as $$
   select queue_name is not null and queue_name ~ '^[a-z0-9_]{1,47}$'
 $$;
+
+------------------------------------------------------------------------------------------------
+-- Definitions and aliases
+------------------------------------------------------------------------------------------------
 
 -- One concrete flow: an immutable DAG. Options are defaults for its steps.
 create table pgflow.flows (
@@ -122,6 +137,10 @@ create table pgflow.deps (
 
 create index deps_dep_idx on pgflow.deps (flow_slug, dep_slug);
 
+------------------------------------------------------------------------------------------------
+-- Run state
+------------------------------------------------------------------------------------------------
+
 -- One execution of a concrete flow. It never changes flow.
 create table pgflow.runs (
   run_id uuid primary key default gen_random_uuid(),
@@ -184,7 +203,7 @@ create table pgflow.step_states (
 -- `queue_name` is the queue snapshot taken when the task was created; it never changes.
 -- `flow_slug` and `queue_name` are copied from the step's row (which checks both) when the task
 -- is created; the table does not check them again: they are on every insert and update of the
--- busiest table, and the parent check below already ties a task to its run and step.
+-- busiest table, and the parent check (`functions/02_integrity.sql`) ties a task to its run and step.
 create table pgflow.step_tasks (
   run_id uuid not null,
   step_slug text not null,
@@ -230,66 +249,57 @@ create index step_tasks_started_idx on pgflow.step_tasks (started_at) where stat
 -- Failing a run finds its live tasks through the primary key (run_id leads it): no extra index
 -- to maintain on every claim and completion.
 
--- Parent checks, one query per inserting statement (see the top of this file).
-create function pgflow.check_step_state_parents()
-returns trigger
-language plpgsql
-as $$
-declare
-  v_orphan record;
-begin
-  -- Two anti-joins (not one with OR), so that each can look its parents up by key.
-  select n.run_id, n.step_slug into v_orphan
-  from inserted_rows n
-  where not exists (select 1 from pgflow.runs r where r.run_id = n.run_id)
-  limit 1;
-  if found then
-    raise exception 'step state (%, %) refers to run %, which does not exist',
-      v_orphan.run_id, v_orphan.step_slug, v_orphan.run_id
-      using errcode = 'foreign_key_violation';
-  end if;
-  select n.run_id, n.flow_slug, n.step_slug into v_orphan
-  from inserted_rows n
-  where not exists (select 1 from pgflow.steps s
-                    where s.flow_slug = n.flow_slug and s.step_slug = n.step_slug)
-  limit 1;
-  if found then
-    raise exception 'step state (%, %) refers to step %.%, which is not defined',
-      v_orphan.run_id, v_orphan.step_slug, v_orphan.flow_slug, v_orphan.step_slug
-      using errcode = 'foreign_key_violation';
-  end if;
-  return null;
-end;
-$$;
+-- A step that was just started, sized, as enqueue_step_tasks takes it.
+create type pgflow.started_step as (
+  run_id uuid,
+  step_slug text,
+  flow_slug text,
+  task_count integer,
+  queue_name text,
+  start_delay integer
+);
 
-create trigger step_states_parents
-  after insert on pgflow.step_states
-  referencing new table as inserted_rows
-  for each statement execute function pgflow.check_step_state_parents();
+------------------------------------------------------------------------------------------------
+-- Workers and rollouts
+------------------------------------------------------------------------------------------------
 
-create function pgflow.check_step_task_parents()
-returns trigger
-language plpgsql
-as $$
-declare
-  v_orphan record;
-begin
-  select n.run_id, n.step_slug, n.task_index
-  into v_orphan
-  from inserted_rows n
-  where not exists (select 1 from pgflow.step_states ss
-                    where ss.run_id = n.run_id and ss.step_slug = n.step_slug)
-  limit 1;
-  if found then
-    raise exception 'task (%, %, %) refers to a step state that does not exist',
-      v_orphan.run_id, v_orphan.step_slug, v_orphan.task_index
-      using errcode = 'foreign_key_violation';
-  end if;
-  return null;
-end;
-$$;
+-- Workers: one row per worker instance, subscribed to exactly one queue, carrying any number
+-- of concrete flows. Worker functions group the workers of one deployable unit (a service or
+-- binary); the rollout fence enables and disables them.
+create table pgflow.worker_functions (
+  function_name text primary key
+    constraint worker_functions_name_not_blank check (length(trim(function_name)) > 0),
+  enabled boolean not null default true,
+  created_at timestamptz not null default now(),
+  updated_at timestamptz not null default now()
+);
 
-create trigger step_tasks_parents
-  after insert on pgflow.step_tasks
-  referencing new table as inserted_rows
-  for each statement execute function pgflow.check_step_task_parents();
+create table pgflow.workers (
+  worker_id uuid primary key,
+  queue_name text not null
+    constraint workers_queue_name_valid check (pgflow.is_valid_queue_name(queue_name)),
+  function_name text not null references pgflow.worker_functions (function_name),
+  flow_slugs text[] not null,
+  started_at timestamptz not null default now(),
+  last_heartbeat_at timestamptz not null default now(),
+  deprecated_at timestamptz,
+  stopped_at timestamptz,
+  constraint workers_stopped_after_start check (stopped_at is null or stopped_at >= started_at)
+);
+
+create index workers_live_by_queue_idx on pgflow.workers (queue_name) where stopped_at is null;
+create index workers_live_by_function_idx on pgflow.workers (function_name)
+  where stopped_at is null;
+
+-- One fenced rollout: the functions it disabled and which of them were enabled before (only
+-- those are enabled again when it finishes).
+create table pgflow.rollouts (
+  rollout_id bigint generated always as identity primary key,
+  function_names text[] not null,
+  enabled_before text[] not null,
+  status text not null default 'open'
+    constraint rollouts_status_domain check (status in ('open', 'finished')),
+  begun_at timestamptz not null default now(),
+  finished_at timestamptz,
+  constraint rollouts_finished_at check ((status = 'finished') = (finished_at is not null))
+);

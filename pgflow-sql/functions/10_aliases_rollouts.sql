@@ -1,4 +1,6 @@
--- Aliases and versions, version draining, and the rollout fence over worker functions.
+-- Aliases and versions, version draining, and the rollout fence over worker functions: which
+-- concrete flow new runs of an alias start on, when an old version can be removed, and how a
+-- rollout keeps the workers of old code stopped until it finishes.
 
 ------------------------------------------------------------------------------------------------
 -- Aliases
@@ -10,7 +12,7 @@
 -- Returns 'activated' (moved now), 'active' (already the target) or 'inactive'.
 -- Concurrent calls for one alias serialize and agree.
 -- Locks: advisory (namespace, hashtext('alias:' || alias)), then the alias row.
-create function pgflow.activate_flow(p_flow_slug text)
+create or replace function pgflow.activate_flow(p_flow_slug text)
 returns text
 language plpgsql
 as $$
@@ -45,7 +47,7 @@ end;
 $$;
 
 -- alias_state: 'active' when the flow is its alias's target, else 'inactive'.
-create function pgflow.alias_state(p_flow_slug text)
+create or replace function pgflow.alias_state(p_flow_slug text)
 returns text
 language sql
 stable
@@ -58,7 +60,7 @@ $$;
 -- included; workers will not move it forward again past the high-water mark, only a newer
 -- version or another set_alias does). Returns the previous target (null when it had none).
 -- Raises PF004 for an unknown flow and PF006 for a flow of another alias.
-create function pgflow.set_alias(p_alias text, p_flow_slug text)
+create or replace function pgflow.set_alias(p_alias text, p_flow_slug text)
 returns text
 language plpgsql
 as $$
@@ -101,7 +103,7 @@ $$;
 -- (or of every queue when null): no started run of it can still reach the queue, no task of it
 -- is queued or started there, and it is not an alias's active target (new runs would start
 -- on it). Steps lists the flow's not-yet-completed steps of started runs that route there.
-create function pgflow.drain_status(p_flow_slug text, p_queue_name text default null)
+create or replace function pgflow.drain_status(p_flow_slug text, p_queue_name text default null)
 returns table (
   flow_slug text,
   queue_name text,
@@ -157,24 +159,11 @@ $$;
 -- The rollout fence
 ------------------------------------------------------------------------------------------------
 
--- One fenced rollout: the functions it disabled and which of them were enabled before (only
--- those are enabled again when it finishes).
-create table pgflow.rollouts (
-  rollout_id bigint generated always as identity primary key,
-  function_names text[] not null,
-  enabled_before text[] not null,
-  status text not null default 'open'
-    constraint rollouts_status_domain check (status in ('open', 'finished')),
-  begun_at timestamptz not null default now(),
-  finished_at timestamptz,
-  constraint rollouts_finished_at check ((status = 'finished') = (finished_at is not null))
-);
-
 -- begin_rollout: records which of the functions are enabled, disables them all and deprecates
 -- their live workers (which drain and stop). Unknown functions are created disabled and
 -- counted as enabled before (a worker of them would have started). Returns the rollout id.
 -- Locks: the worker_functions rows (key order), then the workers rows.
-create function pgflow.begin_rollout(p_function_names text[])
+create or replace function pgflow.begin_rollout(p_function_names text[])
 returns bigint
 language plpgsql
 as $$
@@ -219,7 +208,7 @@ end;
 $$;
 
 -- functions_serving_queues: the functions with live workers on any of the queues.
-create function pgflow.functions_serving_queues(p_queue_names text[])
+create or replace function pgflow.functions_serving_queues(p_queue_names text[])
 returns text[]
 language sql
 stable
@@ -231,7 +220,7 @@ $$;
 
 -- rollout_progress: the workers of a rollout's functions that have not stopped yet (a worker
 -- silent for longer than p_stale_after counts as gone: it died without saying so).
-create function pgflow.rollout_progress(p_rollout_id bigint, p_stale_after interval default '1 minute')
+create or replace function pgflow.rollout_progress(p_rollout_id bigint, p_stale_after interval default '1 minute')
 returns table (worker_id uuid, function_name text, queue_name text, last_heartbeat_at timestamptz)
 language sql
 stable
@@ -247,7 +236,7 @@ $$;
 
 -- finish_rollout: enables exactly the functions that were enabled when the rollout began.
 -- Returns them. Raises PF007 for an unknown or already finished rollout.
-create function pgflow.finish_rollout(p_rollout_id bigint)
+create or replace function pgflow.finish_rollout(p_rollout_id bigint)
 returns text[]
 language plpgsql
 as $$

@@ -1,0 +1,109 @@
+-- Support: the advisory lock namespace, the effective step options, and the helpers the engine
+-- calls on its hot path: archiving and sending PGMQ messages, waking a queue's workers, and the
+-- run locks every change of a run's progress takes first. Error codes, lock order and plan
+-- notes for every file here: README.md.
+
+-- Advisory lock keys: one namespace (the first key) for everything pgflow locks.
+create or replace function pgflow.lock_namespace()
+returns integer
+language sql
+immutable
+parallel safe
+as $$ select 1885824620 $$; -- 0x7067666c, "pgfl"
+
+-- Effective step options: the step's own value, else its flow's.
+create or replace view pgflow.step_options as
+select
+  s.flow_slug,
+  s.step_slug,
+  coalesce(s.opt_max_attempts, f.opt_max_attempts) as max_attempts,
+  coalesce(s.opt_base_delay, f.opt_base_delay) as base_delay,
+  coalesce(s.opt_timeout, f.opt_timeout) as timeout,
+  coalesce(s.opt_start_delay, 0) as start_delay
+from pgflow.steps s
+join pgflow.flows f on f.flow_slug = s.flow_slug;
+
+-- Archives messages given as parallel arrays (queue_name[i], message_id[i]), one PGMQ call per
+-- queue.
+create or replace function pgflow.archive_messages(p_queue_names text[], p_message_ids bigint[])
+returns void
+language plpgsql
+as $$
+begin
+  perform pgmq.archive(g.queue_name, g.message_ids)
+  from (select u.queue_name, array_agg(u.message_id) as message_ids
+        from unnest(p_queue_names, p_message_ids) as u(queue_name, message_id)
+        group by u.queue_name) g;
+end;
+$$;
+
+-- Locks runs (FOR NO KEY UPDATE, run_id order): the first lock of every function that changes
+-- the progress of existing runs.
+create or replace function pgflow.lock_runs(p_run_ids uuid[])
+returns void
+language plpgsql
+as $$
+begin
+  perform 1 from pgflow.runs
+  where run_id = any(p_run_ids)
+  order by run_id
+  for no key update;
+end;
+$$;
+
+-- Wakes the workers listening on `pgflow.<queue_name>` (see `pgflow_runtime::worker`).
+-- Postgres delivers one notification per channel and payload at commit, however often a
+-- transaction calls this.
+create or replace function pgflow.notify_queue(p_queue_name text)
+returns void
+language plpgsql
+as $$
+begin
+  perform pg_notify('pgflow.' || p_queue_name, '');
+end;
+$$;
+
+-- Gives queued tasks (parallel arrays: run, step, task index, delay in seconds) a new PGMQ
+-- message each, sent to the task's queue snapshot and visible after the delay: a claim
+-- archives the message it claimed, so a retry or a requeue needs a new one. One batch per
+-- (queue, delay); wakes the queue's idle workers when the messages are visible at once.
+-- Expects the caller to hold the tasks' row locks.
+create or replace function pgflow.send_task_messages(
+  p_run_ids uuid[], p_step_slugs text[], p_task_indexes integer[], p_delays integer[]
+)
+returns void
+language plpgsql
+as $$
+declare
+  v_group record;
+begin
+  for v_group in
+    select t.queue_name, u.delay,
+           array_agg(t.ctid order by t.run_id, t.step_slug, t.task_index) as row_ctids,
+           array_agg(jsonb_build_object('flow_slug', t.flow_slug, 'run_id', t.run_id,
+                                        'step_slug', t.step_slug, 'task_index', t.task_index)
+                     order by t.run_id, t.step_slug, t.task_index) as bodies
+    from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_delays)
+      as u(run_id, step_slug, task_index, delay)
+    join pgflow.step_tasks t
+      on t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index
+    group by t.queue_name, u.delay
+  loop
+    -- PGMQ assigns increasing ids in insertion order; pair them with the tasks by rank.
+    with sent as (
+      select msg_id, row_number() over (order by msg_id) as ordinality
+      from pgmq.send_batch(v_group.queue_name, v_group.bodies, null::jsonb[],
+                           clock_timestamp() + make_interval(secs => v_group.delay)) as msg_id
+    )
+    update pgflow.step_tasks t
+    set message_id = sent.msg_id
+    from unnest(v_group.row_ctids) with ordinality as r(row_ctid, ordinality)
+    join sent on sent.ordinality = r.ordinality
+    where t.ctid = r.row_ctid;
+
+    if v_group.delay = 0 then
+      perform pgflow.notify_queue(v_group.queue_name);
+    end if;
+  end loop;
+end;
+$$;

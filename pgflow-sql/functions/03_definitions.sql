@@ -1,0 +1,317 @@
+-- Definitions: compiling a concrete flow from its JSON definition, or verifying it against the
+-- stored one (define_flow), with the helpers that validate it and compare shapes.
+
+-- The shape of a stored flow in the normalized form that `define_flow` compares:
+-- [{"slug", "type", "deps": [sorted], "queue"}] in step_index order.
+create or replace function pgflow.flow_shape(p_flow_slug text)
+returns jsonb
+language sql
+stable
+as $$
+  select coalesce(jsonb_agg(jsonb_build_object(
+           'slug', s.step_slug,
+           'type', s.step_type,
+           'deps', coalesce((select jsonb_agg(d.dep_slug order by d.dep_slug)
+                             from pgflow.deps d
+                             where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug),
+                            '[]'::jsonb),
+           'queue', s.queue_name) order by s.step_index), '[]'::jsonb)
+  from pgflow.steps s
+  where s.flow_slug = p_flow_slug
+$$;
+
+-- Raises PF001 with a message naming the flow and what is wrong.
+create or replace function pgflow.raise_invalid_definition(p_flow_slug text, p_problem text)
+returns void
+language plpgsql
+as $$
+begin
+  raise exception 'invalid definition of flow `%`: %', p_flow_slug, p_problem
+    using errcode = 'PF001';
+end;
+$$;
+
+-- Checks an option value: absent/null is allowed when p_nullable, else a whole number >= p_min.
+create or replace function pgflow.option_value(
+  p_flow_slug text, p_where text, p_options jsonb, p_key text, p_min integer, p_default integer
+)
+returns integer
+language plpgsql
+immutable
+as $$
+declare
+  v_value jsonb := p_options -> p_key;
+begin
+  if v_value is null or v_value = 'null'::jsonb then
+    return p_default;
+  end if;
+  if jsonb_typeof(v_value) <> 'number' or v_value::text !~ '^[0-9]+$'
+     or v_value::numeric > 2147483647 or v_value::numeric < p_min then
+    perform pgflow.raise_invalid_definition(p_flow_slug, format(
+      '%s option `%s` must be a whole number of at least %s, got %s',
+      p_where, p_key, p_min, v_value));
+  end if;
+  return v_value::integer;
+end;
+$$;
+
+-- define_flow: compile a concrete flow, or verify it against the stored one.
+--
+-- p_options: {"max_attempts", "base_delay", "timeout"} (seconds; each optional).
+-- p_steps:   [{"slug", "type": "single"|"map", "deps": [slug], "queue",
+--              "max_attempts", "base_delay", "timeout", "start_delay"}] in topological order
+--            (every dependency listed before its dependents). "queue" defaults to the
+--            lowercased flow slug; "type" to "single"; "deps" to [].
+--
+-- Returns 'compiled' (created now) or 'verified' (same shape already stored; its options are
+-- brought up to date with the definition). A different shape (steps, order, types, deps,
+-- queues) or a different alias/version for an existing slug raises PF002 listing every
+-- difference: a changed DAG needs a new concrete slug.
+--
+-- Creates every routed PGMQ queue that does not exist yet; queues are never dropped here.
+-- Locks: advisory lock (namespace, hashtext(flow_slug)) for the transaction.
+create or replace function pgflow.define_flow(
+  p_flow_slug text,
+  p_alias text,
+  p_version integer,
+  p_options jsonb,
+  p_steps jsonb
+)
+returns text
+language plpgsql
+as $$
+declare
+  v_step jsonb;
+  v_dep jsonb;
+  v_slug text;
+  v_type text;
+  v_queue text;
+  v_seen text[] := array[]::text[];
+  v_deps text[];
+  v_shape jsonb := '[]'::jsonb;
+  v_settings jsonb := '[]'::jsonb;
+  v_existing pgflow.flows;
+  v_stored_shape jsonb;
+  v_differences text[] := array[]::text[];
+  v_index integer;
+  v_count integer;
+  v_max_attempts integer;
+  v_base_delay integer;
+  v_timeout integer;
+  v_status text;
+begin
+  -- 1. Validate the definition completely before touching anything.
+  if not pgflow.is_valid_slug(p_flow_slug) then
+    perform pgflow.raise_invalid_definition(coalesce(p_flow_slug, '<null>'),
+      'a flow slug must start with a letter or `_`, contain only letters, digits and `_`, '
+      || 'and be at most 47 bytes');
+  end if;
+  if not pgflow.is_valid_slug(p_alias) then
+    perform pgflow.raise_invalid_definition(p_flow_slug, format(
+      'alias `%s` must start with a letter or `_`, contain only letters, digits and `_`, '
+      || 'and be at most 47 bytes', coalesce(p_alias, '<null>')));
+  end if;
+  if p_version is null or p_version < 1 then
+    perform pgflow.raise_invalid_definition(p_flow_slug, format(
+      'version must be at least 1, got %s', coalesce(p_version::text, 'null')));
+  end if;
+  p_options := coalesce(p_options, '{}'::jsonb);
+  if jsonb_typeof(p_options) <> 'object' then
+    perform pgflow.raise_invalid_definition(p_flow_slug, 'options must be a JSON object');
+  end if;
+  v_max_attempts := pgflow.option_value(p_flow_slug, 'flow', p_options, 'max_attempts', 1, 3);
+  v_base_delay := pgflow.option_value(p_flow_slug, 'flow', p_options, 'base_delay', 0, 1);
+  v_timeout := pgflow.option_value(p_flow_slug, 'flow', p_options, 'timeout', 1, 60);
+
+  if p_steps is null or jsonb_typeof(p_steps) <> 'array' or jsonb_array_length(p_steps) = 0 then
+    perform pgflow.raise_invalid_definition(p_flow_slug,
+      'steps must be a non-empty JSON array in topological order');
+  end if;
+
+  for v_step in select value from jsonb_array_elements(p_steps) loop
+    if jsonb_typeof(v_step) <> 'object' then
+      perform pgflow.raise_invalid_definition(p_flow_slug, 'each step must be a JSON object');
+    end if;
+    v_slug := v_step ->> 'slug';
+    if not pgflow.is_valid_slug(v_slug) then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step slug `%s` must start with a letter or `_`, contain only letters, digits and `_`, '
+        || 'and be at most 47 bytes', coalesce(v_slug, '<missing>')));
+    end if;
+    if v_slug = any(v_seen) then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` is defined twice; step slugs must be unique within a flow', v_slug));
+    end if;
+    v_type := coalesce(v_step ->> 'type', 'single');
+    if v_type not in ('single', 'map') then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` has type `%s`; use `single` or `map`', v_slug, v_type));
+    end if;
+    v_queue := coalesce(v_step ->> 'queue', lower(p_flow_slug));
+    if not pgflow.is_valid_queue_name(v_queue) then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` routes to queue `%s`; a queue name is 1 to 47 bytes of `a-z`, `0-9` and `_`',
+        v_slug, v_queue));
+    end if;
+    if v_step ? 'deps' and jsonb_typeof(v_step -> 'deps') <> 'array' then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s`: deps must be a JSON array of step slugs', v_slug));
+    end if;
+    v_deps := array[]::text[];
+    for v_dep in select value from jsonb_array_elements(coalesce(v_step -> 'deps', '[]'::jsonb)) loop
+      if jsonb_typeof(v_dep) <> 'string' then
+        perform pgflow.raise_invalid_definition(p_flow_slug, format(
+          'step `%s`: deps must be a JSON array of step slugs', v_slug));
+      end if;
+      if v_dep #>> '{}' = v_slug then
+        perform pgflow.raise_invalid_definition(p_flow_slug, format(
+          'step `%s` depends on itself', v_slug));
+      end if;
+      if v_dep #>> '{}' = any(v_deps) then
+        perform pgflow.raise_invalid_definition(p_flow_slug, format(
+          'step `%s` lists dependency `%s` twice', v_slug, v_dep #>> '{}'));
+      end if;
+      if not (v_dep #>> '{}' = any(v_seen)) then
+        perform pgflow.raise_invalid_definition(p_flow_slug, format(
+          'step `%s` depends on `%s`, which is not a step defined before it '
+          || '(steps must be listed in topological order, and cycles are not allowed)',
+          v_slug, v_dep #>> '{}'));
+      end if;
+      v_deps := v_deps || (v_dep #>> '{}');
+    end loop;
+    if v_type = 'map' and cardinality(v_deps) > 1 then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'map step `%s` has %s dependencies; a map step maps over the flow input or over '
+        || 'exactly one dependency', v_slug, cardinality(v_deps)));
+    end if;
+
+    v_seen := v_seen || v_slug;
+    v_shape := v_shape || jsonb_build_array(jsonb_build_object(
+      'slug', v_slug,
+      'type', v_type,
+      'deps', (select coalesce(jsonb_agg(d order by d), '[]'::jsonb) from unnest(v_deps) d),
+      'queue', v_queue));
+    v_settings := v_settings || jsonb_build_array(jsonb_build_object(
+      'slug', v_slug,
+      'deps', to_jsonb(v_deps),
+      'max_attempts', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'max_attempts', 1, null),
+      'base_delay', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'base_delay', 0, null),
+      'timeout', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'timeout', 1, null),
+      'start_delay', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'start_delay', 0, null)));
+  end loop;
+
+  -- 2. Serialize compile/verify of this flow slug.
+  perform pg_advisory_xact_lock(pgflow.lock_namespace(), hashtext(p_flow_slug));
+
+  select * into v_existing from pgflow.flows where flow_slug = p_flow_slug;
+
+  if found then
+    -- 3a. Verify: same alias, version and shape.
+    if v_existing.alias <> p_alias or v_existing.version <> p_version then
+      v_differences := v_differences || format(
+        'alias/version: stored `%s` v%s, definition `%s` v%s',
+        v_existing.alias, v_existing.version, p_alias, p_version);
+    end if;
+    v_stored_shape := pgflow.flow_shape(p_flow_slug);
+    if jsonb_array_length(v_stored_shape) <> jsonb_array_length(v_shape) then
+      v_differences := v_differences || format(
+        'step count: stored %s, definition %s',
+        jsonb_array_length(v_stored_shape), jsonb_array_length(v_shape));
+    end if;
+    v_count := least(jsonb_array_length(v_stored_shape), jsonb_array_length(v_shape));
+    for v_index in 0 .. v_count - 1 loop
+      if v_stored_shape -> v_index ->> 'slug' <> v_shape -> v_index ->> 'slug' then
+        v_differences := v_differences || format(
+          'step #%s: stored `%s`, definition `%s`', v_index + 1,
+          v_stored_shape -> v_index ->> 'slug', v_shape -> v_index ->> 'slug');
+        continue;
+      end if;
+      if v_stored_shape -> v_index ->> 'type' <> v_shape -> v_index ->> 'type' then
+        v_differences := v_differences || format(
+          'step `%s` type: stored `%s`, definition `%s`', v_shape -> v_index ->> 'slug',
+          v_stored_shape -> v_index ->> 'type', v_shape -> v_index ->> 'type');
+      end if;
+      if v_stored_shape -> v_index -> 'deps' <> v_shape -> v_index -> 'deps' then
+        v_differences := v_differences || format(
+          'step `%s` dependencies: stored %s, definition %s', v_shape -> v_index ->> 'slug',
+          v_stored_shape -> v_index -> 'deps', v_shape -> v_index -> 'deps');
+      end if;
+      if v_stored_shape -> v_index ->> 'queue' <> v_shape -> v_index ->> 'queue' then
+        v_differences := v_differences || format(
+          'step `%s` queue: stored `%s`, definition `%s`', v_shape -> v_index ->> 'slug',
+          v_stored_shape -> v_index ->> 'queue', v_shape -> v_index ->> 'queue');
+      end if;
+    end loop;
+    for v_index in v_count .. jsonb_array_length(v_stored_shape) - 1 loop
+      v_differences := v_differences || format(
+        'step `%s` is stored but not in the definition', v_stored_shape -> v_index ->> 'slug');
+    end loop;
+    for v_index in v_count .. jsonb_array_length(v_shape) - 1 loop
+      v_differences := v_differences || format(
+        'step `%s` is in the definition but not stored', v_shape -> v_index ->> 'slug');
+    end loop;
+
+    if cardinality(v_differences) > 0 then
+      raise exception 'flow `%` is already defined with a different shape: %; a changed flow '
+        'needs a new concrete slug (for example a new version under the same alias)',
+        p_flow_slug, array_to_string(v_differences, '; ')
+        using errcode = 'PF002',
+              detail = jsonb_build_object('flow_slug', p_flow_slug,
+                                          'differences', to_jsonb(v_differences))::text;
+    end if;
+
+    update pgflow.flows
+    set opt_max_attempts = v_max_attempts,
+        opt_base_delay = v_base_delay,
+        opt_timeout = v_timeout
+    where flow_slug = p_flow_slug
+      and (opt_max_attempts, opt_base_delay, opt_timeout)
+          is distinct from (v_max_attempts, v_base_delay, v_timeout);
+
+    update pgflow.steps s
+    set opt_max_attempts = (x ->> 'max_attempts')::integer,
+        opt_base_delay = (x ->> 'base_delay')::integer,
+        opt_timeout = (x ->> 'timeout')::integer,
+        opt_start_delay = (x ->> 'start_delay')::integer
+    from jsonb_array_elements(v_settings) x
+    where s.flow_slug = p_flow_slug
+      and s.step_slug = x ->> 'slug'
+      and (s.opt_max_attempts, s.opt_base_delay, s.opt_timeout, s.opt_start_delay)
+          is distinct from ((x ->> 'max_attempts')::integer, (x ->> 'base_delay')::integer,
+                            (x ->> 'timeout')::integer, (x ->> 'start_delay')::integer);
+    v_status := 'verified';
+  else
+    -- 3b. Compile.
+    insert into pgflow.flows (flow_slug, alias, version, opt_max_attempts, opt_base_delay, opt_timeout)
+    values (p_flow_slug, p_alias, p_version, v_max_attempts, v_base_delay, v_timeout);
+
+    insert into pgflow.steps (flow_slug, step_slug, step_index, step_type, deps_count, queue_name,
+                              opt_max_attempts, opt_base_delay, opt_timeout, opt_start_delay)
+    select p_flow_slug,
+           shape.value ->> 'slug',
+           (shape.ordinality - 1)::integer,
+           shape.value ->> 'type',
+           jsonb_array_length(shape.value -> 'deps'),
+           shape.value ->> 'queue',
+           (settings ->> 'max_attempts')::integer,
+           (settings ->> 'base_delay')::integer,
+           (settings ->> 'timeout')::integer,
+           (settings ->> 'start_delay')::integer
+    from jsonb_array_elements(v_shape) with ordinality as shape(value, ordinality)
+    join lateral (select v_settings -> (shape.ordinality::integer - 1) as settings) s on true;
+
+    insert into pgflow.deps (flow_slug, dep_slug, step_slug)
+    select p_flow_slug, dep.value, shape.value ->> 'slug'
+    from jsonb_array_elements(v_shape) as shape(value)
+    cross join lateral jsonb_array_elements_text(shape.value -> 'deps') as dep(value);
+    v_status := 'compiled';
+  end if;
+
+  -- 4. Create the routed queues that do not exist yet (pgmq.create takes its own queue lock).
+  perform pgmq.create(q.queue_name)
+  from (select distinct queue_name from pgflow.steps where flow_slug = p_flow_slug) q
+  where not exists (select 1 from pgmq.meta m where m.queue_name = q.queue_name);
+
+  return v_status;
+end;
+$$;

@@ -1,0 +1,498 @@
+-- Runs: starting runs and moving them on. Completing steps releases their dependents, starts
+-- the ready ones and creates their tasks and PGMQ messages; runs complete when no step is left
+-- and fail with their live tasks.
+
+-- Fails runs (status 'started' only) and every live task of theirs that nobody holds a lock
+-- on: those tasks become 'failed' and their messages are archived. A task locked by a
+-- concurrent claim or completion is skipped; that transaction sees the failed run and acts
+-- accordingly (a claim fails such tasks, a completion stops cascading).
+-- Locks: runs (run_id order), then live tasks with SKIP LOCKED.
+create or replace function pgflow.fail_runs(p_run_ids uuid[], p_reason text)
+returns void
+language plpgsql
+as $$
+declare
+  v_failed uuid[];
+  v_queues text[];
+  v_messages bigint[];
+begin
+  with locked as (
+    select ctid as row_ctid from pgflow.runs
+    where run_id = any(p_run_ids) and status = 'started'
+    order by run_id
+    for no key update
+  ),
+  failed as (
+    update pgflow.runs r
+    set status = 'failed', failed_at = now()
+    from locked
+    where r.ctid = locked.row_ctid
+    returning r.run_id
+  )
+  select coalesce(array_agg(run_id), array[]::uuid[]) into v_failed from failed;
+
+  if cardinality(v_failed) = 0 then
+    return;
+  end if;
+
+  with live as (
+    select ctid as row_ctid from pgflow.step_tasks
+    where run_id = any(v_failed) and status in ('queued', 'started')
+    order by run_id, step_slug, task_index
+    for no key update skip locked
+  ),
+  cancelled as (
+    update pgflow.step_tasks t
+    set status = 'failed',
+        failed_at = now(),
+        error_message = p_reason
+    from live
+    where t.ctid = live.row_ctid
+    returning t.queue_name, t.message_id
+  )
+  select array_agg(queue_name), array_agg(message_id) into v_queues, v_messages from cancelled;
+
+  if v_queues is not null then
+    perform pgflow.archive_messages(v_queues, v_messages);
+  end if;
+end;
+$$;
+
+-- The output of a step whose tasks are all done: a single step's task output; a map step's
+-- task outputs as an array in task order ([] for a map over nothing).
+create or replace function pgflow.step_output(p_run_id uuid, p_step_slug text, p_step_type text)
+returns jsonb
+language plpgsql
+stable
+as $$
+begin
+  if p_step_type = 'single' then
+    return (select t.output from pgflow.step_tasks t
+            where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = 0);
+  end if;
+  return coalesce((select jsonb_agg(t.output order by t.task_index)
+                   from pgflow.step_tasks t
+                   where t.run_id = p_run_id and t.step_slug = p_step_slug),
+                  '[]'::jsonb);
+end;
+$$;
+
+-- Completes started steps whose tasks are all done (storing their step_output), then goes on
+-- as finish_completed_steps.
+-- Locks: step_states of the steps (order), then as finish_completed_steps.
+create or replace function pgflow.complete_steps(p_run_ids uuid[], p_step_slugs text[])
+returns void
+language plpgsql
+as $$
+declare
+  v_runs uuid[];
+  v_steps text[];
+  v_flows text[];
+begin
+  with target as (
+    select ss.ctid as row_ctid
+    from pgflow.step_states ss
+    join unnest(p_run_ids, p_step_slugs) as t(run_id, step_slug)
+      on ss.run_id = t.run_id and ss.step_slug = t.step_slug
+    where ss.status = 'started' and ss.remaining_tasks = 0
+    order by ss.run_id, ss.step_slug
+    for no key update of ss
+  ),
+  completed as (
+    update pgflow.step_states ss
+    set status = 'completed',
+        completed_at = now(),
+        output = pgflow.step_output(ss.run_id, ss.step_slug, s.step_type)
+    from target, pgflow.steps s
+    where ss.ctid = target.row_ctid
+      and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+    returning ss.run_id, ss.step_slug, ss.flow_slug
+  )
+  select coalesce(array_agg(run_id), array[]::uuid[]),
+         coalesce(array_agg(step_slug), array[]::text[]),
+         coalesce(array_agg(flow_slug), array[]::text[])
+  into v_runs, v_steps, v_flows
+  from completed;
+
+  perform pgflow.finish_completed_steps(v_runs, v_steps, v_flows);
+end;
+$$;
+
+-- What follows the completion of steps (parallel arrays: run, step, flow of each step that just
+-- became 'completed'): releases their dependents, starting in the same write each dependent
+-- left with nothing to wait for (a single step with one task, a map step with one task per
+-- element of its dependency's array); counts the steps down on their runs and completes the
+-- runs with nothing left (output: an object of the leaf steps' outputs); then creates the
+-- started steps' tasks. A ready map step whose dependency's output is not an array is left to
+-- start_ready_steps, which fails it and its run; no other step of that run starts.
+-- Locks: step_states of the dependents (order), then runs (order).
+create or replace function pgflow.finish_completed_steps(
+  p_run_ids uuid[], p_step_slugs text[], p_flow_slugs text[]
+)
+returns void
+language plpgsql
+as $$
+declare
+  v_started pgflow.started_step[];
+  v_blocked_runs uuid[];
+begin
+  if cardinality(p_run_ids) = 0 then
+    return;
+  end if;
+
+  with released as (
+    select c.run_id, d.step_slug, count(*)::integer as n
+    from unnest(p_run_ids, p_step_slugs, p_flow_slugs) as c(run_id, step_slug, flow_slug)
+    join pgflow.deps d on d.flow_slug = c.flow_slug and d.dep_slug = c.step_slug
+    group by c.run_id, d.step_slug
+  ),
+  locked as (
+    select ss.ctid as row_ctid, ss.run_id, ss.step_slug, ss.flow_slug, released.n,
+           ss.status = 'created' and ss.remaining_deps = released.n and r.status = 'started'
+             as ready
+    from pgflow.step_states ss
+    join released on released.run_id = ss.run_id and released.step_slug = ss.step_slug
+    join pgflow.runs r on r.run_id = ss.run_id
+    order by ss.run_id, ss.step_slug
+    for no key update of ss
+  ),
+  sized as (
+    -- A map step has exactly one dependency: the step whose array it maps over.
+    select l.row_ctid, l.run_id, l.step_slug, l.n, l.ready, s.queue_name,
+           coalesce(s.opt_start_delay, 0) as start_delay,
+           case when not l.ready then null
+                when s.step_type = 'single' then 1
+                else (select case when jsonb_typeof(dss.output) = 'array'
+                                  then jsonb_array_length(dss.output) end
+                      from pgflow.deps d
+                      join pgflow.step_states dss
+                        on dss.run_id = l.run_id and dss.step_slug = d.dep_slug
+                      where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
+           end as task_count
+    from locked l
+    join pgflow.steps s on s.flow_slug = l.flow_slug and s.step_slug = l.step_slug
+  ),
+  decided as (
+    select sized.*,
+           sized.task_count is not null
+             and not bool_or(sized.ready and sized.task_count is null)
+                   over (partition by sized.run_id) as start
+    from sized
+  ),
+  changed as (
+    update pgflow.step_states ss
+    set remaining_deps = ss.remaining_deps - decided.n,
+        status = case when decided.start then 'started' else ss.status end,
+        started_at = case when decided.start then now() else ss.started_at end,
+        initial_tasks = case when decided.start then decided.task_count
+                             else ss.initial_tasks end,
+        remaining_tasks = case when decided.start then decided.task_count
+                               else ss.remaining_tasks end
+    from decided
+    where ss.ctid = decided.row_ctid
+    returning ss.run_id, ss.step_slug, ss.flow_slug, decided.ready, decided.start,
+              decided.task_count, decided.queue_name, decided.start_delay
+  )
+  select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
+                   ::pgflow.started_step) filter (where start),
+         array_agg(distinct run_id) filter (where ready and not start)
+  into v_started, v_blocked_runs
+  from changed;
+
+  -- Count the steps down on their runs and complete, in the same write, the runs with nothing
+  -- left (output: an object of the leaf steps' outputs).
+  with per_run as (
+    select run_id, count(*)::integer as n from unnest(p_run_ids) as c(run_id) group by run_id
+  ),
+  locked as (
+    select r.ctid as row_ctid, r.status, per_run.n
+    from pgflow.runs r
+    join per_run on per_run.run_id = r.run_id
+    order by r.run_id
+    for no key update of r
+  )
+  update pgflow.runs r
+  set remaining_steps = r.remaining_steps - locked.n,
+      status = case when r.remaining_steps = locked.n then 'completed' else r.status end,
+      completed_at = case when r.remaining_steps = locked.n then now() end,
+      output = case when r.remaining_steps = locked.n then (
+        select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+        from pgflow.step_states ss
+        where ss.run_id = r.run_id
+          and not exists (select 1 from pgflow.deps d
+                          where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug))
+      end
+  from locked
+  where r.ctid = locked.row_ctid and locked.status = 'started';
+
+  if v_blocked_runs is not null then
+    perform pgflow.start_ready_steps(v_blocked_runs);
+  end if;
+  if v_started is not null then
+    perform pgflow.enqueue_step_tasks(v_started);
+  end if;
+end;
+$$;
+
+-- Creates the tasks of steps that were just started: one task and one PGMQ message per
+-- element, sent to the step's queue (the task's queue snapshot) and delayed by the step's
+-- start delay, one batch per (queue, delay). A map step over an empty array completes at once
+-- with [], which may start further steps.
+create or replace function pgflow.enqueue_step_tasks(p_steps pgflow.started_step[])
+returns void
+language plpgsql
+as $$
+declare
+  v_group record;
+  v_empty_runs uuid[];
+  v_empty_steps text[];
+begin
+  for v_group in
+    select u.queue_name, u.start_delay,
+           array_agg(u.flow_slug order by u.run_id, u.step_slug, i) as flow_slugs,
+           array_agg(u.run_id order by u.run_id, u.step_slug, i) as run_ids,
+           array_agg(u.step_slug order by u.run_id, u.step_slug, i) as step_slugs,
+           array_agg(i order by u.run_id, u.step_slug, i) as task_indexes
+    from unnest(p_steps) as u
+    cross join lateral generate_series(0, u.task_count - 1) as i
+    where u.task_count > 0
+    group by u.queue_name, u.start_delay
+  loop
+    with batch as (
+      select b.flow_slug, b.run_id, b.step_slug, b.task_index, b.ordinality
+      from unnest(v_group.flow_slugs, v_group.run_ids, v_group.step_slugs, v_group.task_indexes)
+        with ordinality as b(flow_slug, run_id, step_slug, task_index, ordinality)
+    ),
+    sent as (
+      -- PGMQ assigns increasing ids in insertion order; pair them with the batch by rank.
+      select msg_id, row_number() over (order by msg_id) as ordinality
+      from pgmq.send_batch(
+        v_group.queue_name,
+        (select array_agg(jsonb_build_object('flow_slug', flow_slug, 'run_id', run_id,
+                                             'step_slug', step_slug, 'task_index', task_index)
+                          order by ordinality)
+         from batch),
+        null::jsonb[],
+        clock_timestamp() + make_interval(secs => v_group.start_delay)) as msg_id
+    )
+    insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name, message_id)
+    select batch.run_id, batch.step_slug, batch.task_index, batch.flow_slug,
+           v_group.queue_name, sent.msg_id
+    from batch join sent on sent.ordinality = batch.ordinality;
+
+    -- Wake the queue's idle workers (delivered at commit, once per channel and transaction).
+    if v_group.start_delay = 0 then
+      perform pgflow.notify_queue(v_group.queue_name);
+    end if;
+  end loop;
+
+  select array_agg(u.run_id), array_agg(u.step_slug)
+  into v_empty_runs, v_empty_steps
+  from unnest(p_steps) as u
+  where u.task_count = 0;
+
+  if v_empty_runs is not null then
+    perform pgflow.complete_steps(v_empty_runs, v_empty_steps);
+  end if;
+end;
+$$;
+
+-- Starts every step of the given (started) runs whose dependencies are all complete and that
+-- is still 'created': the slow path behind the starts that finish_completed_steps and
+-- start_flows make in the writes that release steps or create runs. A map over something
+-- that is not an array fails the step and its run, and the run's other ready steps are left
+-- as they are; the other runs' ready steps start (see enqueue_step_tasks).
+create or replace function pgflow.start_ready_steps(p_run_ids uuid[])
+returns void
+language plpgsql
+as $$
+declare
+  v_started pgflow.started_step[];
+  v_bad_runs uuid[];
+begin
+  with ready as (
+    select ss.ctid as row_ctid, ss.run_id, ss.step_slug, s.step_type, s.queue_name,
+           coalesce(s.opt_start_delay, 0) as start_delay,
+           jsonb_typeof(src.value) as got,
+           case when s.step_type = 'single' then 1
+                when jsonb_typeof(src.value) = 'array' then jsonb_array_length(src.value)
+           end as task_count
+    from pgflow.step_states ss
+    join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
+    join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+    cross join lateral (
+      select case when s.step_type = 'single' then null
+                  when s.deps_count = 0 then r.input
+                  else (select dss.output from pgflow.deps d
+                        join pgflow.step_states dss
+                          on dss.run_id = ss.run_id and dss.step_slug = d.dep_slug
+                        where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
+             end as value
+    ) src
+    where ss.run_id = any(p_run_ids) and ss.status = 'created' and ss.remaining_deps = 0
+    order by ss.run_id, ss.step_slug
+    for no key update of ss
+  ),
+  decided as (
+    select ready.*,
+           bool_or(ready.task_count is null) over (partition by ready.run_id) as run_has_bad_map
+    from ready
+  ),
+  changed as (
+    update pgflow.step_states ss
+    set status = case when d.task_count is null then 'failed' else 'started' end,
+        started_at = case when d.task_count is not null then now() end,
+        failed_at = case when d.task_count is null then now() end,
+        error_message = case when d.task_count is null then
+          format('map step `%s` needs an array to map over, got %s',
+                 d.step_slug, coalesce(d.got, 'nothing')) end,
+        initial_tasks = d.task_count,
+        remaining_tasks = d.task_count
+    from decided d
+    where ss.ctid = d.row_ctid
+      and (d.task_count is null or not d.run_has_bad_map)
+    returning ss.run_id, ss.step_slug, ss.status, d.task_count, ss.flow_slug,
+              d.queue_name, d.start_delay
+  )
+  select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
+                   ::pgflow.started_step) filter (where status = 'started'),
+         array_agg(distinct run_id) filter (where status = 'failed')
+  into v_started, v_bad_runs
+  from changed;
+
+  if v_bad_runs is not null then
+    perform pgflow.fail_runs(v_bad_runs, 'run failed: a map step received a non-array input');
+  end if;
+  if v_started is not null then
+    perform pgflow.enqueue_step_tasks(v_started);
+  end if;
+end;
+$$;
+
+-- start_flows: starts one run per input, in one transaction.
+-- p_flow_slug names an alias (resolved to its active concrete flow now, unless
+-- p_resolve_alias is false) or a concrete flow. The runs record the concrete flow and keep it.
+-- p_run_ids optionally fixes the run ids (same length as p_inputs; null entries get new ids).
+-- Returns the runs in input order, as they stand after the first steps were started (a run
+-- whose steps all complete at once, e.g. a map over [], is already 'completed').
+-- Raises PF004 when the name is neither an alias with an active version nor a concrete flow.
+create or replace function pgflow.start_flows(
+  p_flow_slug text,
+  p_inputs jsonb[],
+  p_run_ids uuid[] default null,
+  p_resolve_alias boolean default true
+)
+returns setof pgflow.runs
+language plpgsql
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+as $$
+declare
+  v_flow_slug text := p_flow_slug;
+  v_step_count integer;
+  v_run_ids uuid[];
+  v_inputs jsonb[];
+  v_started pgflow.started_step[];
+  v_bad_runs uuid[];
+begin
+  if p_resolve_alias then
+    select a.flow_slug into v_flow_slug from pgflow.aliases a where a.alias = p_flow_slug;
+    v_flow_slug := coalesce(v_flow_slug, p_flow_slug);
+  end if;
+  select count(*) into v_step_count from pgflow.steps where flow_slug = v_flow_slug;
+  if v_step_count = 0 then
+    raise exception 'no concrete flow or active alias is named `%`; compile the flow first (a '
+      'worker carrying it does so at startup, and activates its alias)', p_flow_slug
+      using errcode = 'PF004', detail = jsonb_build_object('flow_slug', p_flow_slug)::text;
+  end if;
+  if p_inputs is null or array_position(p_inputs, null) is not null then
+    raise exception 'start_flows: every input must be a JSON value (use JSON null, not SQL NULL)'
+      using errcode = 'PF005';
+  end if;
+  if p_run_ids is not null and cardinality(p_run_ids) <> cardinality(p_inputs) then
+    raise exception 'start_flows: % run ids for % inputs; pass one per input or none',
+      cardinality(p_run_ids), cardinality(p_inputs)
+      using errcode = 'PF005';
+  end if;
+
+  with inserted as (
+    insert into pgflow.runs (run_id, flow_slug, input, remaining_steps)
+    select coalesce(p_run_ids[i.ordinality], gen_random_uuid()), v_flow_slug, i.input, v_step_count
+    from unnest(p_inputs) with ordinality as i(input, ordinality)
+    order by i.ordinality
+    returning run_id, input
+  )
+  select array_agg(run_id), array_agg(input) into v_run_ids, v_inputs from inserted;
+
+  if v_run_ids is null then
+    return;
+  end if;
+
+  -- Every step state in one write, the root steps already started and sized: a single step
+  -- gets one task, a root map step one per element of the run's input. A run whose input a
+  -- root map step cannot map over (not an array) gets all its steps 'created' and is left to
+  -- start_ready_steps, which fails it.
+  with planned as (
+    select r.run_id, s.step_slug, s.flow_slug, s.deps_count, s.queue_name,
+           coalesce(s.opt_start_delay, 0) as start_delay,
+           case when s.deps_count > 0 then null
+                when s.step_type = 'single' then 1
+                when jsonb_typeof(r.input) = 'array' then jsonb_array_length(r.input)
+           end as task_count,
+           s.deps_count = 0 and s.step_type = 'map'
+             and jsonb_typeof(r.input) is distinct from 'array' as bad
+    from unnest(v_run_ids, v_inputs) as r(run_id, input)
+    cross join pgflow.steps s
+    where s.flow_slug = v_flow_slug
+  ),
+  decided as materialized (
+    select planned.*,
+           planned.task_count is not null
+             and not bool_or(planned.bad) over (partition by planned.run_id) as start
+    from planned
+  ),
+  inserted as (
+    insert into pgflow.step_states (run_id, step_slug, flow_slug, remaining_deps, status,
+                                    started_at, initial_tasks, remaining_tasks)
+    select d.run_id, d.step_slug, d.flow_slug, d.deps_count,
+           case when d.start then 'started' else 'created' end,
+           case when d.start then now() end,
+           case when d.start then d.task_count end,
+           case when d.start then d.task_count end
+    from decided d
+  )
+  select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
+                   ::pgflow.started_step) filter (where start),
+         array_agg(distinct run_id) filter (where bad)
+  into v_started, v_bad_runs
+  from decided;
+
+  if v_bad_runs is not null then
+    perform pgflow.start_ready_steps(v_bad_runs);
+  end if;
+  if v_started is not null then
+    perform pgflow.enqueue_step_tasks(v_started);
+  end if;
+
+  -- One key lookup per run (`offset 0` keeps the lookup apart from the join): a plan made
+  -- for a batch of runs may otherwise hash-join against a scan of every run.
+  return query
+  select r.*
+  from unnest(v_run_ids) with ordinality as ids(run_id, ordinality)
+  cross join lateral (select * from pgflow.runs x where x.run_id = ids.run_id offset 0) r
+  order by ids.ordinality;
+end;
+$$;
+
+-- start_flow: starts one run. See start_flows.
+create or replace function pgflow.start_flow(
+  p_flow_slug text,
+  p_input jsonb,
+  p_run_id uuid default null,
+  p_resolve_alias boolean default true
+)
+returns pgflow.runs
+language sql
+as $$
+  select * from pgflow.start_flows(p_flow_slug, array[p_input], array[p_run_id], p_resolve_alias)
+$$;

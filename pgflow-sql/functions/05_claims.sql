@@ -1,0 +1,191 @@
+-- Claims: a worker claims the queued tasks behind the PGMQ messages it read, and gets each
+-- task's handler input.
+
+-- start_tasks: claims the queued tasks behind PGMQ messages a worker of `p_queue_name` read.
+--
+-- Matches tasks by (queue_name, message_id) only; the flow recorded on each task is data, never
+-- a filter. Every matched (flow_slug, step_slug) pair is checked against the worker's supported
+-- pairs (p_flow_slugs[i], p_step_slugs[i]) before anything is written: one unsupported pair
+-- raises PF003 naming the queue, the message ids and the pairs, and nothing changes (no task
+-- status, no attempt, no message archived; with read_and_start_tasks, not the read either).
+--
+-- Otherwise each claimable task becomes 'started' and its attempt is counted; tasks of runs
+-- that already failed are failed instead of being returned. Every message of the call is
+-- archived: a claimed task is tracked by its row from now on (a task whose worker dies is
+-- recovered by requeue_stalled_tasks, a failed attempt is retried with a new message), so
+-- the queue holds only messages that wait, and reads never walk past claimed ones. A
+-- message without a queued task (stale) is archived too.
+--
+-- Returns one row per claimed task, in message order, possibly of several concrete flows,
+-- with the handler input: the flow input (root single step), the element (map step), or an
+-- object of the dependencies' outputs keyed by step slug.
+-- Locks: the matched queued step_tasks (key order); no run locks.
+create or replace function pgflow.start_tasks(
+  p_queue_name text,
+  p_message_ids bigint[],
+  p_worker_id uuid,
+  p_flow_slugs text[],
+  p_step_slugs text[]
+)
+returns table (
+  flow_slug text,
+  step_slug text,
+  run_id uuid,
+  task_index integer,
+  message_id bigint,
+  queue_name text,
+  attempt integer,
+  timeout_seconds integer,
+  input jsonb
+)
+language plpgsql
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+as $$
+#variable_conflict use_column
+declare
+  v_row_ctids tid[];
+  v_unsupported jsonb;
+begin
+  if cardinality(coalesce(p_flow_slugs, array[]::text[]))
+     <> cardinality(coalesce(p_step_slugs, array[]::text[])) then
+    raise exception 'start_tasks: % flow slugs but % step slugs; supported pairs are given as '
+      'two arrays of equal length', cardinality(p_flow_slugs), cardinality(p_step_slugs)
+      using errcode = 'PF005';
+  end if;
+
+  if coalesce(cardinality(p_message_ids), 0) = 0 then
+    return;
+  end if;
+
+  -- Lock the queued tasks behind the messages (a task changed meanwhile by someone else is
+  -- re-checked under its row lock and left out when no longer queued) and check, before any
+  -- write, that the worker supports every pair met. Messages without a queued task are
+  -- skipped.
+  with matched as (
+    select t.ctid as row_ctid, t.flow_slug, t.step_slug, t.message_id
+    from pgflow.step_tasks t
+    where t.queue_name = p_queue_name
+      and t.message_id = any(p_message_ids)
+      and t.status = 'queued'
+    order by t.run_id, t.step_slug, t.task_index
+    for no key update of t
+  ),
+  unsupported as (
+    select m.flow_slug, m.step_slug, jsonb_agg(m.message_id order by m.message_id) as message_ids
+    from matched m
+    where not exists (
+      select 1 from unnest(p_flow_slugs, p_step_slugs) as p(flow_slug, step_slug)
+      where p.flow_slug = m.flow_slug and p.step_slug = m.step_slug)
+    group by m.flow_slug, m.step_slug
+  )
+  select (select array_agg(row_ctid) from matched),
+         (select jsonb_agg(jsonb_build_object('flow_slug', u.flow_slug,
+                                              'step_slug', u.step_slug,
+                                              'message_ids', u.message_ids)
+                           order by u.flow_slug, u.step_slug)
+          from unsupported u)
+  into v_row_ctids, v_unsupported;
+
+  if v_unsupported is not null then
+    raise exception 'queue `%`: the claimed batch has tasks this worker does not support: %; '
+      'every worker of a queue must carry every concrete flow routed to it',
+      p_queue_name,
+      (select string_agg(format('%s.%s (message ids %s)', x ->> 'flow_slug', x ->> 'step_slug',
+                                x -> 'message_ids'), ', ')
+       from jsonb_array_elements(v_unsupported) x)
+      using errcode = 'PF003',
+            detail = jsonb_build_object('queue_name', p_queue_name,
+                                        'message_ids', to_jsonb(p_message_ids),
+                                        'unsupported', v_unsupported)::text,
+            hint = 'add the missing concrete flows to this worker''s registry and restart it';
+  end if;
+
+  perform pgmq.archive(p_queue_name, p_message_ids);
+
+  if v_row_ctids is null then
+    return;
+  end if;
+
+  -- Claim the locked tasks, found by row address: a task of a live run becomes 'started'; a
+  -- task of a run that ended while it waited becomes 'failed' and is not returned.
+  return query
+  with changed as (
+    update pgflow.step_tasks t
+    set status = case when r.status = 'started' then 'started' else 'failed' end,
+        started_at = case when r.status = 'started' then now() else t.started_at end,
+        attempts_count = t.attempts_count + case when r.status = 'started' then 1 else 0 end,
+        last_worker_id = case when r.status = 'started' then p_worker_id
+                              else t.last_worker_id end,
+        failed_at = case when r.status = 'started' then t.failed_at else now() end,
+        error_message = case when r.status = 'started' then t.error_message
+                             else 'run failed before this task started' end
+    from unnest(v_row_ctids) as l(row_ctid), pgflow.runs r
+    where t.ctid = l.row_ctid and r.run_id = t.run_id
+    returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count,
+              t.status, r.input as run_input
+  )
+  select c.flow_slug, c.step_slug, c.run_id, c.task_index, c.message_id, p_queue_name,
+         c.attempts_count, o.timeout,
+         case
+           when s.step_type = 'map' and s.deps_count = 0 then c.run_input -> c.task_index
+           when s.step_type = 'map' then (
+             select dss.output -> c.task_index
+             from pgflow.deps d
+             join pgflow.step_states dss on dss.run_id = c.run_id and dss.step_slug = d.dep_slug
+             where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
+           when s.deps_count = 0 then c.run_input
+           else (
+             select jsonb_object_agg(d.dep_slug, dss.output)
+             from pgflow.deps d
+             join pgflow.step_states dss on dss.run_id = c.run_id and dss.step_slug = d.dep_slug
+             where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
+         end
+  from changed c
+  join pgflow.steps s on s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
+  join pgflow.step_options o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug
+  where c.status = 'started'
+  order by c.message_id;
+end;
+$$;
+
+-- read_and_start_tasks: reads up to p_quantity visible messages of the queue and claims their
+-- tasks with start_tasks, in one transaction, which archives the messages it read. The read
+-- hides the messages for p_visibility_timeout seconds, which only matters to concurrent
+-- readers until the claim commits.
+-- When start_tasks refuses the batch (PF003), the read is rolled back with it: every message
+-- of the batch is visible again with its read count unchanged.
+create or replace function pgflow.read_and_start_tasks(
+  p_queue_name text,
+  p_worker_id uuid,
+  p_flow_slugs text[],
+  p_step_slugs text[],
+  p_quantity integer,
+  p_visibility_timeout integer
+)
+returns table (
+  flow_slug text,
+  step_slug text,
+  run_id uuid,
+  task_index integer,
+  message_id bigint,
+  queue_name text,
+  attempt integer,
+  timeout_seconds integer,
+  input jsonb
+)
+language plpgsql
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+as $$
+begin
+  return query
+  select *
+  from pgflow.start_tasks(
+    p_queue_name,
+    array(select m.msg_id from pgmq.read(p_queue_name, p_visibility_timeout, p_quantity) m),
+    p_worker_id,
+    p_flow_slugs,
+    p_step_slugs);
+end;
+$$;

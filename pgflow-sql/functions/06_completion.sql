@@ -1,0 +1,270 @@
+-- Completion and failure: workers report the outputs and the failed attempts of started tasks.
+-- A failed attempt is retried with backoff, or fails its task, step and run for good.
+
+-- complete_tasks: records the outputs of started tasks (batched; arrays of equal length).
+-- A task is identified by (run_id, step_slug, task_index) and the attempt that produced the
+-- output; a task that is no longer 'started' in that attempt (late, duplicate, or requeued and
+-- claimed again) is left unchanged. Outputs are stored exactly (0, false, "" and null stay).
+-- Counts the tasks down on their steps and completes the steps that are done (which releases
+-- dependents, completes runs and starts ready steps). The tasks' messages were archived when
+-- they were claimed.
+-- Returns the number of tasks completed by this call.
+-- Locks: runs, step_tasks, step_states (see the lock order in README.md).
+create or replace function pgflow.complete_tasks(
+  p_run_ids uuid[],
+  p_step_slugs text[],
+  p_task_indexes integer[],
+  p_attempts integer[],
+  p_outputs jsonb[]
+)
+returns integer
+language plpgsql
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+as $$
+declare
+  v_runs uuid[];
+  v_steps text[];
+  v_flows text[];
+  v_outputs jsonb[];
+  v_completed integer;
+begin
+  if cardinality(p_run_ids) is distinct from cardinality(p_step_slugs)
+     or cardinality(p_run_ids) is distinct from cardinality(p_task_indexes)
+     or cardinality(p_run_ids) is distinct from cardinality(p_attempts)
+     or cardinality(p_run_ids) is distinct from cardinality(p_outputs) then
+    raise exception 'complete_tasks: run ids, step slugs, task indexes, attempts and outputs '
+      'must be arrays of equal length' using errcode = 'PF005';
+  end if;
+
+  perform pgflow.lock_runs(p_run_ids);
+
+  with input as (
+    select * from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_outputs)
+      as i(run_id, step_slug, task_index, attempt, output)
+  ),
+  locked as (
+    select t.ctid as row_ctid, t.status, input.output
+    from pgflow.step_tasks t
+    join input on input.run_id = t.run_id and input.step_slug = t.step_slug
+      and input.task_index = t.task_index and input.attempt = t.attempts_count
+    order by t.run_id, t.step_slug, t.task_index
+    for no key update of t
+  ),
+  completed as (
+    update pgflow.step_tasks t
+    set status = 'completed',
+        completed_at = now(),
+        output = coalesce(locked.output, 'null'::jsonb)
+    from locked
+    where t.ctid = locked.row_ctid and locked.status = 'started'
+    returning t.run_id, t.step_slug, t.output
+  )
+  select array_agg(run_id), array_agg(step_slug), array_agg(output), count(*)
+  into v_runs, v_steps, v_outputs, v_completed
+  from completed;
+
+  if v_runs is null then
+    return 0;
+  end if;
+
+  with per_step as (
+    -- A single step has one task: the output completed here is the step's output.
+    select c.run_id, c.step_slug, count(*)::integer as n, (array_agg(c.output))[1] as output
+    from unnest(v_runs, v_steps, v_outputs) as c(run_id, step_slug, output)
+    group by c.run_id, c.step_slug
+  ),
+  locked as (
+    select ss.ctid as row_ctid, ss.status, per_step.n, per_step.output
+    from pgflow.step_states ss
+    join per_step on per_step.run_id = ss.run_id and per_step.step_slug = ss.step_slug
+    order by ss.run_id, ss.step_slug
+    for no key update of ss
+  ),
+  counted as (
+    -- Counts the tasks down and, in the same write, completes the steps with none left.
+    update pgflow.step_states ss
+    set remaining_tasks = ss.remaining_tasks - locked.n,
+        status = case when ss.remaining_tasks = locked.n then 'completed' else ss.status end,
+        completed_at = case when ss.remaining_tasks = locked.n then now() end,
+        output = case when ss.remaining_tasks <> locked.n then null
+                      when s.step_type = 'single' then locked.output
+                      else pgflow.step_output(ss.run_id, ss.step_slug, s.step_type) end
+    from locked, pgflow.steps s
+    where ss.ctid = locked.row_ctid and locked.status = 'started'
+      and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+    returning ss.run_id, ss.step_slug, ss.flow_slug, ss.status
+  )
+  select array_agg(run_id), array_agg(step_slug), array_agg(flow_slug)
+  into v_runs, v_steps, v_flows
+  from counted where status = 'completed';
+
+  if v_runs is not null then
+    perform pgflow.finish_completed_steps(v_runs, v_steps, v_flows);
+  end if;
+
+  return v_completed;
+end;
+$$;
+
+-- Fails tasks for good: the tasks, their steps and their runs become 'failed'; the runs' other
+-- live tasks are failed too and every affected message is archived.
+-- Expects the caller to hold the runs' and the tasks' locks.
+create or replace function pgflow.fail_tasks_permanently(
+  p_run_ids uuid[],
+  p_step_slugs text[],
+  p_task_indexes integer[],
+  p_error_messages text[]
+)
+returns void
+language plpgsql
+as $$
+declare
+  v_queues text[];
+  v_messages bigint[];
+  v_runs uuid[];
+begin
+  with failed as (
+    update pgflow.step_tasks t
+    set status = 'failed', failed_at = now(), error_message = f.error_message
+    from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_error_messages)
+      as f(run_id, step_slug, task_index, error_message)
+    where t.run_id = f.run_id and t.step_slug = f.step_slug and t.task_index = f.task_index
+      and t.status in ('queued', 'started')
+    returning t.queue_name, t.message_id
+  )
+  select array_agg(queue_name), array_agg(message_id) into v_queues, v_messages from failed;
+
+  if v_queues is not null then
+    perform pgflow.archive_messages(v_queues, v_messages);
+  end if;
+
+  with failing as (
+    select distinct on (f.run_id, f.step_slug) f.run_id, f.step_slug, f.error_message
+    from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_error_messages)
+      as f(run_id, step_slug, task_index, error_message)
+    order by f.run_id, f.step_slug, f.task_index
+  ),
+  locked as (
+    select ss.ctid as row_ctid, failing.error_message
+    from pgflow.step_states ss
+    join failing on failing.run_id = ss.run_id and failing.step_slug = ss.step_slug
+    join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
+    where ss.status = 'started'
+    order by ss.run_id, ss.step_slug
+    for no key update of ss
+  ),
+  failed as (
+    update pgflow.step_states ss
+    set status = 'failed', failed_at = now(), error_message = locked.error_message
+    from locked
+    where ss.ctid = locked.row_ctid
+    returning ss.run_id, ss.step_slug
+  )
+  select array_agg(distinct run_id) into v_runs from failed;
+
+  if v_runs is not null then
+    perform pgflow.fail_runs(v_runs, 'run failed because another step failed');
+  end if;
+end;
+$$;
+
+-- fail_tasks: records failed attempts of started tasks (batched; arrays of equal length;
+-- matched like complete_tasks, so late or duplicate reports change nothing).
+-- A task with attempts left goes back to 'queued' with a new message that becomes visible
+-- after base_delay * 2^(attempt - 1) seconds (exponential backoff; the first retry waits
+-- base_delay). A task out of attempts fails for good, with its step and run (see
+-- fail_tasks_permanently). Tasks of runs that already failed are failed without retry.
+-- Returns, per task handled, whether it will be retried and after how many seconds.
+-- Locks: runs, step_tasks, then as fail_tasks_permanently.
+create or replace function pgflow.fail_tasks(
+  p_run_ids uuid[],
+  p_step_slugs text[],
+  p_task_indexes integer[],
+  p_attempts integer[],
+  p_error_messages text[]
+)
+returns table (run_id uuid, step_slug text, task_index integer, will_retry boolean, retry_delay_seconds integer)
+language plpgsql
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+as $$
+#variable_conflict use_column
+declare
+  v_runs uuid[];
+  v_steps text[];
+  v_indexes integer[];
+  v_errors text[];
+  v_retry boolean[];
+  v_delays integer[];
+begin
+  if cardinality(p_run_ids) is distinct from cardinality(p_step_slugs)
+     or cardinality(p_run_ids) is distinct from cardinality(p_task_indexes)
+     or cardinality(p_run_ids) is distinct from cardinality(p_attempts)
+     or cardinality(p_run_ids) is distinct from cardinality(p_error_messages) then
+    raise exception 'fail_tasks: run ids, step slugs, task indexes, attempts and error messages '
+      'must be arrays of equal length' using errcode = 'PF005';
+  end if;
+
+  perform pgflow.lock_runs(p_run_ids);
+
+  with failing as (
+    select t.run_id, t.step_slug, t.task_index, t.status,
+           left(coalesce(i.error_message, 'unknown error'), 8192) as error_message,
+           r.status = 'started' and t.attempts_count < o.max_attempts as will_retry,
+           least(o.base_delay::bigint * power(2, least(t.attempts_count - 1, 40))::bigint,
+                 2147483647)::integer as retry_delay_seconds
+    from pgflow.step_tasks t
+    join unnest(p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_error_messages)
+      as i(run_id, step_slug, task_index, attempt, error_message)
+      on i.run_id = t.run_id and i.step_slug = t.step_slug and i.task_index = t.task_index
+        and i.attempt = t.attempts_count
+    join pgflow.runs r on r.run_id = t.run_id
+    join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
+    order by t.run_id, t.step_slug, t.task_index
+    for no key update of t
+  )
+  select array_agg(f.run_id), array_agg(f.step_slug), array_agg(f.task_index),
+         array_agg(f.error_message), array_agg(f.will_retry), array_agg(f.retry_delay_seconds)
+  into v_runs, v_steps, v_indexes, v_errors, v_retry, v_delays
+  from failing f
+  where f.status = 'started';
+
+  if v_runs is null then
+    return;
+  end if;
+
+  -- Retries: back to queued, with a new message visible after the backoff.
+  if true = any(v_retry) then
+    update pgflow.step_tasks t
+    set status = 'queued', error_message = f.error_message
+    from unnest(v_runs, v_steps, v_indexes, v_errors, v_retry)
+      as f(run_id, step_slug, task_index, error_message, will_retry)
+    where f.will_retry
+      and t.run_id = f.run_id and t.step_slug = f.step_slug and t.task_index = f.task_index;
+
+    perform pgflow.send_task_messages(array_agg(f.run_id), array_agg(f.step_slug),
+                                      array_agg(f.task_index), array_agg(f.delay))
+    from unnest(v_runs, v_steps, v_indexes, v_delays, v_retry)
+      as f(run_id, step_slug, task_index, delay, will_retry)
+    where f.will_retry;
+  end if;
+
+  -- Out of attempts: fail for good.
+  if false = any(v_retry) then
+    perform pgflow.fail_tasks_permanently(
+      array_agg(f.run_id), array_agg(f.step_slug), array_agg(f.task_index),
+      array_agg(f.error_message))
+    from unnest(v_runs, v_steps, v_indexes, v_errors, v_retry)
+      as f(run_id, step_slug, task_index, error_message, will_retry)
+    where not f.will_retry;
+  end if;
+
+  return query
+  select f.run_id, f.step_slug, f.task_index, f.will_retry,
+         case when f.will_retry then f.delay end
+  from unnest(v_runs, v_steps, v_indexes, v_retry, v_delays)
+    as f(run_id, step_slug, task_index, will_retry, delay)
+  order by f.run_id, f.step_slug, f.task_index;
+end;
+$$;

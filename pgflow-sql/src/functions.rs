@@ -1,0 +1,124 @@
+//! The `pgflow` schema's functions, views and triggers: `functions/NN_<area>.sql`, embedded in
+//! the binary and applied after the versioned migrations, in the same transaction, whenever
+//! their combined checksum differs from the one recorded in `pgflow.schema_functions` (the
+//! "repeatable migration" of Flyway's `R__` scripts). Each file is written with `create or
+//! replace`, so applying it again changes nothing; `functions/README.md` says which changes
+//! also need a versioned migration.
+
+use sha2::{Digest, Sha256};
+use sqlx::{Executor, PgConnection};
+
+use crate::InstallError;
+
+/// One embedded function file.
+#[derive(Debug, Clone, Copy)]
+pub struct FunctionFile {
+    /// Its file name, e.g. `04_runs.sql`; files are applied in this order.
+    pub name: &'static str,
+    /// Its SQL.
+    pub sql: &'static str,
+}
+
+macro_rules! function_files {
+    ($($name:literal),* $(,)?) => {
+        &[$(FunctionFile { name: $name, sql: include_str!(concat!("../functions/", $name)) }),*]
+    };
+}
+
+/// Every function file, in the order they are applied. A unit test checks that this list is
+/// exactly the `.sql` files of `functions/`, sorted by name.
+pub static FUNCTION_FILES: &[FunctionFile] = function_files![
+    "01_support.sql",
+    "02_integrity.sql",
+    "03_definitions.sql",
+    "04_runs.sql",
+    "05_claims.sql",
+    "06_completion.sql",
+    "07_recovery.sql",
+    "08_workers.sql",
+    "09_maintenance.sql",
+    "10_aliases_rollouts.sql",
+    "11_retention.sql",
+];
+
+/// The SHA-256 of every function file's name and text, in order: what the ledger records.
+pub fn code_functions_checksum() -> Vec<u8> {
+    let mut hasher = Sha256::new();
+    for file in FUNCTION_FILES {
+        hasher.update(file.name.as_bytes());
+        hasher.update([0]);
+        hasher.update(file.sql.as_bytes());
+        hasher.update([0]);
+    }
+    hasher.finalize().to_vec()
+}
+
+/// The checksum recorded by the last application of the function files, if any.
+pub(crate) async fn recorded_checksum(
+    conn: &mut PgConnection,
+) -> Result<Option<Vec<u8>>, InstallError> {
+    let ledger_exists: bool =
+        sqlx::query_scalar("select to_regclass('pgflow.schema_functions') is not null")
+            .fetch_one(&mut *conn)
+            .await?;
+    if !ledger_exists {
+        return Ok(None);
+    }
+    let checksum = sqlx::query_scalar("select checksum from pgflow.schema_functions")
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(checksum)
+}
+
+/// Whether the database's functions are the ones this code carries (`false` as well when
+/// pgflow is not installed). The versioned schema fixes every function's signature, so a
+/// difference means another release's bodies; `install` brings them in line.
+pub async fn functions_current(pool: &sqlx::PgPool) -> Result<bool, InstallError> {
+    let mut conn = pool.acquire().await?;
+    let recorded = recorded_checksum(&mut conn).await?;
+    Ok(recorded.as_deref() == Some(code_functions_checksum().as_slice()))
+}
+
+/// Applies every function file and records their checksum, unless the recorded checksum is
+/// already this code's. Runs inside the caller's install transaction, after the migrations.
+/// Returns whether the files were applied.
+pub(crate) async fn apply_if_changed(conn: &mut PgConnection) -> Result<bool, InstallError> {
+    let checksum = code_functions_checksum();
+    if recorded_checksum(conn).await?.as_deref() == Some(checksum.as_slice()) {
+        return Ok(false);
+    }
+    for file in FUNCTION_FILES {
+        (&mut *conn)
+            .execute(sqlx::raw_sql(file.sql))
+            .await
+            .map_err(|source| InstallError::function_file(file.name, source))?;
+    }
+    sqlx::query(
+        "insert into pgflow.schema_functions (singleton, checksum) values (true, $1)
+         on conflict (singleton) do update set checksum = excluded.checksum, applied_at = now()",
+    )
+    .bind(&checksum)
+    .execute(&mut *conn)
+    .await?;
+    tracing::info!(files = FUNCTION_FILES.len(), "applied pgflow functions");
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_list_is_every_sql_file_of_the_directory_in_name_order() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("functions");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .expect("functions/ exists")
+            .map(|entry| entry.expect("readable entry").file_name())
+            .map(|name| name.to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".sql"))
+            .collect();
+        on_disk.sort();
+        let embedded: Vec<&str> = FUNCTION_FILES.iter().map(|f| f.name).collect();
+        assert_eq!(embedded, on_disk);
+    }
+}
