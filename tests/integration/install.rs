@@ -1,13 +1,10 @@
-//! Installation: idempotent, concurrent, refuses newer schemas; names agree with SQL.
-
-use std::process::Command;
+//! Installation: idempotent, concurrent, refuses newer schemas; names agree with SQL. (The
+//! `pgflow install` command's own tests are in `pgflow-cli/tests/cli.rs`.)
 
 use pgflow::{
     InstallError, PgmqSource, SchemaStatus, code_migration_versions, code_schema_version,
 };
 use sqlx::PgPool;
-
-use crate::support::database_url;
 
 #[sqlx::test(migrations = false)]
 async fn install_twice_is_a_no_op_the_second_time(pool: PgPool) {
@@ -38,44 +35,6 @@ async fn install_twice_is_a_no_op_the_second_time(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!(id, 1);
-}
-
-#[sqlx::test(migrations = false)]
-async fn ten_processes_install_at_the_same_moment(pool: PgPool) {
-    let url = database_url(&pool);
-    let mut running: Vec<_> = (0..10)
-        .map(|_| {
-            Command::new(env!("CARGO_BIN_EXE_pgflow"))
-                .args(["install", "--database-url", &url])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("spawn pgflow install")
-        })
-        .collect();
-    for child in running.drain(..) {
-        let output = child.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "pgflow install failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-
-    let migrations: i64 = sqlx::query_scalar("select count(*) from pgflow.schema_migrations")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(migrations as usize, code_migration_versions().len());
-    let pgmq_scripts: i64 = sqlx::query_scalar("select count(*) from pgmq.__pgmq_migrations")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(pgmq_scripts, 1, "PGMQ's install script ran once");
-    assert_eq!(
-        pgflow::check_schema(&pool).await.unwrap(),
-        SchemaStatus::Current
-    );
 }
 
 #[sqlx::test(migrations = false)]
@@ -137,65 +96,6 @@ async fn a_changed_migration_is_refused(pool: PgPool) {
         pgflow::install(&pool).await,
         Err(InstallError::ChecksumMismatch { .. })
     ));
-}
-
-#[test]
-fn cli_reports_an_unreachable_database_in_one_line() {
-    let output = Command::new(env!("CARGO_BIN_EXE_pgflow"))
-        .args([
-            "install",
-            "--database-url",
-            "postgres://postgres@127.0.0.1:1/postgres",
-        ])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
-    assert!(
-        stderr.starts_with("error: cannot connect to the database at 127.0.0.1:1/postgres"),
-        "{stderr}"
-    );
-}
-
-#[sqlx::test(migrations = false)]
-async fn cli_reports_missing_permission_in_one_line(pool: PgPool) {
-    let role = format!("pgflow_nopriv_{}", std::process::id());
-    sqlx::query(&format!("drop role if exists {role}"))
-        .execute(&pool)
-        .await
-        .unwrap();
-    sqlx::query(&format!("create role {role} login"))
-        .execute(&pool)
-        .await
-        .unwrap();
-    sqlx::query(&format!(
-        "revoke create on database \"{}\" from public",
-        pool.connect_options().get_database().unwrap()
-    ))
-    .execute(&pool)
-    .await
-    .unwrap();
-    let url =
-        database_url(&pool).replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
-
-    let output = Command::new(env!("CARGO_BIN_EXE_pgflow"))
-        .args(["install", "--database-url", &url])
-        .output()
-        .unwrap();
-    sqlx::query(&format!("drop owned by {role}"))
-        .execute(&pool)
-        .await
-        .unwrap();
-    sqlx::query(&format!("drop role {role}"))
-        .execute(&pool)
-        .await
-        .unwrap();
-
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
-    assert!(stderr.starts_with("error: permission denied"), "{stderr}");
 }
 
 #[sqlx::test(migrations = false)]

@@ -6,7 +6,6 @@
 #![allow(clippy::unwrap_used)]
 
 mod claim;
-mod cli;
 mod concurrency;
 mod define;
 mod dsl;

@@ -1,15 +1,81 @@
-//! The commands' implementations.
+//! The commands' implementations: each calls the library's typed functions and prints a
+//! human table by default or JSON with `--json`.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
+use pgflow::RunStatus;
+use pgflow::engine::inspect::{self, WorkerFilter};
 use serde_json::json;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 
-use super::Failure;
+use crate::args::{AliasCommand, Cli, Command, RolloutCommand, WorkersCommand};
+use crate::failure::Failure;
+use crate::graph;
+
+/// Runs one command.
+pub async fn run(cli: Cli) -> Result<(), Failure> {
+    let url = cli.database_url.clone().ok_or_else(|| {
+        Failure::usage("no database given: pass --database-url or set DATABASE_URL")
+    })?;
+    let out = Output { json: cli.json };
+    match cli.command {
+        Command::Install => install(&url, &out).await,
+        command => {
+            let pool = connect(&url).await?;
+            match command {
+                Command::Install => unreachable!("handled above"),
+                Command::Alias(AliasCommand::Set { alias, flow }) => {
+                    alias_set(&pool, &out, &alias, &flow).await
+                }
+                Command::Alias(AliasCommand::List) => alias_list(&pool, &out).await,
+                Command::DrainStatus { flow, queue } => {
+                    drain_status(&pool, &out, &flow, queue.as_deref()).await
+                }
+                Command::Rollout(RolloutCommand::Begin {
+                    functions,
+                    queues,
+                    timeout,
+                    no_wait,
+                }) => {
+                    rollout_begin(&pool, &out, functions, queues, timeout, no_wait).await
+                }
+                Command::Rollout(RolloutCommand::Finish { rollout_id }) => {
+                    rollout_finish(&pool, &out, rollout_id).await
+                }
+                Command::Rollout(RolloutCommand::Status { all }) => {
+                    rollout_status(&pool, &out, all).await
+                }
+                Command::Status => status(&pool, &out).await,
+                Command::Runs {
+                    flow,
+                    status,
+                    limit,
+                } => runs(&pool, &out, flow.as_deref(), status.as_deref(), limit).await,
+                Command::Run { run_id } => show_run(&pool, &out, &run_id).await,
+                Command::Start { flow, input } => start(&pool, &out, &flow, &input).await,
+                Command::Graph { flow, format, run } => {
+                    graph(&pool, &out, &flow, &format, run.as_deref()).await
+                }
+                Command::Workers(WorkersCommand::List { all }) => {
+                    workers(&pool, &out, all).await
+                }
+                Command::Workers(WorkersCommand::Deprecate { function }) => {
+                    deprecate(&pool, &out, &function).await
+                }
+                Command::Prune { older_than, batch } => {
+                    prune(&pool, &out, older_than, batch).await
+                }
+            }
+        }
+    }
+}
+
 
 /// How to print.
 pub struct Output {
+    /// JSON instead of human text.
     pub json: bool,
 }
 
@@ -24,7 +90,7 @@ impl Output {
 }
 
 /// Connects and checks that pgflow is installed and current.
-pub async fn connect(url: &str) -> Result<PgPool, Failure> {
+async fn connect(url: &str) -> Result<PgPool, Failure> {
     let options: PgConnectOptions = url
         .parse()
         .map_err(|e| Failure::usage(format!("invalid database URL: {e}")))?;
@@ -58,10 +124,10 @@ pub async fn connect(url: &str) -> Result<PgPool, Failure> {
     }
 }
 
-pub async fn install(url: &str, out: &Output) -> Result<(), Failure> {
+async fn install(url: &str, out: &Output) -> Result<(), Failure> {
     let report = pgflow::install_url(url)
         .await
-        .map_err(|error| Failure::runtime(one_line(&error)))?;
+        .map_err(|error| Failure::runtime_chain(&error))?;
     let pgmq = match report.pgmq {
         pgflow::PgmqSource::Extension => "extension",
         pgflow::PgmqSource::EmbeddedSql => "embedded_sql",
@@ -92,7 +158,7 @@ pub async fn install(url: &str, out: &Output) -> Result<(), Failure> {
     Ok(())
 }
 
-pub async fn alias_set(
+async fn alias_set(
     pool: &PgPool,
     out: &Output,
     alias: &str,
@@ -114,29 +180,20 @@ pub async fn alias_set(
     Ok(())
 }
 
-pub async fn alias_list(pool: &PgPool, out: &Output) -> Result<(), Failure> {
-    let rows: Vec<(String, String, i32, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(
-        "select a.alias, a.flow_slug, f.version, a.activated_at
-         from pgflow.aliases a join pgflow.flows f on f.flow_slug = a.flow_slug order by a.alias",
-    )
-    .fetch_all(pool)
-    .await
-    .map_err(|e| Failure::from(pgflow::EngineError::from(e)))?;
+async fn alias_list(pool: &PgPool, out: &Output) -> Result<(), Failure> {
+    let rows = inspect::aliases(pool).await?;
     out.print(
-        json!(
-            rows.iter()
-                .map(|(alias, flow, version, at)| json!({
-                    "alias": alias, "flow_slug": flow, "version": version, "activated_at": at
-                }))
-                .collect::<Vec<_>>()
-        ),
+        json!(rows),
         || {
             let mut text = format!(
                 "{:<24} {:<24} {:>7}  activated at\n",
                 "alias", "active flow", "version"
             );
-            for (alias, flow, version, at) in &rows {
-                text.push_str(&format!("{alias:<24} {flow:<24} {version:>7}  {at}\n"));
+            for row in &rows {
+                text.push_str(&format!(
+                    "{:<24} {:<24} {:>7}  {}\n",
+                    row.alias, row.flow_slug, row.version, row.activated_at
+                ));
             }
             text.trim_end().to_owned()
         },
@@ -144,7 +201,7 @@ pub async fn alias_list(pool: &PgPool, out: &Output) -> Result<(), Failure> {
     Ok(())
 }
 
-pub async fn drain_status(
+async fn drain_status(
     pool: &PgPool,
     out: &Output,
     flow: &str,
@@ -174,7 +231,7 @@ pub async fn drain_status(
     Ok(())
 }
 
-pub async fn rollout_begin(
+async fn rollout_begin(
     pool: &PgPool,
     out: &Output,
     functions: Vec<String>,
@@ -231,7 +288,7 @@ pub async fn rollout_begin(
     Ok(())
 }
 
-pub async fn rollout_finish(pool: &PgPool, out: &Output, rollout_id: i64) -> Result<(), Failure> {
+async fn rollout_finish(pool: &PgPool, out: &Output, rollout_id: i64) -> Result<(), Failure> {
     let enabled = pgflow::rollout::finish(pool, rollout_id).await?;
     out.print(json!({ "rollout_id": rollout_id, "enabled": enabled }), || {
         if enabled.is_empty() {
@@ -243,7 +300,7 @@ pub async fn rollout_finish(pool: &PgPool, out: &Output, rollout_id: i64) -> Res
     Ok(())
 }
 
-pub async fn rollout_status(pool: &PgPool, out: &Output, all: bool) -> Result<(), Failure> {
+async fn rollout_status(pool: &PgPool, out: &Output, all: bool) -> Result<(), Failure> {
     let rollouts = pgflow::engine::rollouts(pool, !all).await?;
     let mut rows = Vec::new();
     for rollout in &rollouts {
@@ -290,80 +347,40 @@ pub async fn rollout_status(pool: &PgPool, out: &Output, all: bool) -> Result<()
     Ok(())
 }
 
-/// One step of a run, as `pgflow run` shows it.
-#[derive(sqlx::FromRow)]
-struct StepRow {
-    step_slug: String,
-    status: String,
-    queue_name: String,
-    tasks: Option<i32>,
-    max_attempt: Option<i32>,
-    error: Option<String>,
-}
-
-/// One worker, as `pgflow workers` shows it.
-#[derive(sqlx::FromRow)]
-struct WorkerRow {
-    worker_id: uuid::Uuid,
-    queue_name: String,
-    function_name: String,
-    flow_slugs: Vec<String>,
-    last_heartbeat_at: chrono::DateTime<chrono::Utc>,
-    deprecated: bool,
-    stopped: bool,
-}
-
-fn db(error: sqlx::Error) -> Failure {
-    Failure::from(pgflow::EngineError::from(error))
-}
-
 fn parse_run_id(text: &str) -> Result<uuid::Uuid, Failure> {
     text.parse()
         .map_err(|_| Failure::usage(format!("`{text}` is not a run id (a UUID)")))
 }
 
-pub async fn status(pool: &PgPool, out: &Output) -> Result<(), Failure> {
-    let queues: Vec<(String, i64, Option<i32>, i64)> = sqlx::query_as(
-        "select m.queue_name, m.queue_length, m.oldest_msg_age_sec,
-                (select count(*) from pgflow.step_tasks t
-                 where t.queue_name = m.queue_name and t.status = 'started')
-         from pgmq.metrics_all() m order by m.queue_name",
-    )
-    .fetch_all(pool)
-    .await
-    .map_err(db)?;
-    let workers: Vec<(String, String, Vec<String>, bool)> = sqlx::query_as(
-        "select queue_name, function_name, flow_slugs, deprecated_at is not null
-         from pgflow.workers
-         where stopped_at is null and last_heartbeat_at > now() - interval '1 minute'
-         order by queue_name, function_name",
-    )
-    .fetch_all(pool)
-    .await
-    .map_err(db)?;
-    let aliases: Vec<(String, String, i32)> = sqlx::query_as(
-        "select a.alias, a.flow_slug, f.version from pgflow.aliases a
-         join pgflow.flows f on f.flow_slug = a.flow_slug order by a.alias",
-    )
-    .fetch_all(pool)
-    .await
-    .map_err(db)?;
+/// The workers of `queue` among `workers`.
+fn on_queue<'a>(
+    workers: &'a [inspect::WorkerEntry],
+    queue: &'a str,
+) -> impl Iterator<Item = &'a inspect::WorkerEntry> {
+    workers.iter().filter(move |w| w.queue_name == queue)
+}
+
+async fn status(pool: &PgPool, out: &Output) -> Result<(), Failure> {
+    let queues = inspect::queues(pool).await?;
+    let workers = inspect::workers(pool, WorkerFilter::HeardWithin(60)).await?;
+    let aliases = inspect::aliases(pool).await?;
     let rollouts = pgflow::engine::rollouts(pool, true).await?;
     // The engine's plans rely on current statistics (docs/operations.md).
-    let autovacuum: bool = sqlx::query_scalar("select current_setting('autovacuum')::boolean")
-        .fetch_one(pool)
-        .await
-        .map_err(db)?;
+    let autovacuum = inspect::autovacuum_enabled(pool).await?;
     out.print(
         json!({
-            "queues": queues.iter().map(|(q, depth, age, in_flight)| json!({
-                "queue_name": q, "depth": depth, "oldest_message_age_seconds": age,
-                "in_flight_tasks": in_flight,
-                "workers": workers.iter().filter(|w| &w.0 == q).map(|(_, f, flows, deprecated)| json!({
-                    "function_name": f, "flow_slugs": flows, "deprecated": deprecated
+            "queues": queues.iter().map(|q| json!({
+                "queue_name": q.queue_name, "depth": q.depth,
+                "oldest_message_age_seconds": q.oldest_message_age_seconds,
+                "in_flight_tasks": q.in_flight_tasks,
+                "workers": on_queue(&workers, &q.queue_name).map(|w| json!({
+                    "function_name": w.function_name, "flow_slugs": w.flow_slugs,
+                    "deprecated": w.deprecated
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
-            "aliases": aliases.iter().map(|(a, f, v)| json!({"alias": a, "flow_slug": f, "version": v})).collect::<Vec<_>>(),
+            "aliases": aliases.iter().map(|a| json!({
+                "alias": a.alias, "flow_slug": a.flow_slug, "version": a.version
+            })).collect::<Vec<_>>(),
             "open_rollouts": rollouts,
             "autovacuum": autovacuum,
         }),
@@ -372,33 +389,54 @@ pub async fn status(pool: &PgPool, out: &Output) -> Result<(), Failure> {
                 "{:<24} {:>7} {:>10} {:>9}  workers\n",
                 "queue", "depth", "oldest (s)", "in flight"
             );
-            for (queue, depth, age, in_flight) in &queues {
-                let here: Vec<String> = workers
-                    .iter()
-                    .filter(|w| &w.0 == queue)
-                    .map(|(_, f, flows, deprecated)| {
-                        format!("{f}[{}]{}", flows.join(","), if *deprecated { " (deprecated)" } else { "" })
+            for q in &queues {
+                let here: Vec<String> = on_queue(&workers, &q.queue_name)
+                    .map(|w| {
+                        format!(
+                            "{}[{}]{}",
+                            w.function_name,
+                            w.flow_slugs.join(","),
+                            if w.deprecated { " (deprecated)" } else { "" }
+                        )
                     })
                     .collect();
-                let alive = workers.iter().filter(|w| &w.0 == queue && !w.3).count();
+                let alive = on_queue(&workers, &q.queue_name).filter(|w| !w.deprecated).count();
                 text.push_str(&format!(
-                    "{queue:<24} {depth:>7} {:>10} {in_flight:>9}  {alive} alive: {}\n",
-                    age.map_or_else(|| "-".to_owned(), |a| a.to_string()),
-                    if here.is_empty() { "none".to_owned() } else { here.join("; ") }
+                    "{:<24} {:>7} {:>10} {:>9}  {alive} alive: {}\n",
+                    q.queue_name,
+                    q.depth,
+                    q.oldest_message_age_seconds
+                        .map_or_else(|| "-".to_owned(), |a| a.to_string()),
+                    q.in_flight_tasks,
+                    if here.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        here.join("; ")
+                    }
                 ));
             }
             text.push_str("\naliases\n");
             if aliases.is_empty() {
                 text.push_str("  none\n");
             }
-            for (alias, flow, version) in &aliases {
-                text.push_str(&format!("  {alias:<22} -> {flow} (v{version})\n"));
+            for a in &aliases {
+                text.push_str(&format!(
+                    "  {:<22} -> {} (v{})\n",
+                    a.alias, a.flow_slug, a.version
+                ));
             }
-            text.push_str(&format!("\nopen rollouts: {}", if rollouts.is_empty() {
-                "none".to_owned()
-            } else {
-                rollouts.iter().map(|r| format!("{} ({})", r.rollout_id, r.function_names.join(","))).collect::<Vec<_>>().join(", ")
-            }));
+            text.push_str(&format!(
+                "\nopen rollouts: {}",
+                if rollouts.is_empty() {
+                    "none".to_owned()
+                } else {
+                    rollouts
+                        .iter()
+                        .map(|r| format!("{} ({})", r.rollout_id, r.function_names.join(",")))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ));
             if !autovacuum {
                 text.push_str(
                     "\n\nwarning: autovacuum is off on this server: running workers analyze \
@@ -412,34 +450,25 @@ pub async fn status(pool: &PgPool, out: &Output) -> Result<(), Failure> {
     Ok(())
 }
 
-pub async fn runs(
+async fn runs(
     pool: &PgPool,
     out: &Output,
     flow: Option<&str>,
     status: Option<&str>,
     limit: i64,
 ) -> Result<(), Failure> {
-    if let Some(status) = status
-        && !["started", "completed", "failed"].contains(&status)
-    {
-        return Err(Failure::usage(format!(
-            "unknown status `{status}`; use started, completed or failed"
-        )));
-    }
-    let rows: Vec<pgflow::Run> = sqlx::query_as(
-        "select * from pgflow.runs
-         where ($1::text is null or flow_slug = $1) and ($2::text is null or status = $2)
-         order by started_at desc limit $3",
-    )
-    .bind(flow)
-    .bind(status)
-    .bind(limit.max(1))
-    .fetch_all(pool)
-    .await
-    .map_err(db)?;
+    let status = match status {
+        None => None,
+        Some(text) => Some(RunStatus::parse(text).ok_or_else(|| {
+            Failure::usage(format!(
+                "unknown status `{text}`; use started, completed or failed"
+            ))
+        })?),
+    };
+    let rows = inspect::recent_runs(pool, flow, status, limit).await?;
     out.print(
         json!(rows.iter().map(|r| json!({
-            "run_id": r.run_id, "flow_slug": r.flow_slug, "status": format!("{:?}", r.status).to_lowercase(),
+            "run_id": r.run_id, "flow_slug": r.flow_slug, "status": r.status.as_str(),
             "started_at": r.started_at, "completed_at": r.completed_at, "failed_at": r.failed_at,
         })).collect::<Vec<_>>()),
         || {
@@ -449,7 +478,7 @@ pub async fn runs(
                     "{}  {:<20} {:<9}  {}\n",
                     r.run_id,
                     r.flow_slug,
-                    format!("{:?}", r.status).to_lowercase(),
+                    r.status.as_str(),
                     r.started_at
                 ));
             }
@@ -459,55 +488,31 @@ pub async fn runs(
     Ok(())
 }
 
-pub async fn run(pool: &PgPool, out: &Output, run_id: &str) -> Result<(), Failure> {
+async fn show_run(pool: &PgPool, out: &Output, run_id: &str) -> Result<(), Failure> {
     let run_id = parse_run_id(run_id)?;
     let run = pgflow::engine::run(pool, run_id).await?;
-    let steps: Vec<StepRow> = sqlx::query_as(
-        "select ss.step_slug, ss.status, s.queue_name, ss.initial_tasks as tasks,
-                    (select max(t.attempts_count) from pgflow.step_tasks t
-                     where t.run_id = ss.run_id and t.step_slug = ss.step_slug) as max_attempt,
-                    coalesce(ss.error_message,
-                             (select t.error_message from pgflow.step_tasks t
-                              where t.run_id = ss.run_id and t.step_slug = ss.step_slug
-                                and t.error_message is not null
-                              order by t.task_index limit 1)) as error
-             from pgflow.step_states ss
-             join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
-             where ss.run_id = $1 order by s.step_index",
-    )
-    .bind(run_id)
-    .fetch_all(pool)
-    .await
-    .map_err(db)?;
-    let status = format!("{:?}", run.status).to_lowercase();
+    let steps = inspect::run_steps(pool, run_id).await?;
+    let status = run.status.as_str();
     out.print(
         json!({
             "run_id": run.run_id, "flow_slug": run.flow_slug, "status": status,
             "started_at": run.started_at, "completed_at": run.completed_at, "failed_at": run.failed_at,
-            "steps": steps.iter().map(|s| json!({
-                "step_slug": s.step_slug, "status": s.status, "queue_name": s.queue_name,
-                "tasks": s.tasks, "max_attempt": s.max_attempt, "error": s.error,
-            })).collect::<Vec<_>>(),
+            "steps": steps,
         }),
         || {
             let mut text = format!(
                 "run {} of `{}`: {status} (started {})\n{:<20} {:<10} {:<22} {:>5} {:>8}  error\n",
                 run.run_id, run.flow_slug, run.started_at, "step", "status", "queue", "tasks", "attempts"
             );
-            for StepRow {
-                step_slug: slug,
-                status: st,
-                queue_name: q,
-                tasks,
-                max_attempt: attempts,
-                error,
-            } in &steps
-            {
+            for s in &steps {
                 text.push_str(&format!(
-                    "{slug:<20} {st:<10} {q:<22} {:>5} {:>8}  {}\n",
-                    tasks.map_or_else(|| "-".to_owned(), |t| t.to_string()),
-                    attempts.map_or_else(|| "-".to_owned(), |a| a.to_string()),
-                    error.as_deref().unwrap_or("")
+                    "{:<20} {:<10} {:<22} {:>5} {:>8}  {}\n",
+                    s.step_slug,
+                    s.status,
+                    s.queue_name,
+                    s.tasks.map_or_else(|| "-".to_owned(), |t| t.to_string()),
+                    s.max_attempt.map_or_else(|| "-".to_owned(), |a| a.to_string()),
+                    s.error.as_deref().unwrap_or("")
                 ));
             }
             text.trim_end().to_owned()
@@ -516,7 +521,7 @@ pub async fn run(pool: &PgPool, out: &Output, run_id: &str) -> Result<(), Failur
     Ok(())
 }
 
-pub async fn start(pool: &PgPool, out: &Output, flow: &str, input: &str) -> Result<(), Failure> {
+async fn start(pool: &PgPool, out: &Output, flow: &str, input: &str) -> Result<(), Failure> {
     let input: serde_json::Value = serde_json::from_str(input)
         .map_err(|e| Failure::usage(format!("--input is not valid JSON: {e}")))?;
     let run = pgflow::engine::start_flow(pool, flow, &input).await?;
@@ -527,39 +532,24 @@ pub async fn start(pool: &PgPool, out: &Output, flow: &str, input: &str) -> Resu
     Ok(())
 }
 
-pub async fn graph(
+async fn graph(
     pool: &PgPool,
     out: &Output,
     flow: &str,
     format: &str,
     run: Option<&str>,
 ) -> Result<(), Failure> {
-    if format != "mermaid" && format != "dot" {
-        return Err(Failure::usage(format!(
-            "unknown format `{format}`; use mermaid or dot"
-        )));
-    }
-    let steps: Vec<(String, String, String)> = sqlx::query_as(
-        "select step_slug, step_type, queue_name from pgflow.steps where flow_slug = $1 order by step_index",
-    )
-    .bind(flow)
-    .fetch_all(pool)
-    .await
-    .map_err(db)?;
-    if steps.is_empty() {
+    let format_kind = graph::Format::parse(format).ok_or_else(|| {
+        Failure::usage(format!("unknown format `{format}`; use mermaid or dot"))
+    })?;
+    let dag = inspect::flow_graph(pool, flow).await?;
+    if dag.steps.is_empty() {
         return Err(Failure::usage(format!(
             "flow `{flow}` is not defined in this database"
         )));
     }
-    let edges: Vec<(String, String)> = sqlx::query_as(
-        "select dep_slug, step_slug from pgflow.deps where flow_slug = $1 order by dep_slug, step_slug",
-    )
-    .bind(flow)
-    .fetch_all(pool)
-    .await
-    .map_err(db)?;
-    let states: std::collections::HashMap<String, String> = match run {
-        None => Default::default(),
+    let states: HashMap<String, String> = match run {
+        None => HashMap::new(),
         Some(run) => {
             let run_id = parse_run_id(run)?;
             let run = pgflow::engine::run(pool, run_id).await?;
@@ -569,131 +559,51 @@ pub async fn graph(
                     run.flow_slug
                 )));
             }
-            sqlx::query_as("select step_slug, status from pgflow.step_states where run_id = $1")
-                .bind(run_id)
-                .fetch_all(pool)
-                .await
-                .map_err(db)?
+            inspect::step_states(pool, run_id)
+                .await?
                 .into_iter()
                 .collect()
         }
     };
-    let text = if format == "mermaid" {
-        mermaid(&steps, &edges, &states)
-    } else {
-        dot(flow, &steps, &edges, &states)
-    };
+    let text = graph::render(format_kind, flow, &dag, &states);
     out.print(json!({ "format": format, "graph": text }), || text.clone());
     Ok(())
 }
 
-fn state_colour(state: &str) -> &'static str {
-    match state {
-        "completed" => "#b7e4c7",
-        "started" => "#ffe8a3",
-        "failed" => "#f4a3a3",
-        _ => "#e9ecef",
-    }
-}
-
-fn mermaid(
-    steps: &[(String, String, String)],
-    edges: &[(String, String)],
-    states: &std::collections::HashMap<String, String>,
-) -> String {
-    let mut text = "flowchart TD\n".to_owned();
-    for (slug, kind, queue) in steps {
-        let shape = if kind == "map" {
-            format!("{slug}[[\"{slug} (map)<br/>queue: {queue}\"]]")
-        } else {
-            format!("{slug}[\"{slug}<br/>queue: {queue}\"]")
-        };
-        text.push_str(&format!("  {shape}\n"));
-    }
-    for (from, to) in edges {
-        text.push_str(&format!("  {from} --> {to}\n"));
-    }
-    for (slug, _, _) in steps {
-        if let Some(state) = states.get(slug) {
-            text.push_str(&format!("  style {slug} fill:{}\n", state_colour(state)));
+async fn workers(pool: &PgPool, out: &Output, all: bool) -> Result<(), Failure> {
+    let filter = if all {
+        WorkerFilter::All
+    } else {
+        WorkerFilter::NotStopped
+    };
+    let rows = inspect::workers(pool, filter).await?;
+    out.print(json!(rows), || {
+        let mut text = format!(
+            "{:<36}  {:<22} {:<20} {:<11} flows\n",
+            "worker", "queue", "function", "state"
+        );
+        for w in &rows {
+            let state = if w.stopped {
+                "stopped"
+            } else if w.deprecated {
+                "deprecated"
+            } else {
+                "alive"
+            };
+            text.push_str(&format!(
+                "{}  {:<22} {:<20} {state:<11} {}\n",
+                w.worker_id,
+                w.queue_name,
+                w.function_name,
+                w.flow_slugs.join(",")
+            ));
         }
-    }
-    text.trim_end().to_owned()
-}
-
-fn dot(
-    flow: &str,
-    steps: &[(String, String, String)],
-    edges: &[(String, String)],
-    states: &std::collections::HashMap<String, String>,
-) -> String {
-    let mut text = format!("digraph \"{flow}\" {{\n  rankdir=TB;\n");
-    for (slug, kind, queue) in steps {
-        let shape = if kind == "map" { "box3d" } else { "box" };
-        let fill = states
-            .get(slug)
-            .map(|s| format!(", style=filled, fillcolor=\"{}\"", state_colour(s)))
-            .unwrap_or_default();
-        text.push_str(&format!(
-            "  \"{slug}\" [shape={shape}, label=\"{slug}\\nqueue: {queue}\"{fill}];\n"
-        ));
-    }
-    for (from, to) in edges {
-        text.push_str(&format!("  \"{from}\" -> \"{to}\";\n"));
-    }
-    text.push('}');
-    text
-}
-
-pub async fn workers(pool: &PgPool, out: &Output, all: bool) -> Result<(), Failure> {
-    let rows: Vec<WorkerRow> = sqlx::query_as(
-        "select worker_id, queue_name, function_name, flow_slugs, last_heartbeat_at,
-                    deprecated_at is not null as deprecated, stopped_at is not null as stopped
-             from pgflow.workers where $1 or stopped_at is null
-             order by queue_name, started_at",
-    )
-    .bind(all)
-    .fetch_all(pool)
-    .await
-    .map_err(db)?;
-    out.print(
-        json!(
-            rows.iter()
-                .map(|w| json!({
-                    "worker_id": w.worker_id, "queue_name": w.queue_name,
-                    "function_name": w.function_name, "flow_slugs": w.flow_slugs,
-                    "last_heartbeat_at": w.last_heartbeat_at, "deprecated": w.deprecated,
-                    "stopped": w.stopped,
-                }))
-                .collect::<Vec<_>>()
-        ),
-        || {
-            let mut text = format!(
-                "{:<36}  {:<22} {:<20} {:<11} flows\n",
-                "worker", "queue", "function", "state"
-            );
-            for w in &rows {
-                let (id, q, f, flows) =
-                    (&w.worker_id, &w.queue_name, &w.function_name, &w.flow_slugs);
-                let state = if w.stopped {
-                    "stopped"
-                } else if w.deprecated {
-                    "deprecated"
-                } else {
-                    "alive"
-                };
-                text.push_str(&format!(
-                    "{id}  {q:<22} {f:<20} {state:<11} {}\n",
-                    flows.join(",")
-                ));
-            }
-            text.trim_end().to_owned()
-        },
-    );
+        text.trim_end().to_owned()
+    });
     Ok(())
 }
 
-pub async fn deprecate(pool: &PgPool, out: &Output, function: &str) -> Result<(), Failure> {
+async fn deprecate(pool: &PgPool, out: &Output, function: &str) -> Result<(), Failure> {
     let count = pgflow::engine::deprecate_workers(pool, function).await?;
     out.print(
         json!({ "function_name": function, "deprecated": count }),
@@ -702,7 +612,7 @@ pub async fn deprecate(pool: &PgPool, out: &Output, function: &str) -> Result<()
     Ok(())
 }
 
-pub async fn prune(
+async fn prune(
     pool: &PgPool,
     out: &Output,
     older_than: Duration,
@@ -734,19 +644,4 @@ pub async fn prune(
         },
     );
     Ok(())
-}
-
-/// The error and its causes on one line.
-fn one_line(error: &dyn std::error::Error) -> String {
-    let mut line = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        source = cause.source();
-    }
-    line.replace('\n', " ")
 }

@@ -1,13 +1,75 @@
-//! The `pgflow` binary against a real database: output and exit codes.
+//! The `pgflow` binary against a real database: output and exit codes. Every test gets a
+//! fresh database from `#[sqlx::test]` (server from `DATABASE_URL`, default in
+//! `.cargo/config.toml`).
+
+#![allow(clippy::unwrap_used)]
 
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use pgflow::Client;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::rollout::{triage_v1, triage_v2};
-use crate::support::{database_url, install};
+/// Two versions of one flow behind the alias `triage`, with steps on two queues.
+#[pgflow::flow(slug = "triage_v1", alias = "triage", version = 1)]
+mod triage_v1 {
+    use super::*;
+
+    #[step(queue = "classify_threads")]
+    pub async fn classify(input: Value) -> Result<String, String> {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        Ok(format!("v1:{input}"))
+    }
+
+    #[step(depends_on = [classify], queue = "deliver_slack_alerts")]
+    pub async fn alert(classify: String) -> Result<String, String> {
+        Ok(format!("{classify}:alerted-by-v1"))
+    }
+}
+
+/// The second version of `triage`.
+#[pgflow::flow(slug = "triage_v2", alias = "triage", version = 2)]
+mod triage_v2 {
+    use super::*;
+
+    #[step(queue = "classify_threads")]
+    pub async fn classify(input: Value) -> Result<String, String> {
+        Ok(format!("v2:{input}"))
+    }
+
+    #[step(depends_on = [classify], queue = "deliver_slack_alerts")]
+    pub async fn alert(classify: String) -> Result<String, String> {
+        Ok(format!("{classify}:alerted-by-v2"))
+    }
+}
+
+async fn install(pool: &PgPool) {
+    pgflow::install(pool).await.expect("install pgflow");
+}
+
+/// The URL of the test database behind `pool`, for the binary.
+fn database_url(pool: &PgPool) -> String {
+    let options = pool.connect_options();
+    format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().expect("test database name")
+    )
+}
+
+/// Reads and claims up to 100 visible tasks of `queue`.
+async fn claim(
+    pool: &PgPool,
+    queue: &pgflow::QueueName,
+    pairs: &pgflow::SupportedPairs,
+) -> Vec<pgflow::ClaimedTask> {
+    pgflow::engine::read_and_start_tasks(pool, queue, uuid::Uuid::new_v4(), pairs, 100, 30)
+        .await
+        .expect("claim tasks")
+}
 
 fn pgflow(pool: &PgPool, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_pgflow"))
@@ -172,7 +234,7 @@ async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
     // run classify so that the run is half way
     let queue = pgflow::QueueName::new("classify_threads").unwrap();
     let pairs = pgflow::SupportedPairs::routed_to(definition.definition(), &queue);
-    let tasks = crate::support::claim(&pool, &queue, &pairs).await;
+    let tasks = claim(&pool, &queue, &pairs).await;
     pgflow::engine::complete_tasks(
         &pool,
         &[pgflow::TaskCompletion::of(&tasks[0], json!("label"))],
@@ -255,7 +317,7 @@ async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
         text.trim(),
         "1 live worker(s) of `cli_fn` asked to drain and stop"
     );
-    tokio::time::timeout(std::time::Duration::from_secs(15), worker.wait())
+    tokio::time::timeout(Duration::from_secs(15), worker.wait())
         .await
         .unwrap()
         .unwrap();
@@ -321,4 +383,125 @@ async fn prune_deletes_ended_runs_older_than_asked_and_says_how_many(pool: PgPoo
         err.contains("`7` has no unit: add s, m, h, d or w"),
         "{err}"
     );
+}
+
+#[sqlx::test(migrations = false)]
+async fn ten_processes_install_at_the_same_moment(pool: PgPool) {
+    let url = database_url(&pool);
+    let mut running: Vec<_> = (0..10)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_pgflow"))
+                .args(["install", "--database-url", &url])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn pgflow install")
+        })
+        .collect();
+    for child in running.drain(..) {
+        let output = child.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "pgflow install failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    let migrations: i64 = sqlx::query_scalar("select count(*) from pgflow.schema_migrations")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(migrations as usize, pgflow::code_migration_versions().len());
+    let pgmq_scripts: i64 = sqlx::query_scalar("select count(*) from pgmq.__pgmq_migrations")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(pgmq_scripts, 1, "PGMQ's install script ran once");
+    assert_eq!(
+        pgflow::check_schema(&pool).await.unwrap(),
+        pgflow::SchemaStatus::Current
+    );
+}
+
+#[test]
+fn cli_reports_an_unreachable_database_in_one_line() {
+    let output = Command::new(env!("CARGO_BIN_EXE_pgflow"))
+        .args([
+            "install",
+            "--database-url",
+            "postgres://postgres@127.0.0.1:1/postgres",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.starts_with("error: cannot connect to the database at 127.0.0.1:1/postgres"),
+        "{stderr}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn cli_reports_missing_permission_in_one_line(pool: PgPool) {
+    let role = format!("pgflow_nopriv_{}", std::process::id());
+    sqlx::query(&format!("drop role if exists {role}"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query(&format!("create role {role} login"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query(&format!(
+        "revoke create on database \"{}\" from public",
+        pool.connect_options().get_database().unwrap()
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let url =
+        database_url(&pool).replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
+
+    let output = Command::new(env!("CARGO_BIN_EXE_pgflow"))
+        .args(["install", "--database-url", &url])
+        .output()
+        .unwrap();
+    sqlx::query(&format!("drop owned by {role}"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query(&format!("drop role {role}"))
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with("error: permission denied"), "{stderr}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn alias_set_moves_an_alias_back_and_says_from_where(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&triage_v1::deployment()).await.unwrap();
+    client.deploy(&triage_v2::deployment()).await.unwrap();
+    pgflow::engine::activate_flow(&pool, "triage_v2")
+        .await
+        .unwrap();
+
+    // The operator's rollback; it says what it changed.
+    let output = pgflow(&pool, &["alias", "set", "triage", "triage_v1"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output).trim(),
+        "alias `triage` now points at `triage_v1` (was `triage_v2`); new runs start on `triage_v1`"
+    );
+    let run = client
+        .start_alias("triage", &json!("after rollback"))
+        .await
+        .unwrap();
+    assert_eq!(run.run(&client).await.unwrap().flow_slug, "triage_v1");
 }

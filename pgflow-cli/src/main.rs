@@ -1,6 +1,13 @@
-//! The `pgflow` command line: installs and operates pgflow databases.
+//! The `pgflow` command line: installs, inspects and operates pgflow databases.
+//!
+//! `args` declares the commands (clap), `commands` runs them through the `pgflow` library's
+//! typed calls (this crate writes no SQL), `graph` renders a flow's DAG and `failure` carries a
+//! failed command's message and exit code.
 
-mod cli;
+mod args;
+mod commands;
+mod failure;
+mod graph;
 
 use std::process::ExitCode;
 
@@ -15,7 +22,7 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = match cli::Cli::try_parse() {
+    let args = match args::Cli::try_parse() {
         Ok(args) => args,
         Err(error) if !error.use_stderr() => error.exit(), // --help, --version
         Err(error) => {
@@ -29,7 +36,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match cli::run(args).await {
+    match commands::run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             eprintln!("error: {}", failure.message);

@@ -1,8 +1,4 @@
-//! Commands of the `pgflow` binary. Each prints a human table by default or JSON with
-//! `--json`; failures are one line on stderr with exit code 2 for bad input (unknown flow,
-//! rollout or alias, pgflow not installed) and 1 for everything else.
-
-mod commands;
+//! The commands and arguments of the `pgflow` binary, as clap parses them.
 
 use clap::{Parser, Subcommand};
 
@@ -12,18 +8,19 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     /// Postgres connection URL.
     #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
-    database_url: Option<String>,
+    pub database_url: Option<String>,
 
     /// Print JSON instead of a table.
     #[arg(long, global = true)]
-    json: bool,
+    pub json: bool,
 
+    /// What to do.
     #[command(subcommand)]
-    command: Command,
+    pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {
+pub enum Command {
     /// Install or upgrade PGMQ and the pgflow schema (idempotent).
     Install,
     /// Aliases: the stable names callers start.
@@ -122,7 +119,7 @@ fn parse_age(text: &str) -> Result<std::time::Duration, String> {
 }
 
 #[derive(Debug, Subcommand)]
-enum WorkersCommand {
+pub enum WorkersCommand {
     /// Live workers (all with --all).
     List {
         /// Include stopped workers.
@@ -137,7 +134,7 @@ enum WorkersCommand {
 }
 
 #[derive(Debug, Subcommand)]
-enum AliasCommand {
+pub enum AliasCommand {
     /// Point an alias at one of its concrete flows (an explicit rollback included).
     Set {
         /// The alias.
@@ -150,7 +147,7 @@ enum AliasCommand {
 }
 
 #[derive(Debug, Subcommand)]
-enum RolloutCommand {
+pub enum RolloutCommand {
     /// Disable worker functions, deprecate their workers and wait until all have stopped.
     Begin {
         /// Worker functions to fence.
@@ -176,100 +173,4 @@ enum RolloutCommand {
         #[arg(long)]
         all: bool,
     },
-}
-
-/// A failed command: its one-line message and exit code.
-pub struct Failure {
-    pub message: String,
-    pub exit_code: u8,
-}
-
-impl Failure {
-    fn usage(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            exit_code: 2,
-        }
-    }
-
-    fn runtime(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-            exit_code: 1,
-        }
-    }
-}
-
-impl From<pgflow::EngineError> for Failure {
-    fn from(error: pgflow::EngineError) -> Self {
-        use pgflow::EngineError as E;
-        let message = error.to_string().replace('\n', " ");
-        match error {
-            E::UnknownFlow { .. }
-            | E::UnknownRun { .. }
-            | E::NotInstalled(_)
-            | E::AliasMismatch(_)
-            | E::Rollout(_)
-            | E::InvalidArguments(_) => Self::usage(message),
-            _ => Self::runtime(message),
-        }
-    }
-}
-
-/// Runs one command.
-pub async fn run(cli: Cli) -> Result<(), Failure> {
-    let url = cli.database_url.clone().ok_or_else(|| {
-        Failure::usage("no database given: pass --database-url or set DATABASE_URL")
-    })?;
-    let out = commands::Output { json: cli.json };
-    match cli.command {
-        Command::Install => commands::install(&url, &out).await,
-        command => {
-            let pool = commands::connect(&url).await?;
-            match command {
-                Command::Install => unreachable!("handled above"),
-                Command::Alias(AliasCommand::Set { alias, flow }) => {
-                    commands::alias_set(&pool, &out, &alias, &flow).await
-                }
-                Command::Alias(AliasCommand::List) => commands::alias_list(&pool, &out).await,
-                Command::DrainStatus { flow, queue } => {
-                    commands::drain_status(&pool, &out, &flow, queue.as_deref()).await
-                }
-                Command::Rollout(RolloutCommand::Begin {
-                    functions,
-                    queues,
-                    timeout,
-                    no_wait,
-                }) => {
-                    commands::rollout_begin(&pool, &out, functions, queues, timeout, no_wait).await
-                }
-                Command::Rollout(RolloutCommand::Finish { rollout_id }) => {
-                    commands::rollout_finish(&pool, &out, rollout_id).await
-                }
-                Command::Rollout(RolloutCommand::Status { all }) => {
-                    commands::rollout_status(&pool, &out, all).await
-                }
-                Command::Status => commands::status(&pool, &out).await,
-                Command::Runs {
-                    flow,
-                    status,
-                    limit,
-                } => commands::runs(&pool, &out, flow.as_deref(), status.as_deref(), limit).await,
-                Command::Run { run_id } => commands::run(&pool, &out, &run_id).await,
-                Command::Start { flow, input } => commands::start(&pool, &out, &flow, &input).await,
-                Command::Graph { flow, format, run } => {
-                    commands::graph(&pool, &out, &flow, &format, run.as_deref()).await
-                }
-                Command::Workers(WorkersCommand::List { all }) => {
-                    commands::workers(&pool, &out, all).await
-                }
-                Command::Workers(WorkersCommand::Deprecate { function }) => {
-                    commands::deprecate(&pool, &out, &function).await
-                }
-                Command::Prune { older_than, batch } => {
-                    commands::prune(&pool, &out, older_than, batch).await
-                }
-            }
-        }
-    }
 }

@@ -1,0 +1,97 @@
+//! A flow's DAG as Mermaid or DOT text, its steps coloured by a run's states.
+
+use std::collections::HashMap;
+
+use pgflow::engine::inspect::FlowGraph;
+
+/// The formats `pgflow graph` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// A Mermaid flowchart.
+    Mermaid,
+    /// Graphviz DOT.
+    Dot,
+}
+
+impl Format {
+    /// `mermaid` or `dot`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "mermaid" => Some(Self::Mermaid),
+            "dot" => Some(Self::Dot),
+            _ => None,
+        }
+    }
+}
+
+/// Renders `graph` of `flow`; `states` maps step slugs to their state in a run.
+pub fn render(
+    format: Format,
+    flow: &str,
+    graph: &FlowGraph,
+    states: &HashMap<String, String>,
+) -> String {
+    match format {
+        Format::Mermaid => mermaid(graph, states),
+        Format::Dot => dot(flow, graph, states),
+    }
+}
+
+fn state_colour(state: &str) -> &'static str {
+    match state {
+        "completed" => "#b7e4c7",
+        "started" => "#ffe8a3",
+        "failed" => "#f4a3a3",
+        _ => "#e9ecef",
+    }
+}
+
+fn mermaid(graph: &FlowGraph, states: &HashMap<String, String>) -> String {
+    let mut text = "flowchart TD\n".to_owned();
+    for step in &graph.steps {
+        let (slug, queue) = (&step.step_slug, &step.queue_name);
+        let shape = if step.step_type == "map" {
+            format!("{slug}[[\"{slug} (map)<br/>queue: {queue}\"]]")
+        } else {
+            format!("{slug}[\"{slug}<br/>queue: {queue}\"]")
+        };
+        text.push_str(&format!("  {shape}\n"));
+    }
+    for (from, to) in &graph.edges {
+        text.push_str(&format!("  {from} --> {to}\n"));
+    }
+    for step in &graph.steps {
+        if let Some(state) = states.get(&step.step_slug) {
+            text.push_str(&format!(
+                "  style {} fill:{}\n",
+                step.step_slug,
+                state_colour(state)
+            ));
+        }
+    }
+    text.trim_end().to_owned()
+}
+
+fn dot(flow: &str, graph: &FlowGraph, states: &HashMap<String, String>) -> String {
+    let mut text = format!("digraph \"{flow}\" {{\n  rankdir=TB;\n");
+    for step in &graph.steps {
+        let (slug, queue) = (&step.step_slug, &step.queue_name);
+        let shape = if step.step_type == "map" {
+            "box3d"
+        } else {
+            "box"
+        };
+        let fill = states
+            .get(slug)
+            .map(|s| format!(", style=filled, fillcolor=\"{}\"", state_colour(s)))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "  \"{slug}\" [shape={shape}, label=\"{slug}\\nqueue: {queue}\"{fill}];\n"
+        ));
+    }
+    for (from, to) in &graph.edges {
+        text.push_str(&format!("  \"{from}\" -> \"{to}\";\n"));
+    }
+    text.push('}');
+    text
+}
