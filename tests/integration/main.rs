@@ -19,4 +19,5 @@ mod rollout;
 mod stalled;
 mod statistics;
 mod support;
+mod upgrade;
 mod worker;

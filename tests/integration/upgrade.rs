@@ -1,0 +1,162 @@
+//! Upgrades: a database installed by a released version, brought up to date by today's
+//! `install`, has exactly the catalog of a fresh install (tables, columns, constraints,
+//! indexes, triggers, types, views, and every function's signature, settings and body).
+//!
+//! Each released schema is a checked-in dump in `schemas/` (made by `schemas/dump.sh`): the
+//! schema of a fresh install of that version with the rows of the installers' ledgers.
+
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{ConnectOptions, Connection, Executor, PgPool};
+
+/// The first released schema: the baseline.
+const BASELINE: &str = include_str!("schemas/20261204000100.sql");
+
+/// `(kind, name, definition)` of everything in schema `pgflow`.
+const CATALOG: &str = include_str!("schemas/catalog.sql");
+
+type Catalog = Vec<(String, String, String)>;
+
+/// Everything a database's pgflow schema consists of, and what its ledgers record.
+#[derive(Debug, PartialEq)]
+struct Installed {
+    catalog: Catalog,
+    migrations: Vec<(i64, Vec<u8>)>,
+    functions_checksum: Vec<u8>,
+}
+
+/// Asserts that two installs are the same, naming only what differs.
+fn assert_same(upgraded: &Installed, fresh: &Installed) {
+    let only_in = |a: &Catalog, b: &Catalog| -> Catalog {
+        a.iter().filter(|row| !b.contains(row)).cloned().collect()
+    };
+    assert_eq!(
+        (
+            only_in(&upgraded.catalog, &fresh.catalog),
+            only_in(&fresh.catalog, &upgraded.catalog)
+        ),
+        (vec![], vec![]),
+        "(only after the upgrade, only in a fresh install)"
+    );
+    assert_eq!(upgraded, fresh, "the ledgers differ");
+}
+
+async fn installed(pool: &PgPool) -> Installed {
+    Installed {
+        catalog: sqlx::query_as(CATALOG).fetch_all(pool).await.unwrap(),
+        migrations: sqlx::query_as(
+            "select version, checksum from pgflow.schema_migrations order by version",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap(),
+        functions_checksum: sqlx::query_scalar("select checksum from pgflow.schema_functions")
+            .fetch_one(pool)
+            .await
+            .unwrap(),
+    }
+}
+
+/// Restores `dump` into the database behind `pool`, on a connection of its own (the dump
+/// empties that session's search path).
+async fn restore(pool: &PgPool, dump: &str) {
+    let mut conn = pool.connect_options().connect().await.unwrap();
+    conn.execute(sqlx::raw_sql(dump)).await.unwrap();
+    conn.close().await.unwrap();
+}
+
+/// What a fresh install of today's code consists of, from a database of its own next to the
+/// test's (dropped afterwards).
+async fn fresh_install(pool: &PgPool) -> Installed {
+    // The test database's name is as long as Postgres allows: a suffix would be cut off.
+    let name = format!("pgflow_fresh_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(&format!("create database {name}"))
+        .execute(pool)
+        .await
+        .unwrap();
+    let options: PgConnectOptions = (*pool.connect_options()).clone().database(&name);
+    let fresh = PgPool::connect_with(options).await.unwrap();
+    pgflow::install(&fresh).await.unwrap();
+    let state = installed(&fresh).await;
+    fresh.close().await;
+    sqlx::query(&format!("drop database {name} with (force)"))
+        .execute(pool)
+        .await
+        .unwrap();
+    state
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_install_of_the_baseline_upgrades_to_exactly_a_fresh_install(pool: PgPool) {
+    restore(&pool, BASELINE).await;
+    pgflow::install(&pool).await.unwrap();
+    let upgraded = installed(&pool).await;
+    let fresh = fresh_install(&pool).await;
+    assert!(
+        upgraded.catalog.len() > 200,
+        "the catalog query sees the schema"
+    );
+    assert_same(&upgraded, &fresh);
+}
+
+#[sqlx::test(migrations = false)]
+async fn function_bodies_of_an_older_release_are_replaced_at_install(pool: PgPool) {
+    restore(&pool, BASELINE).await;
+    // What an older release of the same schema would have left: another body of one function,
+    // and the checksum of its own function files.
+    sqlx::query(
+        r"do $$
+          begin
+            execute regexp_replace(
+              pg_get_functiondef('pgflow.prune(interval, integer)'::regprocedure),
+              '\$function\$', e'$function$\n-- the body of an older release\n');
+          end $$",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("update pgflow.schema_functions set checksum = '\\x0123'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert!(!pgflow::functions_current(&pool).await.unwrap());
+    let before = installed(&pool).await;
+
+    let report = pgflow::install(&pool).await.unwrap();
+    assert!(report.applied_migrations.is_empty());
+    assert!(report.applied_functions);
+    assert!(pgflow::functions_current(&pool).await.unwrap());
+    let upgraded = installed(&pool).await;
+    let fresh = fresh_install(&pool).await;
+    assert_ne!(before.catalog, fresh.catalog, "the older body differs");
+    assert_same(&upgraded, &fresh);
+
+    // Installing again finds nothing to do.
+    let again = pgflow::install(&pool).await.unwrap();
+    assert!(again.applied_migrations.is_empty() && !again.applied_functions);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_database_of_a_pre_release_build_is_refused_and_left_as_it_was(pool: PgPool) {
+    pgflow::install(&pool).await.unwrap();
+    // A pre-release build recorded migrations that were squashed into the baseline since.
+    sqlx::query(
+        "insert into pgflow.schema_migrations (version, description, checksum)
+         values (20261202000100, 'schema', '\\x00')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let before = installed(&pool).await;
+    let error = pgflow::install(&pool).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            pgflow::InstallError::UnknownMigration {
+                version: 20261202000100
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("drop schema pgflow cascade"), "{error}");
+    assert_eq!(installed(&pool).await, before);
+}
