@@ -304,9 +304,20 @@ fn adapter(step: &Step) -> TokenStream {
         }
     });
     let args = step.params.iter().map(|p| &p.ident);
+    // Parameters taken from the task input move their values out of it.
+    let moves_input = step.params.iter().any(|param| match param.kind {
+        ParamKind::Context => false,
+        ParamKind::FlowInput => step.is_root() && step.map.is_none(),
+        ParamKind::Element | ParamKind::Dependency(_) => true,
+    });
+    let task = if moves_input {
+        quote!(mut task)
+    } else {
+        quote!(task)
+    };
     quote! {
         #[doc(hidden)]
-        fn #name(task: ::pgflow::__private::TaskInput) -> ::pgflow::__private::HandlerFuture {
+        fn #name(#task: ::pgflow::__private::TaskInput) -> ::pgflow::__private::HandlerFuture {
             ::std::boxed::Box::pin(async move {
                 #(#bindings)*
                 ::pgflow::__private::output(#slug, #handler(#(#args),*).await)

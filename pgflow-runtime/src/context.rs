@@ -7,7 +7,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::handler::StepFailure;
+use crate::failure::{StepFailure, decode};
 
 /// The task a handler is running: run, flow, step, queue, task index and attempt, a
 /// cancellation token that fires when the step's timeout passes or the worker shuts down, and
@@ -137,6 +137,6 @@ impl Context {
                     step_slug: self.inner.step_slug.clone(),
                     reason: e.to_string(),
                 })?;
-        crate::handler::decode::<T>(&self.inner.step_slug, "input", input)
+        decode::<T>(&self.inner.step_slug, "input", input)
     }
 }

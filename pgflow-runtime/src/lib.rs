@@ -13,6 +13,7 @@ pub mod definition;
 pub mod deployment;
 pub mod engine;
 pub mod error;
+pub mod failure;
 pub mod handler;
 pub mod names;
 #[doc(hidden)]
@@ -29,6 +30,7 @@ pub use engine::{
     StalledTask, SupportedPairs, TaskCompletion, TaskFailure,
 };
 pub use error::{EngineError, UnsupportedPair};
-pub use handler::{HandlerFuture, StepFailure, StepHandler, TaskInput};
+pub use failure::StepFailure;
+pub use handler::{HandlerFuture, StepHandler, TaskInput};
 pub use names::{FlowSlug, NameError, QueueName, StepSlug};
 pub use worker::{Worker, WorkerConfig, WorkerError, WorkerHandle};

@@ -207,7 +207,7 @@ pub const fn assert_step_result<R: StepResult>() {}
 /// Encodes a handler's result for the SQL core.
 pub fn output<R: StepResult>(step_slug: &str, result: R) -> Result<Value, StepFailure> {
     match result.into_result() {
-        Ok(value) => crate::handler::encode(step_slug, &value),
+        Ok(value) => crate::failure::encode(step_slug, &value),
         Err(error) => Err(StepFailure::Handler(error.to_string())),
     }
 }

@@ -184,7 +184,7 @@ pub mod triage_v2 {
     }
     #[doc(hidden)]
     fn __pgflow_step_fetch(
-        task: ::pgflow::__private::TaskInput,
+        mut task: ::pgflow::__private::TaskInput,
     ) -> ::pgflow::__private::HandlerFuture {
         ::std::boxed::Box::pin(async move {
             let input: TriageInput = task.whole("input")?;
@@ -193,7 +193,7 @@ pub mod triage_v2 {
     }
     #[doc(hidden)]
     fn __pgflow_step_split(
-        task: ::pgflow::__private::TaskInput,
+        mut task: ::pgflow::__private::TaskInput,
     ) -> ::pgflow::__private::HandlerFuture {
         ::std::boxed::Box::pin(async move {
             let fetch: Thread = task.dependency("fetch")?;
@@ -202,7 +202,7 @@ pub mod triage_v2 {
     }
     #[doc(hidden)]
     fn __pgflow_step_classify(
-        task: ::pgflow::__private::TaskInput,
+        mut task: ::pgflow::__private::TaskInput,
     ) -> ::pgflow::__private::HandlerFuture {
         ::std::boxed::Box::pin(async move {
             let message: Message = task.whole("message")?;
@@ -212,7 +212,7 @@ pub mod triage_v2 {
     }
     #[doc(hidden)]
     fn __pgflow_step_alert(
-        task: ::pgflow::__private::TaskInput,
+        mut task: ::pgflow::__private::TaskInput,
     ) -> ::pgflow::__private::HandlerFuture {
         ::std::boxed::Box::pin(async move {
             let fetch: Thread = task.dependency("fetch")?;

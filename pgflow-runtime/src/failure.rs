@@ -1,0 +1,126 @@
+//! Why a step attempt failed, and the decoding and encoding of handler values that name the
+//! step and parameter in their failures but never the values themselves.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Why a step attempt failed. Its text is stored as the task's error; it names the step and
+/// the parameter but never contains input or output values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepFailure {
+    /// The handler returned an error (its `Display` text).
+    #[error("{0}")]
+    Handler(String),
+
+    /// The task input could not be decoded into a handler parameter.
+    #[error("step `{step_slug}`: cannot decode parameter `{parameter}` as `{type_name}`: {reason}")]
+    Decode {
+        /// The step.
+        step_slug: String,
+        /// The parameter (or `input` for the flow input).
+        parameter: String,
+        /// The Rust type expected.
+        type_name: &'static str,
+        /// What did not fit, without the offending value.
+        reason: String,
+    },
+
+    /// The task input lacks a dependency's output.
+    #[error("step `{step_slug}`: the task input has no output of dependency `{dependency}`")]
+    MissingDependency {
+        /// The step.
+        step_slug: String,
+        /// The dependency.
+        dependency: String,
+    },
+
+    /// The handler's output could not be encoded as JSON.
+    #[error("step `{step_slug}`: cannot encode the output of type `{type_name}` as JSON")]
+    Encode {
+        /// The step.
+        step_slug: String,
+        /// The Rust type of the output.
+        type_name: &'static str,
+    },
+
+    /// The flow input could not be read from the database.
+    #[error("step `{step_slug}`: cannot read the flow input: {reason}")]
+    FlowInput {
+        /// The step.
+        step_slug: String,
+        /// The database error.
+        reason: String,
+    },
+
+    /// The handler ran past the step's timeout.
+    #[error("step `{step_slug}` timed out after {seconds} s")]
+    TimedOut {
+        /// The step.
+        step_slug: String,
+        /// The step's timeout.
+        seconds: u64,
+    },
+
+    /// The handler panicked.
+    #[error("step `{step_slug}` panicked: {message}")]
+    Panicked {
+        /// The step.
+        step_slug: String,
+        /// The panic message, when it is a string.
+        message: String,
+    },
+
+    /// The worker has no handler for the task's flow or step.
+    #[error("no handler for step `{step_slug}` of flow `{flow_slug}` in this worker")]
+    NoHandler {
+        /// The flow.
+        flow_slug: String,
+        /// The step.
+        step_slug: String,
+    },
+}
+
+/// Decodes `value` as `T`, describing a failure without the value itself.
+pub(crate) fn decode<T: DeserializeOwned>(
+    step_slug: &str,
+    parameter: &str,
+    value: Value,
+) -> Result<T, StepFailure> {
+    serde_json::from_value(value).map_err(|error| StepFailure::Decode {
+        step_slug: step_slug.to_owned(),
+        parameter: parameter.to_owned(),
+        type_name: std::any::type_name::<T>(),
+        reason: redacted_reason(&error),
+    })
+}
+
+/// serde's description of a decoding error with any quoted input value left out:
+/// `invalid type: string "secret", expected u32` becomes `found string, expected u32`.
+fn redacted_reason(error: &serde_json::Error) -> String {
+    let message = error.to_string();
+    let expected = message.rsplit_once(", expected ").map(|(_, e)| e);
+    if let Some(found) = message.strip_prefix("invalid type: ") {
+        let kind = found.split([' ', ',']).next().unwrap_or("value");
+        return match expected {
+            Some(e) => format!("found {kind}, expected {e}"),
+            None => format!("found {kind}"),
+        };
+    }
+    if message.starts_with("invalid value: ") || message.starts_with("invalid length ") {
+        let what = message.split(':').next().unwrap_or("invalid value");
+        return match expected {
+            Some(e) => format!("{what}, expected {e}"),
+            None => what.to_owned(),
+        };
+    }
+    message
+}
+
+/// Encodes a handler's output.
+pub(crate) fn encode<T: Serialize>(step_slug: &str, output: &T) -> Result<Value, StepFailure> {
+    serde_json::to_value(output).map_err(|_| StepFailure::Encode {
+        step_slug: step_slug.to_owned(),
+        type_name: std::any::type_name::<T>(),
+    })
+}
