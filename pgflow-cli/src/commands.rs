@@ -38,9 +38,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                     queues,
                     timeout,
                     no_wait,
-                }) => {
-                    rollout_begin(&pool, &out, functions, queues, timeout, no_wait).await
-                }
+                }) => rollout_begin(&pool, &out, functions, queues, timeout, no_wait).await,
                 Command::Rollout(RolloutCommand::Finish { rollout_id }) => {
                     rollout_finish(&pool, &out, rollout_id).await
                 }
@@ -58,20 +56,15 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 Command::Graph { flow, format, run } => {
                     graph(&pool, &out, &flow, &format, run.as_deref()).await
                 }
-                Command::Workers(WorkersCommand::List { all }) => {
-                    workers(&pool, &out, all).await
-                }
+                Command::Workers(WorkersCommand::List { all }) => workers(&pool, &out, all).await,
                 Command::Workers(WorkersCommand::Deprecate { function }) => {
                     deprecate(&pool, &out, &function).await
                 }
-                Command::Prune { older_than, batch } => {
-                    prune(&pool, &out, older_than, batch).await
-                }
+                Command::Prune { older_than, batch } => prune(&pool, &out, older_than, batch).await,
             }
         }
     }
 }
-
 
 /// How to print.
 pub struct Output {
@@ -158,12 +151,7 @@ async fn install(url: &str, out: &Output) -> Result<(), Failure> {
     Ok(())
 }
 
-async fn alias_set(
-    pool: &PgPool,
-    out: &Output,
-    alias: &str,
-    flow: &str,
-) -> Result<(), Failure> {
+async fn alias_set(pool: &PgPool, out: &Output, alias: &str, flow: &str) -> Result<(), Failure> {
     let previous = pgflow::engine::set_alias(pool, alias, flow).await?;
     out.print(
         json!({ "alias": alias, "flow_slug": flow, "previous_flow_slug": previous }),
@@ -182,22 +170,19 @@ async fn alias_set(
 
 async fn alias_list(pool: &PgPool, out: &Output) -> Result<(), Failure> {
     let rows = inspect::aliases(pool).await?;
-    out.print(
-        json!(rows),
-        || {
-            let mut text = format!(
-                "{:<24} {:<24} {:>7}  activated at\n",
-                "alias", "active flow", "version"
-            );
-            for row in &rows {
-                text.push_str(&format!(
-                    "{:<24} {:<24} {:>7}  {}\n",
-                    row.alias, row.flow_slug, row.version, row.activated_at
-                ));
-            }
-            text.trim_end().to_owned()
-        },
-    );
+    out.print(json!(rows), || {
+        let mut text = format!(
+            "{:<24} {:<24} {:>7}  activated at\n",
+            "alias", "active flow", "version"
+        );
+        for row in &rows {
+            text.push_str(&format!(
+                "{:<24} {:<24} {:>7}  {}\n",
+                row.alias, row.flow_slug, row.version, row.activated_at
+            ));
+        }
+        text.trim_end().to_owned()
+    });
     Ok(())
 }
 
@@ -400,7 +385,9 @@ async fn status(pool: &PgPool, out: &Output) -> Result<(), Failure> {
                         )
                     })
                     .collect();
-                let alive = on_queue(&workers, &q.queue_name).filter(|w| !w.deprecated).count();
+                let alive = on_queue(&workers, &q.queue_name)
+                    .filter(|w| !w.deprecated)
+                    .count();
                 text.push_str(&format!(
                     "{:<24} {:>7} {:>10} {:>9}  {alive} alive: {}\n",
                     q.queue_name,
@@ -472,7 +459,10 @@ async fn runs(
             "started_at": r.started_at, "completed_at": r.completed_at, "failed_at": r.failed_at,
         })).collect::<Vec<_>>()),
         || {
-            let mut text = format!("{:<36}  {:<20} {:<9}  started at\n", "run", "flow", "status");
+            let mut text = format!(
+                "{:<36}  {:<20} {:<9}  started at\n",
+                "run", "flow", "status"
+            );
             for r in &rows {
                 text.push_str(&format!(
                     "{}  {:<20} {:<9}  {}\n",
@@ -539,9 +529,8 @@ async fn graph(
     format: &str,
     run: Option<&str>,
 ) -> Result<(), Failure> {
-    let format_kind = graph::Format::parse(format).ok_or_else(|| {
-        Failure::usage(format!("unknown format `{format}`; use mermaid or dot"))
-    })?;
+    let format_kind = graph::Format::parse(format)
+        .ok_or_else(|| Failure::usage(format!("unknown format `{format}`; use mermaid or dot")))?;
     let dag = inspect::flow_graph(pool, flow).await?;
     if dag.steps.is_empty() {
         return Err(Failure::usage(format!(

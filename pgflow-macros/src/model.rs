@@ -5,8 +5,8 @@
 use syn::{FnArg, Ident, Item, ItemFn, ItemMod, Pat, ReturnType, Type};
 
 use crate::errors::{Errors, msg};
-use pgflow_names::{validate_queue_name, validate_slug};
 use crate::parse::{self, FlowArgs, Located, MapSource, StepArgs};
+use pgflow_names::{validate_queue_name, validate_slug};
 
 /// Items `#[flow]` generates inside the module; user items may not take these names.
 pub const RESERVED: &[&str] = &["Queue", "Flow", "Output", "deployment", "start", "SLUG"];

@@ -52,10 +52,7 @@ impl TaskInput {
 
     /// The output of dependency `dependency` as `T`, moved out of the input (each dependency
     /// is one parameter).
-    pub fn dependency<T: DeserializeOwned>(
-        &mut self,
-        dependency: &str,
-    ) -> Result<T, StepFailure> {
+    pub fn dependency<T: DeserializeOwned>(&mut self, dependency: &str) -> Result<T, StepFailure> {
         let value = self
             .task
             .input
@@ -73,4 +70,3 @@ impl TaskInput {
         self.context.flow_input().await
     }
 }
-

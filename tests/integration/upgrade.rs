@@ -157,6 +157,9 @@ async fn a_database_of_a_pre_release_build_is_refused_and_left_as_it_was(pool: P
         ),
         "{error:?}"
     );
-    assert!(error.to_string().contains("drop schema pgflow cascade"), "{error}");
+    assert!(
+        error.to_string().contains("drop schema pgflow cascade"),
+        "{error}"
+    );
     assert_eq!(installed(&pool).await, before);
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use pgflow::worker::{Connection, WorkerSettings};
-use pgflow::{Client, FlowQueue, Worker, WorkerConfig, WorkerError};
+use pgflow::{Client, EngineError, FlowQueue, Worker, WorkerConfig, WorkerError};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -189,11 +189,11 @@ async fn a_worker_meeting_an_unsupported_flow_stops_without_touching_it(pool: Pg
         .expect("the worker stops")
         .unwrap_err();
     match &error {
-        WorkerError::UnsupportedTasks {
+        WorkerError::UnsupportedTasks(EngineError::UnsupportedTasks {
             queue_name,
             unsupported,
             ..
-        } => {
+        }) => {
             assert_eq!(queue_name, "shared_work");
             assert_eq!(unsupported[0].flow_slug, "shared_v2");
             assert_eq!(unsupported[0].step_slug, "work");

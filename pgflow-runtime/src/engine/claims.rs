@@ -32,6 +32,31 @@ pub struct ClaimedTask {
     pub input: Value,
 }
 
+impl ClaimedTask {
+    /// The attempt this claim started: all a result needs to be stored.
+    pub fn key(&self) -> TaskKey {
+        TaskKey {
+            run_id: self.run_id,
+            step_slug: self.step_slug.clone(),
+            task_index: self.task_index,
+            attempt: self.attempt,
+        }
+    }
+}
+
+/// One attempt of one task: the run, the step, the task's index and the attempt's number.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TaskKey {
+    /// The task's run.
+    pub run_id: Uuid,
+    /// The task's step.
+    pub step_slug: String,
+    /// 0 for a single step; the element index for a map step.
+    pub task_index: i32,
+    /// The attempt's number (1 for the first).
+    pub attempt: i32,
+}
+
 /// The exact `(flow_slug, step_slug)` pairs a worker can run, as the claim takes them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SupportedPairs {

@@ -4,20 +4,14 @@ use serde_json::Value;
 use sqlx::{FromRow, PgExecutor};
 use uuid::Uuid;
 
-use super::ClaimedTask;
+use super::{ClaimedTask, TaskKey};
 use crate::error::EngineError;
 
 /// A finished handler's output for one task attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskCompletion {
-    /// The task's run.
-    pub run_id: Uuid,
-    /// The task's step.
-    pub step_slug: String,
-    /// The task's index.
-    pub task_index: i32,
     /// The attempt that produced the output.
-    pub attempt: i32,
+    pub task: TaskKey,
     /// The output, stored exactly.
     pub output: Value,
 }
@@ -26,10 +20,7 @@ impl TaskCompletion {
     /// The completion of `task`'s current attempt with `output`.
     pub fn of(task: &ClaimedTask, output: Value) -> Self {
         Self {
-            run_id: task.run_id,
-            step_slug: task.step_slug.clone(),
-            task_index: task.task_index,
-            attempt: task.attempt,
+            task: task.key(),
             output,
         }
     }
@@ -38,14 +29,8 @@ impl TaskCompletion {
 /// A failed handler attempt for one task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskFailure {
-    /// The task's run.
-    pub run_id: Uuid,
-    /// The task's step.
-    pub step_slug: String,
-    /// The task's index.
-    pub task_index: i32,
     /// The attempt that failed.
-    pub attempt: i32,
+    pub task: TaskKey,
     /// What went wrong (stored, shown to operators; never a message body).
     pub error_message: String,
 }
@@ -54,10 +39,7 @@ impl TaskFailure {
     /// The failure of `task`'s current attempt with `error_message`.
     pub fn of(task: &ClaimedTask, error_message: impl Into<String>) -> Self {
         Self {
-            run_id: task.run_id,
-            step_slug: task.step_slug.clone(),
-            task_index: task.task_index,
-            attempt: task.attempt,
+            task: task.key(),
             error_message: error_message.into(),
         }
     }
@@ -85,15 +67,30 @@ pub async fn complete_tasks(
     completions: &[TaskCompletion],
 ) -> Result<u64, EngineError> {
     let count: i32 = sqlx::query_scalar("select pgflow.complete_tasks($1, $2, $3, $4, $5)")
-        .bind(completions.iter().map(|c| c.run_id).collect::<Vec<_>>())
         .bind(
             completions
                 .iter()
-                .map(|c| c.step_slug.as_str())
+                .map(|c| c.task.run_id)
                 .collect::<Vec<_>>(),
         )
-        .bind(completions.iter().map(|c| c.task_index).collect::<Vec<_>>())
-        .bind(completions.iter().map(|c| c.attempt).collect::<Vec<_>>())
+        .bind(
+            completions
+                .iter()
+                .map(|c| c.task.step_slug.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            completions
+                .iter()
+                .map(|c| c.task.task_index)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            completions
+                .iter()
+                .map(|c| c.task.attempt)
+                .collect::<Vec<_>>(),
+        )
         .bind(completions.iter().map(|c| &c.output).collect::<Vec<_>>())
         .fetch_one(executor)
         .await?;
@@ -108,15 +105,20 @@ pub async fn fail_tasks(
 ) -> Result<Vec<FailureOutcome>, EngineError> {
     let outcomes =
         sqlx::query_as::<_, FailureOutcome>("select * from pgflow.fail_tasks($1, $2, $3, $4, $5)")
-            .bind(failures.iter().map(|f| f.run_id).collect::<Vec<_>>())
+            .bind(failures.iter().map(|f| f.task.run_id).collect::<Vec<_>>())
             .bind(
                 failures
                     .iter()
-                    .map(|f| f.step_slug.as_str())
+                    .map(|f| f.task.step_slug.as_str())
                     .collect::<Vec<_>>(),
             )
-            .bind(failures.iter().map(|f| f.task_index).collect::<Vec<_>>())
-            .bind(failures.iter().map(|f| f.attempt).collect::<Vec<_>>())
+            .bind(
+                failures
+                    .iter()
+                    .map(|f| f.task.task_index)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(failures.iter().map(|f| f.task.attempt).collect::<Vec<_>>())
             .bind(
                 failures
                     .iter()

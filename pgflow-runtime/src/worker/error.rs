@@ -1,7 +1,7 @@
 //! Why a worker did not start, or stopped on a fatal error.
 
 use crate::engine::CoverageGap;
-use crate::error::{EngineError, UnsupportedPair};
+use crate::error::EngineError;
 
 /// How many missing pairs a coverage error lists before summarising the rest.
 pub const COVERAGE_LIST_LIMIT: usize = 10;
@@ -64,22 +64,12 @@ pub enum WorkerError {
         gaps: Vec<CoverageGap>,
     },
 
-    /// A claim met tasks of flow steps the registry lacks; the worker stopped without changing
-    /// them (their messages are visible again, no attempt was consumed).
-    #[error(
-        "queue `{queue_name}`: unsupported flow steps in a claimed batch (message ids \
-         {message_ids:?}): {}; the worker stopped; add the missing concrete flows to this \
-         worker's registry",
-        unsupported.iter().map(|p| format!("{}.{}", p.flow_slug, p.step_slug)).collect::<Vec<_>>().join(", ")
-    )]
-    UnsupportedTasks {
-        /// The worker's queue.
-        queue_name: String,
-        /// The read batch.
-        message_ids: Vec<i64>,
-        /// The unsupported pairs.
-        unsupported: Vec<UnsupportedPair>,
-    },
+    /// A claim met tasks of flow steps the registry lacks
+    /// ([`EngineError::UnsupportedTasks`], which names the queue, the messages and the
+    /// pairs); the worker stopped without changing them (their messages are visible again,
+    /// no attempt was consumed).
+    #[error("{0}; the worker stopped: add the missing concrete flows to its registry")]
+    UnsupportedTasks(EngineError),
 
     /// Any other database error at startup.
     #[error(transparent)]

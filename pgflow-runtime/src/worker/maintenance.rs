@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::engine;
 use crate::error::EngineError;
 use crate::worker::config::PRUNE_EVERY;
-use crate::worker::run::Runtime;
+use crate::worker::runtime::Runtime;
 
 /// Runs a maintenance pass every `stalled_check_interval` until the worker shuts down.
 pub async fn maintain(rt: Arc<Runtime>) {

@@ -23,9 +23,15 @@
 
 mod config;
 mod error;
+mod execute;
+mod handlers;
+mod lifecycle;
 mod maintenance;
+mod poll;
 mod registry;
+mod results;
 mod run;
+mod runtime;
 mod startup;
 mod wakeup;
 
@@ -109,7 +115,7 @@ async fn launch(
     let flow_states = started.flow_states.clone();
     let read_visibility_seconds =
         i32::try_from(settings.visibility_timeout.as_secs()).unwrap_or(i32::MAX);
-    let runtime = Arc::new(run::Runtime {
+    let runtime = Arc::new(runtime::Runtime {
         read_visibility_seconds,
         slots: Arc::new(Semaphore::new(settings.max_concurrent)),
         started,

@@ -9,19 +9,23 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use uuid::Uuid;
 
-use crate::engine::{self, Activation, CompileStatus, SupportedPairs};
+use crate::engine::{self, Activation, CompileStatus};
 use crate::names::QueueName;
 use crate::worker::config::{Connection, WorkerSettings};
 use crate::worker::error::WorkerError;
+use crate::worker::handlers::HandlerTable;
 use crate::worker::registry::RegisteredFlow;
 
 /// Everything a started worker runs with.
 pub struct Started {
+    /// The worker's pool.
     pub pool: PgPool,
+    /// Its id, as registered.
     pub worker_id: Uuid,
+    /// The queue it polls.
     pub queue: QueueName,
-    pub pairs: SupportedPairs,
-    pub flows: HashMap<String, RegisteredFlow>,
+    /// The steps it runs, and so the pairs its claims support.
+    pub handlers: HandlerTable,
     /// What startup did to each carried flow, in registry order.
     pub flow_states: Vec<FlowStartup>,
 }
@@ -87,11 +91,9 @@ pub async fn start(
         }
         let activations = activate(&pool, &order, &by_slug).await?;
 
-        // 4. The exact pairs routed to this queue.
-        let mut pairs = SupportedPairs::new();
-        for slug in &order {
-            pairs.extend_routed_to(&by_slug[slug].definition, &queue);
-        }
+        // 4. The exact pairs routed to this queue, with their handlers.
+        let handlers = HandlerTable::routed_to(order.iter().map(|slug| &by_slug[slug]), &queue);
+        let pairs = handlers.pairs();
         if let QueueChoice::DefaultOf(flow_slug) = &choice
             && pairs.is_empty()
         {
@@ -110,7 +112,7 @@ pub async fn start(
 
         // 5. Coverage: active alias targets routed here, draining versions whose started runs
         //    can still reach the queue, and every queued or started task on it.
-        let gaps = engine::queue_coverage_gaps(&pool, &queue, &pairs).await?;
+        let gaps = engine::queue_coverage_gaps(&pool, &queue, pairs).await?;
         if !gaps.is_empty() {
             return Err(WorkerError::Coverage {
                 queue_name: queue.as_str().to_owned(),
@@ -163,8 +165,7 @@ pub async fn start(
             pool,
             worker_id,
             queue,
-            pairs,
-            flows: by_slug,
+            handlers,
             flow_states,
         });
     }

@@ -1,0 +1,101 @@
+//! One handler run on one claimed task, with its timeout and panic isolation.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tracing::Instrument;
+
+use crate::context::Context;
+use crate::engine::{ClaimedTask, TaskKey};
+use crate::failure::StepFailure;
+use crate::handler::TaskInput;
+use crate::worker::runtime::Runtime;
+
+/// How long a timed-out handler gets to react to its cancellation token before it is aborted.
+const CANCEL_GRACE: Duration = Duration::from_millis(500);
+
+/// What one handler run produced, for the result storer: the attempt's key and its result.
+pub struct Outcome {
+    /// The attempt.
+    pub key: TaskKey,
+    /// The encoded output, or why the attempt failed.
+    pub result: Result<Value, StepFailure>,
+}
+
+/// Runs one task's handler with its timeout; a panic or timeout is a failed attempt. Returns
+/// `None` when the worker was stopped at once (the task is left for stalled recovery).
+pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
+    let span = tracing::info_span!(
+        "task",
+        queue = task.queue_name.as_str(),
+        flow = task.flow_slug.as_str(),
+        step = task.step_slug.as_str(),
+        run_id = %task.run_id,
+        task_index = task.task_index,
+        message_id = task.message_id,
+        attempt = task.attempt,
+    );
+    async move {
+        let started_at = Instant::now();
+        let key = task.key();
+        let result = match rt.started.handlers.get(&task.flow_slug, &task.step_slug) {
+            None => Err(StepFailure::NoHandler {
+                flow_slug: task.flow_slug.clone(),
+                step_slug: task.step_slug.clone(),
+            }),
+            Some(handler) => {
+                let cancellation = rt.hard_stop.child_token();
+                let context = Context::for_task(&task, rt.started.pool.clone(), cancellation.clone());
+                let timeout = Duration::from_secs(u64::try_from(task.timeout_seconds).unwrap_or(1));
+                // The task (and its input) moves into the handler; the key stays here.
+                let mut running = tokio::spawn(handler(TaskInput::new(task, context)));
+                tokio::select! {
+                    joined = &mut running => match joined {
+                        Ok(result) => result,
+                        Err(error) if error.is_panic() => Err(StepFailure::Panicked {
+                            step_slug: key.step_slug.clone(),
+                            message: panic_message(error.into_panic()),
+                        }),
+                        Err(_) => Err(StepFailure::Panicked {
+                            step_slug: key.step_slug.clone(),
+                            message: "handler task was cancelled".to_owned(),
+                        }),
+                    },
+                    () = tokio::time::sleep(timeout) => {
+                        // Fire the token and give the handler a moment to wind down.
+                        cancellation.cancel();
+                        let _ = tokio::time::timeout(CANCEL_GRACE, &mut running).await;
+                        running.abort();
+                        Err(StepFailure::TimedOut {
+                            step_slug: key.step_slug.clone(),
+                            seconds: timeout.as_secs(),
+                        })
+                    }
+                    () = rt.hard_stop.cancelled() => {
+                        running.abort();
+                        tracing::warn!("worker stopped while the handler ran; the task will be recovered as stalled");
+                        return None;
+                    }
+                }
+            }
+        };
+        let duration_ms = started_at.elapsed().as_millis() as u64;
+        match &result {
+            Ok(_) => tracing::info!(duration_ms, outcome = "completed", "task finished"),
+            Err(failure) => tracing::warn!(duration_ms, outcome = "failed", error = %failure, "task finished"),
+        }
+        Some(Outcome { key, result })
+    }
+    .instrument(span)
+    .await
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "non-string panic payload".to_owned()
+    }
+}

@@ -1,0 +1,67 @@
+//! The worker's life after startup: heartbeats (which stop a deprecated worker), the drain at
+//! shutdown, and marking the worker stopped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine;
+use crate::worker::runtime::Runtime;
+
+/// Heartbeats, stopping the worker when it was deprecated.
+pub async fn heartbeat(rt: Arc<Runtime>) {
+    let started = &rt.started;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(rt.settings.heartbeat_interval) => {}
+            () = rt.shutdown.cancelled() => return,
+        }
+        match engine::heartbeat(&started.pool, started.worker_id).await {
+            Ok(true) => {
+                tracing::info!(
+                    queue = started.queue.as_str(),
+                    worker_id = %started.worker_id,
+                    "worker deprecated: finishing in-flight tasks, then stopping"
+                );
+                rt.shutdown.cancel();
+                return;
+            }
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(queue = started.queue.as_str(), %error, "heartbeat failed");
+            }
+        }
+    }
+}
+
+/// Waits for in-flight handlers for the shutdown grace, then cancels what is left.
+pub async fn drain(rt: &Runtime) {
+    let all = u32::try_from(rt.settings.max_concurrent).unwrap_or(u32::MAX);
+    let drained = tokio::select! {
+        permits = rt.slots.acquire_many(all) => permits.is_ok(),
+        () = tokio::time::sleep(rt.settings.shutdown_grace) => false,
+        () = rt.hard_stop.cancelled() => false,
+    };
+    if !drained {
+        tracing::warn!(
+            queue = rt.started.queue.as_str(),
+            "in-flight handlers did not finish within the shutdown grace; cancelling them \
+             (their tasks will be recovered as stalled)"
+        );
+        rt.hard_stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(1), rt.slots.acquire_many(all)).await;
+    }
+}
+
+/// Records that the worker stopped, retrying a few times.
+pub async fn mark_stopped(rt: &Runtime) {
+    let started = &rt.started;
+    for _ in 0..3 {
+        match engine::stop_worker(&started.pool, started.worker_id).await {
+            Ok(()) => return,
+            Err(error) => {
+                tracing::warn!(queue = started.queue.as_str(), %error, "cannot mark the worker stopped; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}

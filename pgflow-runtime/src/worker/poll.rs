@@ -1,0 +1,115 @@
+//! The slot-aware poll loop: claims at most the free slots' worth of tasks and hands each to
+//! a handler task.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::engine;
+use crate::error::EngineError;
+use crate::worker::error::WorkerError;
+use crate::worker::execute::{Outcome, execute};
+use crate::worker::runtime::{MAX_BACKOFF, Runtime};
+use crate::worker::wakeup::QueueWakeup;
+
+/// Reads at most the free slots' worth of messages, claims them and hands each to a handler
+/// task; waits to be woken (or the poll interval) when the queue is empty, and wakes the next
+/// idle worker of the queue when its claim came back full.
+pub async fn poll(
+    rt: &Arc<Runtime>,
+    results: mpsc::UnboundedSender<Outcome>,
+) -> Result<(), WorkerError> {
+    let started = &rt.started;
+    let wakeup = QueueWakeup::subscribe(&started.pool, &engine::queue_channel(&started.queue));
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        if rt.shutdown.is_cancelled() {
+            return Ok(());
+        }
+        let free = rt.slots.available_permits();
+        if free == 0 {
+            // Wait until a handler finishes.
+            tokio::select! {
+                permit = Arc::clone(&rt.slots).acquire_owned() => drop(permit),
+                () = rt.shutdown.cancelled() => return Ok(()),
+            }
+            continue;
+        }
+        let quantity = free.min(rt.settings.batch_size);
+        let claimed = engine::read_and_start_tasks(
+            &started.pool,
+            &started.queue,
+            started.worker_id,
+            started.handlers.pairs(),
+            i32::try_from(quantity).unwrap_or(i32::MAX),
+            rt.read_visibility_seconds,
+        )
+        .await;
+        match claimed {
+            Ok(tasks) if tasks.is_empty() => {
+                backoff = Duration::from_millis(50);
+                wait_for_work(rt, &wakeup).await;
+            }
+            Ok(tasks) => {
+                backoff = Duration::from_millis(50);
+                let drained = tasks.len() < quantity;
+                if !drained {
+                    wakeup.pass_on();
+                }
+                for task in tasks {
+                    let Ok(permit) = Arc::clone(&rt.slots).acquire_owned().await else {
+                        return Ok(());
+                    };
+                    let rt = Arc::clone(rt);
+                    let results = results.clone();
+                    tokio::spawn(async move {
+                        let outcome = execute(&rt, task).await;
+                        // The slot is free before the result is handed on, so the result
+                        // storer never waits for a handler that has already finished.
+                        drop(permit);
+                        if let Some(outcome) = outcome {
+                            let _ = results.send(outcome);
+                        }
+                    });
+                }
+                if drained {
+                    // The read took everything visible: reading again now would find nothing.
+                    // New work wakes us (a notification that came meanwhile is kept).
+                    wait_for_work(rt, &wakeup).await;
+                }
+            }
+            Err(error @ EngineError::UnsupportedTasks { .. }) => {
+                tracing::error!(
+                    queue = started.queue.as_str(),
+                    %error,
+                    "fatal configuration error; no task was changed and the batch is visible \
+                     again; stopping the worker"
+                );
+                return Err(WorkerError::UnsupportedTasks(error));
+            }
+            Err(error) => {
+                tracing::warn!(
+                    queue = started.queue.as_str(),
+                    %error,
+                    retry_in_ms = backoff.as_millis() as u64,
+                    "claiming tasks failed; retrying"
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = rt.shutdown.cancelled() => return Ok(()),
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
+
+/// Waits to be woken for new tasks, the poll interval, or shutdown.
+async fn wait_for_work(rt: &Runtime, wakeup: &QueueWakeup) {
+    tokio::select! {
+        () = wakeup.woken() => {}
+        () = tokio::time::sleep(rt.settings.poll_interval) => {}
+        () = rt.shutdown.cancelled() => {}
+    }
+}

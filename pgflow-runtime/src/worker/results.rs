@@ -1,0 +1,107 @@
+//! Batched result storage: whatever has finished goes in one completion call and one failure
+//! call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::engine::{self, TaskCompletion, TaskFailure};
+use crate::worker::execute::Outcome;
+use crate::worker::runtime::{Runtime, retry};
+
+/// The most results stored in one call.
+const MAX_RESULT_BATCH: usize = 500;
+/// How long the result storer waits for handlers still running before storing what has
+/// finished: under load, the results of a claim go in one call instead of several; a result
+/// with no other handler running is stored at once.
+const RESULT_LINGER: Duration = Duration::from_millis(2);
+
+/// Stores results in batches: whatever has finished since the last call goes in one
+/// completion call and one failure call. A failed call is retried (the calls are idempotent:
+/// a task taken over by another attempt is left alone) until it succeeds or the worker is
+/// stopped at once.
+pub async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceiver<Outcome>) {
+    while let Some(first) = results.recv().await {
+        let batch = collect_results(&rt, &mut results, first).await;
+        let mut completions = Vec::new();
+        let mut failures = Vec::new();
+        for outcome in batch {
+            match outcome.result {
+                Ok(output) => completions.push(TaskCompletion {
+                    task: outcome.key,
+                    output,
+                }),
+                Err(failure) => failures.push(TaskFailure {
+                    task: outcome.key,
+                    error_message: failure.to_string(),
+                }),
+            }
+        }
+        if !completions.is_empty() {
+            let pool = rt.started.pool.clone();
+            let stored = retry(&rt, "storing completions", || {
+                let pool = pool.clone();
+                let completions = completions.clone();
+                async move { engine::complete_tasks(&pool, &completions).await }
+            })
+            .await;
+            if let Some(count) = stored {
+                let ignored = completions.len() as u64 - count;
+                if ignored > 0 {
+                    tracing::info!(
+                        queue = rt.started.queue.as_str(),
+                        ignored,
+                        "late completions ignored: those tasks were taken over"
+                    );
+                }
+            }
+        }
+        if !failures.is_empty() {
+            let pool = rt.started.pool.clone();
+            let outcomes = retry(&rt, "storing failures", || {
+                let pool = pool.clone();
+                let failures = failures.clone();
+                async move { engine::fail_tasks(&pool, &failures).await }
+            })
+            .await;
+            for outcome in outcomes.unwrap_or_default() {
+                tracing::info!(
+                    queue = rt.started.queue.as_str(),
+                    run_id = %outcome.run_id,
+                    step = outcome.step_slug.as_str(),
+                    task_index = outcome.task_index,
+                    will_retry = outcome.will_retry,
+                    retry_delay_seconds = outcome.retry_delay_seconds,
+                    "task attempt failed"
+                );
+            }
+        }
+    }
+}
+
+/// The results to store in one call: `first`, whatever else has arrived, and what handlers
+/// still running report within [`RESULT_LINGER`] (at most [`MAX_RESULT_BATCH`]).
+async fn collect_results(
+    rt: &Runtime,
+    results: &mut mpsc::UnboundedReceiver<Outcome>,
+    first: Outcome,
+) -> Vec<Outcome> {
+    let mut batch = vec![first];
+    let deadline = tokio::time::Instant::now() + RESULT_LINGER;
+    while batch.len() < MAX_RESULT_BATCH {
+        if let Ok(outcome) = results.try_recv() {
+            batch.push(outcome);
+            continue;
+        }
+        let running = rt.settings.max_concurrent - rt.slots.available_permits();
+        if running == 0 {
+            break;
+        }
+        match tokio::time::timeout_at(deadline, results.recv()).await {
+            Ok(Some(outcome)) => batch.push(outcome),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    batch
+}

@@ -1,0 +1,61 @@
+//! What the worker's tasks share: the started worker, its settings, its handler slots and its
+//! stop signals; and the retry of database calls that must not be lost.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::EngineError;
+use crate::worker::config::WorkerSettings;
+use crate::worker::startup::Started;
+
+/// The longest pause between retries of a failed database call.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Shared by the worker's tasks.
+pub struct Runtime {
+    /// The registered worker: pool, id, queue and handlers.
+    pub started: Started,
+    /// Its settings.
+    pub settings: WorkerSettings,
+    /// Free handler slots.
+    pub slots: Arc<Semaphore>,
+    /// Cancelled to stop polling and drain.
+    pub shutdown: CancellationToken,
+    /// Cancelled to stop at once (in-flight handlers are cancelled, their tasks recovered
+    /// later as stalled).
+    pub hard_stop: CancellationToken,
+    /// How long a read hides messages from other readers until its claim, which archives
+    /// them, commits.
+    pub read_visibility_seconds: i32,
+}
+
+/// Retries `call` with backoff until it succeeds; gives up only on a hard stop.
+pub async fn retry<T, F, Fut>(rt: &Runtime, what: &str, mut call: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, EngineError>>,
+{
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        match call().await {
+            Ok(value) => return Some(value),
+            Err(error) => {
+                tracing::warn!(
+                    queue = rt.started.queue.as_str(),
+                    %error,
+                    retry_in_ms = backoff.as_millis() as u64,
+                    "{what} failed; retrying"
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = rt.hard_stop.cancelled() => return None,
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
