@@ -4,13 +4,14 @@
 use std::time::Duration;
 
 use pgflow::engine::{self, Pruned, RunStatus, TaskFailure};
-use pgflow::{Client, EngineError, FlowDefinition, FlowOptions, Worker, WorkerConfig};
+use pgflow::{Client, EngineError, FlowDefinition, FlowOptions, Worker};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::support::{
     archived, claim, compiled, drain, eventually, flow, install, messages, pairs_for, run, single,
+    worker_config,
 };
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -278,12 +279,8 @@ async fn a_worker_with_a_retention_prunes_ended_runs_at_its_maintenance_pass(poo
     install(&pool).await;
     let client = Client::new(pool.clone());
     let config = || {
-        WorkerConfig::new(retained::Queue::Retained)
-            .pool(pool.clone())
-            .poll_interval(Duration::from_millis(100))
-            .heartbeat_interval(Duration::from_millis(100))
+        worker_config(retained::Queue::Retained, &pool)
             .stalled_check_interval(Duration::from_millis(100))
-            .function_name("tests")
     };
     // Without a retention, nothing is pruned.
     let keeper = Worker::start_with(retained::deployment(), config())

@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use pgflow::engine::{self, Activation};
-use pgflow::{Client, CompileStatus, FlowQueue, Worker, WorkerConfig, WorkerError, WorkerHandle};
+use pgflow::{Client, CompileStatus, FlowQueue, Worker, WorkerError, WorkerHandle};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::support::install;
+use crate::support::{install, worker_config};
 
 #[pgflow::flow(slug = "triage_v1", alias = "triage", version = 1)]
 pub mod triage_v1 {
@@ -42,29 +42,20 @@ pub mod triage_v2 {
     }
 }
 
-fn config<Q: FlowQueue>(queue: Q, pool: &PgPool, function: &str) -> WorkerConfig<Q> {
-    WorkerConfig::new(queue)
-        .pool(pool.clone())
-        .poll_interval(Duration::from_millis(100))
-        .heartbeat_interval(Duration::from_millis(100))
-        .function_name(function)
-}
-
 async fn v1_workers(pool: &PgPool) -> (WorkerHandle, WorkerHandle) {
     let classify = Worker::start_with(
         triage_v1::deployment(),
-        config(triage_v1::Queue::ClassifyThreads, pool, "classify_threads").max_concurrent(1),
+        worker_config(triage_v1::Queue::ClassifyThreads, pool)
+            .function_name("classify_threads")
+            .max_concurrent(1),
     )
     .await
     .unwrap();
     let alerts = Worker::start_with(
         triage_v1::deployment(),
-        config(
-            triage_v1::Queue::DeliverSlackAlerts,
-            pool,
-            "deliver_slack_alerts",
-        )
-        .max_concurrent(5),
+        worker_config(triage_v1::Queue::DeliverSlackAlerts, pool)
+            .function_name("deliver_slack_alerts")
+            .max_concurrent(5),
     )
     .await
     .unwrap();
@@ -78,7 +69,7 @@ async fn both_versions_on(
 ) -> Result<WorkerHandle, WorkerError> {
     Worker::start_with(
         (triage_v1::deployment(), triage_v2::deployment()),
-        config(queue, pool, function),
+        worker_config(queue, pool).function_name(function),
     )
     .await
 }
@@ -384,7 +375,7 @@ async fn a_version_drains_before_it_can_leave_the_registry(pool: PgPool) {
     // Now the registry without v1 starts.
     let v2_only = Worker::start_with(
         triage_v2::deployment(),
-        config(triage_v2::Queue::ClassifyThreads, &pool, "classify_threads"),
+        worker_config(triage_v2::Queue::ClassifyThreads, &pool).function_name("classify_threads"),
     )
     .await
     .unwrap();
@@ -517,7 +508,7 @@ where
     R: pgflow::worker::Registry + pgflow::worker::Routes<Q::Flow, At>,
     Q: FlowQueue,
 {
-    match Worker::start_with(registry, config(queue, pool, "f")).await {
+    match Worker::start_with(registry, worker_config(queue, pool).function_name("f")).await {
         Err(WorkerError::Coverage { gaps, .. }) => gaps,
         Err(other) => panic!("expected a coverage error, got {other}"),
         Ok(_) => panic!("expected a coverage error, the worker started"),

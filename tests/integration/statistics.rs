@@ -6,11 +6,11 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use pgflow::engine;
-use pgflow::{Client, FlowDefinition, Worker, WorkerConfig, WorkerHandle};
+use pgflow::{Client, FlowDefinition, Worker, WorkerHandle};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{compiled, eventually, flow, install, single};
+use crate::support::{compiled, eventually, flow, install, single, worker_config};
 
 async fn autovacuum_is_on(pool: &PgPool) -> bool {
     sqlx::query_scalar("select current_setting('autovacuum')::boolean")
@@ -102,12 +102,8 @@ pub mod maintained {
 async fn maintained_worker(pool: &PgPool, maintenance_every: Duration) -> WorkerHandle {
     Worker::start_with(
         maintained::deployment(),
-        WorkerConfig::new(maintained::Queue::Maintained)
-            .pool(pool.clone())
-            .poll_interval(Duration::from_millis(100))
-            .heartbeat_interval(Duration::from_millis(100))
-            .stalled_check_interval(maintenance_every)
-            .function_name("tests"),
+        worker_config(maintained::Queue::Maintained, pool)
+            .stalled_check_interval(maintenance_every),
     )
     .await
     .unwrap()

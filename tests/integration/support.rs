@@ -5,10 +5,21 @@
 use std::time::Duration;
 
 use pgflow::engine::{self, ClaimedTask, Run, SupportedPairs, TaskCompletion};
-use pgflow::{FlowDefinition, FlowSlug, QueueName, StepDefinition, StepSlug};
+use pgflow::{
+    FlowDefinition, FlowQueue, FlowSlug, QueueName, StepDefinition, StepSlug, WorkerConfig,
+};
 use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
+
+/// Test settings of a worker: this database, quick polls and heartbeats, function `tests`.
+pub fn worker_config<Q: FlowQueue>(queue: Q, pool: &PgPool) -> WorkerConfig<Q> {
+    WorkerConfig::new(queue)
+        .pool(pool.clone())
+        .poll_interval(Duration::from_millis(100))
+        .heartbeat_interval(Duration::from_millis(100))
+        .function_name("tests")
+}
 
 /// Installs pgflow into the test database.
 pub async fn install(pool: &PgPool) {

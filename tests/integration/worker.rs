@@ -5,20 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use pgflow::worker::{Connection, WorkerSettings};
-use pgflow::{Client, EngineError, FlowQueue, Worker, WorkerConfig, WorkerError};
+use pgflow::{Client, EngineError, Worker, WorkerError};
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::support::{eventually, install, messages};
-
-/// Test settings: this database, quick heartbeats and polls.
-fn config<Q: FlowQueue>(queue: Q, pool: &PgPool) -> WorkerConfig<Q> {
-    WorkerConfig::new(queue)
-        .pool(pool.clone())
-        .poll_interval(Duration::from_millis(100))
-        .heartbeat_interval(Duration::from_millis(100))
-        .function_name("tests")
-}
+use crate::support::{eventually, install, messages, worker_config};
 
 async fn completed_runs(pool: &PgPool) -> i64 {
     sqlx::query_scalar("select count(*) from pgflow.runs where status = 'completed'")
@@ -56,13 +47,13 @@ async fn one_worker_serves_two_concrete_flows_on_a_shared_queue(pool: PgPool) {
     let client = Client::new(pool.clone());
     let worker = Worker::start_with(
         (shared_v1::deployment(), shared_v2::deployment()),
-        config(shared_v2::Queue::SharedWork, &pool),
+        worker_config(shared_v2::Queue::SharedWork, &pool),
     )
     .await
     .unwrap();
     let after = Worker::start_with(
         shared_v2::deployment(),
-        config(shared_v2::Queue::SharedAfter, &pool),
+        worker_config(shared_v2::Queue::SharedAfter, &pool),
     )
     .await
     .unwrap();
@@ -131,13 +122,13 @@ async fn steps_on_two_queues_run_with_each_queues_concurrency(pool: PgPool) {
     let client = Client::new(pool.clone());
     let serial = Worker::start_with(
         two_queues::deployment(),
-        config(two_queues::Queue::SerialQueue, &pool).max_concurrent(1),
+        worker_config(two_queues::Queue::SerialQueue, &pool).max_concurrent(1),
     )
     .await
     .unwrap();
     let parallel = Worker::start_with(
         two_queues::deployment(),
-        config(two_queues::Queue::ParallelQueue, &pool).max_concurrent(5),
+        worker_config(two_queues::Queue::ParallelQueue, &pool).max_concurrent(5),
     )
     .await
     .unwrap();
@@ -177,7 +168,7 @@ async fn a_worker_meeting_an_unsupported_flow_stops_without_touching_it(pool: Pg
     // Only v1 on the shared queue: coverage passes (nothing of v2 is waiting yet).
     let wrong = Worker::start_with(
         shared_v1::deployment(),
-        config(shared_v1::Queue::SharedWork, &pool),
+        worker_config(shared_v1::Queue::SharedWork, &pool),
     )
     .await
     .unwrap();
@@ -217,13 +208,13 @@ async fn a_worker_meeting_an_unsupported_flow_stops_without_touching_it(pool: Pg
     // A correctly configured worker completes the run; the attempt count was never touched.
     let right = Worker::start_with(
         (shared_v1::deployment(), shared_v2::deployment()),
-        config(shared_v2::Queue::SharedWork, &pool),
+        worker_config(shared_v2::Queue::SharedWork, &pool),
     )
     .await
     .unwrap();
     let after = Worker::start_with(
         shared_v2::deployment(),
-        config(shared_v2::Queue::SharedAfter, &pool),
+        worker_config(shared_v2::Queue::SharedAfter, &pool),
     )
     .await
     .unwrap();
@@ -255,7 +246,7 @@ async fn startup_fails_when_the_registry_misses_pairs_with_work_waiting(pool: Pg
 
     let error = Worker::start_with(
         shared_v2::deployment(),
-        config(shared_v2::Queue::SharedWork, &pool),
+        worker_config(shared_v2::Queue::SharedWork, &pool),
     )
     .await
     .unwrap_err();
@@ -296,7 +287,7 @@ async fn startup_rejects_duplicate_concrete_slugs(pool: PgPool) {
     // Both positions match the queue's flow, so the position is named explicitly.
     let error = Worker::start_with::<_, _, pgflow::worker::at::P0>(
         (shared_v1::deployment(), shared_v1::deployment()),
-        config(shared_v1::Queue::SharedWork, &pool),
+        worker_config(shared_v1::Queue::SharedWork, &pool),
     )
     .await
     .unwrap_err();
@@ -396,7 +387,7 @@ async fn timeouts_and_panics_fail_the_attempt_and_the_worker_lives_on(pool: PgPo
     let client = Client::new(pool.clone());
     let worker = Worker::start_with(
         misbehaving::deployment(),
-        config(misbehaving::Queue::Misbehaving, &pool),
+        worker_config(misbehaving::Queue::Misbehaving, &pool),
     )
     .await
     .unwrap();
@@ -453,7 +444,7 @@ async fn a_deprecated_worker_finishes_in_flight_tasks_then_stops(pool: PgPool) {
     let client = Client::new(pool.clone());
     let worker = Worker::start_with(
         draining::deployment(),
-        config(draining::Queue::Draining, &pool).function_name("drain_fn"),
+        worker_config(draining::Queue::Draining, &pool).function_name("drain_fn"),
     )
     .await
     .unwrap();
@@ -507,9 +498,12 @@ pub mod killed {
 async fn a_task_of_a_killed_worker_is_recovered_and_completed_once(pool: PgPool) {
     install(&pool).await;
     let client = Client::new(pool.clone());
-    let first = Worker::start_with(killed::deployment(), config(killed::Queue::Killed, &pool))
-        .await
-        .unwrap();
+    let first = Worker::start_with(
+        killed::deployment(),
+        worker_config(killed::Queue::Killed, &pool),
+    )
+    .await
+    .unwrap();
     let run = killed::start(&client, &json!(null)).await.unwrap();
     assert!(eventually(5, async || KILL_CALLS.load(Ordering::SeqCst) == 1).await);
     first.stop_now();
@@ -522,7 +516,7 @@ async fn a_task_of_a_killed_worker_is_recovered_and_completed_once(pool: PgPool)
 
     let second = Worker::start_with(
         killed::deployment(),
-        config(killed::Queue::Killed, &pool)
+        worker_config(killed::Queue::Killed, &pool)
             .stalled_grace(Duration::ZERO)
             .stalled_check_interval(Duration::from_millis(100)),
     )
@@ -566,7 +560,7 @@ async fn a_worker_carries_on_after_its_connections_are_cut(pool: PgPool) {
         .unwrap();
     let worker = Worker::start_with(
         reconnecting::deployment(),
-        config(reconnecting::Queue::Reconnecting, &worker_pool),
+        worker_config(reconnecting::Queue::Reconnecting, &worker_pool),
     )
     .await
     .unwrap();
@@ -631,7 +625,7 @@ async fn notifications_alone_wake_idle_workers_and_a_burst_reaches_each_of_them(
     // An hour between polls: only notifications (and each other) can wake these workers.
     let mut workers = Vec::new();
     for _ in 0..3 {
-        let settings = config(woken::Queue::Woken, &worker_pool)
+        let settings = worker_config(woken::Queue::Woken, &worker_pool)
             .poll_interval(Duration::from_secs(3600))
             .batch_size(2)
             .max_concurrent(2);
@@ -708,7 +702,7 @@ async fn sigterm_drains_the_worker(pool: PgPool) {
     let client = Client::new(pool.clone());
     let worker = Worker::start_with(
         signalled::deployment(),
-        config(signalled::Queue::Signalled, &pool),
+        worker_config(signalled::Queue::Signalled, &pool),
     )
     .await
     .unwrap();
