@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::failure::{StepFailure, decode};
+use crate::names::{FlowSlug, QueueName, StepSlug};
 
 /// The task a handler is running: run, flow, step, queue, task index and attempt, a
 /// cancellation token that fires when the step's timeout passes or the worker shuts down, and
@@ -22,9 +23,9 @@ pub struct Context {
 #[derive(Debug)]
 struct ContextInner {
     run_id: Uuid,
-    flow_slug: String,
-    step_slug: String,
-    queue_name: String,
+    flow_slug: FlowSlug,
+    step_slug: StepSlug,
+    queue_name: QueueName,
     task_index: i32,
     attempt: i32,
     cancellation: CancellationToken,
@@ -37,11 +38,11 @@ pub struct ContextParts {
     /// The run.
     pub run_id: Uuid,
     /// The concrete flow.
-    pub flow_slug: String,
+    pub flow_slug: FlowSlug,
     /// The step.
-    pub step_slug: String,
+    pub step_slug: StepSlug,
     /// The queue the task came from.
-    pub queue_name: String,
+    pub queue_name: QueueName,
     /// 0 for a single step; the element index for a map step.
     pub task_index: i32,
     /// 1 for the first attempt.
@@ -93,17 +94,17 @@ impl Context {
     }
 
     /// The concrete flow slug recorded on the task.
-    pub fn flow_slug(&self) -> &str {
+    pub fn flow_slug(&self) -> &FlowSlug {
         &self.inner.flow_slug
     }
 
     /// The step being run.
-    pub fn step_slug(&self) -> &str {
+    pub fn step_slug(&self) -> &StepSlug {
         &self.inner.step_slug
     }
 
     /// The queue the task was claimed from.
-    pub fn queue_name(&self) -> &str {
+    pub fn queue_name(&self) -> &QueueName {
         &self.inner.queue_name
     }
 
@@ -134,9 +135,9 @@ impl Context {
             crate::engine::run_input(&self.inner.pool, self.inner.run_id)
                 .await
                 .map_err(|e| StepFailure::FlowInput {
-                    step_slug: self.inner.step_slug.clone(),
+                    step_slug: self.inner.step_slug.to_string(),
                     reason: e.to_string(),
                 })?;
-        decode::<T>(&self.inner.step_slug, "input", input)
+        decode::<T>(self.inner.step_slug.as_str(), "input", input)
     }
 }

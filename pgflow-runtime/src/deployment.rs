@@ -103,10 +103,10 @@ impl<F: FlowSpec> Deployment<F> {
         task: crate::engine::ClaimedTask,
         pool: &sqlx::PgPool,
     ) -> Result<serde_json::Value, crate::handler::StepFailure> {
-        let Some(handler) = self.handler(&task.step_slug) else {
+        let Some(handler) = self.handler(task.step_slug.as_str()) else {
             return Err(crate::handler::StepFailure::NoHandler {
-                flow_slug: task.flow_slug.clone(),
-                step_slug: task.step_slug.clone(),
+                flow_slug: task.flow_slug.to_string(),
+                step_slug: task.step_slug.to_string(),
             });
         };
         let context = crate::context::Context::for_task(&task, pool.clone(), Default::default());

@@ -47,7 +47,7 @@ impl TaskInput {
     /// out, not copied: a handler takes it once.
     pub fn whole<T: DeserializeOwned>(&mut self, parameter: &str) -> Result<T, StepFailure> {
         let input = std::mem::take(&mut self.task.input);
-        decode(&self.task.step_slug, parameter, input)
+        decode(self.task.step_slug.as_str(), parameter, input)
     }
 
     /// The output of dependency `dependency` as `T`, moved out of the input (each dependency
@@ -59,10 +59,10 @@ impl TaskInput {
             .as_object_mut()
             .and_then(|outputs| outputs.remove(dependency))
             .ok_or_else(|| StepFailure::MissingDependency {
-                step_slug: self.task.step_slug.clone(),
+                step_slug: self.task.step_slug.to_string(),
                 dependency: dependency.to_owned(),
             })?;
-        decode(&self.task.step_slug, dependency, value)
+        decode(self.task.step_slug.as_str(), dependency, value)
     }
 
     /// The flow input as `T`, read from the run (for steps that are not roots).

@@ -30,7 +30,56 @@ macro_rules! name_type {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                // `pad`, so that widths and alignment (`{:<20}`) apply as they do to `str`.
+                f.pad(&self.0)
+            }
+        }
+
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl sqlx::Type<sqlx::Postgres> for $name {
+            fn type_info() -> sqlx::postgres::PgTypeInfo {
+                <String as sqlx::Type<sqlx::Postgres>>::type_info()
+            }
+
+            fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+                <String as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+            }
+        }
+
+        /// Read back from the database, the name is validated again: the schema's `CHECK`s
+        /// hold the same rules, so this fails only on a database changed by hand.
+        impl<'r> sqlx::Decode<'r, sqlx::Postgres> for $name {
+            fn decode(
+                value: sqlx::postgres::PgValueRef<'r>,
+            ) -> Result<Self, sqlx::error::BoxDynError> {
+                let text = <String as sqlx::Decode<'r, sqlx::Postgres>>::decode(value)?;
+                Ok(Self::new(text)?)
+            }
+        }
+
+        impl sqlx::Encode<'_, sqlx::Postgres> for $name {
+            fn encode_by_ref(
+                &self,
+                buf: &mut sqlx::postgres::PgArgumentBuffer,
+            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                <&str as sqlx::Encode<sqlx::Postgres>>::encode(self.0.as_str(), buf)
             }
         }
 
@@ -70,5 +119,26 @@ impl FlowSlug {
     pub fn default_queue(&self) -> QueueName {
         // A valid slug lowercased is a valid queue name: same length, alphabet within `[a-z0-9_]`.
         QueueName(self.0.to_ascii_lowercase())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_print_and_compare_like_their_text() {
+        let step = StepSlug::new("classify").expect("valid");
+        assert_eq!(format!("[{step:<10}]"), "[classify  ]");
+        assert_eq!(step, "classify");
+        assert!(step != "alert");
+        let borrowed: &str = std::borrow::Borrow::borrow(&step);
+        assert_eq!(borrowed, "classify");
+    }
+
+    #[test]
+    fn a_flow_slugs_default_queue_is_its_lowercased_slug() {
+        let flow = FlowSlug::new("Triage_V2").expect("valid");
+        assert_eq!(flow.default_queue().as_str(), "triage_v2");
     }
 }

@@ -41,10 +41,10 @@ async fn one_claim_returns_tasks_of_two_flows_sharing_a_queue(pool: PgPool) {
         .iter()
         .map(|t| {
             (
-                t.flow_slug.clone(),
-                t.step_slug.clone(),
+                t.flow_slug.to_string(),
+                t.step_slug.to_string(),
                 t.run_id,
-                t.queue_name.clone(),
+                t.queue_name.to_string(),
                 t.input.clone(),
                 t.attempt,
             )
@@ -376,7 +376,7 @@ async fn a_claimed_task_carries_its_steps_timeout_or_else_its_flows(pool: PgPool
     .await;
     let mut timeouts: Vec<(String, i32)> = tasks
         .iter()
-        .map(|t| (t.step_slug.clone(), t.timeout_seconds))
+        .map(|t| (t.step_slug.to_string(), t.timeout_seconds))
         .collect();
     timeouts.sort();
     assert_eq!(

@@ -32,7 +32,7 @@ async fn a_linear_chain_passes_outputs_along(pool: PgPool) {
 
     let inputs: Vec<(String, Value)> = handled
         .iter()
-        .map(|t| (t.step_slug.clone(), t.input.clone()))
+        .map(|t| (t.step_slug.to_string(), t.input.clone()))
         .collect();
     assert_eq!(
         inputs,

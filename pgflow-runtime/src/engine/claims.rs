@@ -12,9 +12,9 @@ use crate::names::{FlowSlug, QueueName, StepSlug};
 #[derive(Debug, Clone, PartialEq, FromRow)]
 pub struct ClaimedTask {
     /// The concrete flow recorded on the task.
-    pub flow_slug: String,
+    pub flow_slug: FlowSlug,
     /// The step to run.
-    pub step_slug: String,
+    pub step_slug: StepSlug,
     /// The run it belongs to.
     pub run_id: Uuid,
     /// 0 for a single step; the element index for a map step.
@@ -22,7 +22,7 @@ pub struct ClaimedTask {
     /// Its PGMQ message.
     pub message_id: i64,
     /// The queue snapshot of the task.
-    pub queue_name: String,
+    pub queue_name: QueueName,
     /// This attempt's number (1 for the first).
     pub attempt: i32,
     /// How long the handler may run, in seconds.
@@ -50,7 +50,7 @@ pub struct TaskKey {
     /// The task's run.
     pub run_id: Uuid,
     /// The task's step.
-    pub step_slug: String,
+    pub step_slug: StepSlug,
     /// 0 for a single step; the element index for a map step.
     pub task_index: i32,
     /// The attempt's number (1 for the first).

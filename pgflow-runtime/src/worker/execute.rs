@@ -38,10 +38,10 @@ pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
     async move {
         let started_at = Instant::now();
         let key = task.key();
-        let result = match rt.started.handlers.get(&task.flow_slug, &task.step_slug) {
+        let result = match rt.started.handlers.get(task.flow_slug.as_str(), task.step_slug.as_str()) {
             None => Err(StepFailure::NoHandler {
-                flow_slug: task.flow_slug.clone(),
-                step_slug: task.step_slug.clone(),
+                flow_slug: task.flow_slug.to_string(),
+                step_slug: task.step_slug.to_string(),
             }),
             Some(handler) => {
                 let cancellation = rt.hard_stop.child_token();
@@ -53,11 +53,11 @@ pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
                     joined = &mut running => match joined {
                         Ok(result) => result,
                         Err(error) if error.is_panic() => Err(StepFailure::Panicked {
-                            step_slug: key.step_slug.clone(),
+                            step_slug: key.step_slug.to_string(),
                             message: panic_message(error.into_panic()),
                         }),
                         Err(_) => Err(StepFailure::Panicked {
-                            step_slug: key.step_slug.clone(),
+                            step_slug: key.step_slug.to_string(),
                             message: "handler task was cancelled".to_owned(),
                         }),
                     },
@@ -67,7 +67,7 @@ pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
                         let _ = tokio::time::timeout(CANCEL_GRACE, &mut running).await;
                         running.abort();
                         Err(StepFailure::TimedOut {
-                            step_slug: key.step_slug.clone(),
+                            step_slug: key.step_slug.to_string(),
                             seconds: timeout.as_secs(),
                         })
                     }
