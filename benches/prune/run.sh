@@ -1,7 +1,7 @@
 #!/bin/bash
 # How long `pgflow prune` takes: N single-step runs are started, claimed and completed in SQL,
 # then pruned (everything older than one second), then N more are made and a prune with
-# nothing old enough to delete is timed. Needs psql and the pgflow CLI (cargo build --release).
+# nothing old enough to delete is timed. Needs psql and the pgflow CLI (cargo build --release -p pgflow-cli).
 # Usage: benches/prune/run.sh [runs]   (default 100000; database prune_bench, dropped after)
 set -euo pipefail
 runs=${1:-100000}
