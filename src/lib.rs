@@ -32,7 +32,8 @@ pub use pgflow_macros::step;
 pub use pgflow_runtime::private as __private;
 pub use pgflow_sql::{
     InstallError, InstallReport, PgmqSource, SchemaStatus, check_schema, code_functions_checksum,
-    code_migration_versions, code_schema_version, functions_current, install, install_url,
+    code_migration_versions, code_schema_version, connection_target, functions_current, install,
+    install_url,
 };
 
 /// The documents in `docs/`, compiled as doc tests so that their code stays true.

@@ -87,12 +87,7 @@ async fn connect(url: &str) -> Result<PgPool, Failure> {
     let options: PgConnectOptions = url
         .parse()
         .map_err(|e| Failure::usage(format!("invalid database URL: {e}")))?;
-    let target = format!(
-        "{}:{}/{}",
-        options.get_host(),
-        options.get_port(),
-        options.get_database().unwrap_or("(default database)")
-    );
+    let target = pgflow::connection_target(&options);
     let probe = options.connect().await.map_err(|e| {
         Failure::runtime(format!("cannot connect to the database at {target}: {e}"))
     })?;

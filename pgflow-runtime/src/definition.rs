@@ -175,6 +175,16 @@ impl FlowDefinition {
             .unwrap_or_else(|| self.slug.default_queue())
     }
 
+    /// The steps that route to `queue`, in step order.
+    pub fn steps_routed_to<'a>(
+        &'a self,
+        queue: &'a QueueName,
+    ) -> impl Iterator<Item = &'a StepDefinition> + 'a {
+        self.steps
+            .iter()
+            .filter(move |s| &self.queue_of(s) == queue)
+    }
+
     /// The flow options as the SQL core's `define_flow` takes them.
     pub fn options_json(&self) -> Value {
         json!({

@@ -86,15 +86,20 @@ impl InstallError {
     /// A connection error, naming where the connection went.
     pub(crate) fn connect(options: &sqlx::postgres::PgConnectOptions, source: sqlx::Error) -> Self {
         Self::Connect {
-            target: format!(
-                "{}:{}/{}",
-                options.get_host(),
-                options.get_port(),
-                options.get_database().unwrap_or("(default database)")
-            ),
+            target: connection_target(options),
             source,
         }
     }
+}
+
+/// Where `options` connect, as errors name it: `host:port/database`.
+pub fn connection_target(options: &sqlx::postgres::PgConnectOptions) -> String {
+    format!(
+        "{}:{}/{}",
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or("(default database)")
+    )
 }
 
 impl From<sqlx::Error> for InstallError {

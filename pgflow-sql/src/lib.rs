@@ -14,7 +14,7 @@ mod functions;
 mod install;
 mod migrations;
 
-pub use error::InstallError;
+pub use error::{InstallError, connection_target};
 pub use functions::{FUNCTION_FILES, FunctionFile, code_functions_checksum, functions_current};
 pub use install::{InstallReport, PgmqSource, install, install_url};
 pub use migrations::{SchemaStatus, check_schema, code_migration_versions, code_schema_version};

@@ -85,7 +85,7 @@ impl SupportedPairs {
 
     /// Adds every step of `flow` routed to `queue`.
     pub fn extend_routed_to(&mut self, flow: &FlowDefinition, queue: &QueueName) {
-        for step in flow.steps.iter().filter(|s| &flow.queue_of(s) == queue) {
+        for step in flow.steps_routed_to(queue) {
             self.insert(&flow.slug, &step.slug);
         }
     }

@@ -27,11 +27,7 @@ impl HandlerTable {
         let mut handlers: HashMap<String, HashMap<String, Option<StepHandler>>> = HashMap::new();
         for flow in flows {
             let definition = &flow.definition;
-            for step in definition
-                .steps
-                .iter()
-                .filter(|s| &definition.queue_of(s) == queue)
-            {
+            for step in definition.steps_routed_to(queue) {
                 pairs.insert(&definition.slug, &step.slug);
                 handlers
                     .entry(definition.slug.as_str().to_owned())
