@@ -57,11 +57,7 @@ pub fn code_functions_checksum() -> Vec<u8> {
 pub(crate) async fn recorded_checksum(
     conn: &mut PgConnection,
 ) -> Result<Option<Vec<u8>>, InstallError> {
-    let ledger_exists: bool =
-        sqlx::query_scalar("select to_regclass('pgflow.schema_functions') is not null")
-            .fetch_one(&mut *conn)
-            .await?;
-    if !ledger_exists {
+    if !crate::migrations::table_exists(conn, "pgflow.schema_functions").await? {
         return Ok(None);
     }
     let checksum = sqlx::query_scalar("select checksum from pgflow.schema_functions")

@@ -62,13 +62,21 @@ pub async fn check_schema(pool: &PgPool) -> Result<SchemaStatus, InstallError> {
     })
 }
 
+/// Whether the table `name` (schema-qualified) exists: a ledger is read only once it does.
+pub(crate) async fn table_exists(
+    conn: &mut PgConnection,
+    name: &str,
+) -> Result<bool, InstallError> {
+    let exists = sqlx::query_scalar("select to_regclass($1) is not null")
+        .bind(name)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(exists)
+}
+
 /// The newest applied migration, or `None` when the ledger does not exist.
 async fn applied_version(conn: &mut PgConnection) -> Result<Option<i64>, InstallError> {
-    let ledger_exists: bool =
-        sqlx::query_scalar("select to_regclass('pgflow.schema_migrations') is not null")
-            .fetch_one(&mut *conn)
-            .await?;
-    if !ledger_exists {
+    if !table_exists(conn, "pgflow.schema_migrations").await? {
         return Ok(None);
     }
     let version: Option<i64> =
