@@ -12,11 +12,41 @@ use crate::parse::MapSource;
 /// The module with the generated items appended.
 pub fn expand(flow: &Flow, order: &[usize], mut module: ItemMod, errors: &mut Errors) -> ItemMod {
     let queues = queue_variants(flow, errors);
-    let generated = generated_items(flow, order, &queues);
+    let flow_vis = flow_type_visibility(&module.vis);
+    let generated = generated_items(flow, order, &queues, &flow_vis);
     if let Some((_, items)) = &mut module.content {
         items.push(syn::Item::Verbatim(generated));
     }
     module
+}
+
+/// How visible the generated `Flow` and `Queue` types are: as visible as the module itself.
+/// `FlowSpec::Input` names the user's input type (and `FlowQueue::Flow` names `Flow`), and Rust
+/// requires an associated type to be at least as visible as the implementing type; a `pub` `Flow` in a private module would refuse a private input type
+/// declared next to the module (E0446), although nothing outside could reach it.
+fn flow_type_visibility(module_vis: &syn::Visibility) -> TokenStream {
+    match module_vis {
+        syn::Visibility::Public(_) => quote!(pub),
+        // Private to the module's parent: visible in the parent, one level up from inside.
+        syn::Visibility::Inherited => quote!(pub(super)),
+        syn::Visibility::Restricted(restricted) => {
+            // `crate` and `crate::..` mean the same inside; `self` and `super` shift one level.
+            let path = &restricted.path;
+            match path
+                .segments
+                .first()
+                .map(|s| s.ident.to_string())
+                .as_deref()
+            {
+                Some("self") => {
+                    let rest = path.segments.iter().skip(1);
+                    quote!(pub(in super #(:: #rest)*))
+                }
+                Some("super") => quote!(pub(in super::#path)),
+                _ => quote!(pub(in #path)),
+            }
+        }
+    }
 }
 
 /// `(queue name, variant)` for every queue routed to, in topological step order.
@@ -70,14 +100,19 @@ fn option_tokens<T: quote::ToTokens>(value: Option<T>) -> TokenStream {
     }
 }
 
-fn generated_items(flow: &Flow, order: &[usize], queues: &[(String, Ident)]) -> TokenStream {
+fn generated_items(
+    flow: &Flow,
+    order: &[usize],
+    queues: &[(String, Ident)],
+    flow_vis: &TokenStream,
+) -> TokenStream {
     let steps: Vec<&Step> = order.iter().map(|&i| &flow.steps[i]).collect();
     let input_ty: Type = flow
         .input
         .clone()
         .unwrap_or_else(|| syn::parse_quote!(::pgflow::__private::serde_json::Value));
 
-    let queue_enum = queue_enum(queues);
+    let queue_enum = queue_enum(queues, flow_vis);
     let decl = flow_decl(flow, &steps);
     let output = output_struct(flow, &steps);
     let adapters: Vec<TokenStream> = steps.iter().map(|s| adapter(s)).collect();
@@ -99,7 +134,7 @@ fn generated_items(flow: &Flow, order: &[usize], queues: &[(String, Ident)]) -> 
         #[doc = #doc_flow]
         #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
         #[allow(dead_code)]
-        pub struct Flow;
+        #flow_vis struct Flow;
 
         /// The concrete slug of this flow.
         #[allow(dead_code)]
@@ -152,7 +187,7 @@ fn generated_items(flow: &Flow, order: &[usize], queues: &[(String, Ident)]) -> 
     }
 }
 
-fn queue_enum(queues: &[(String, Ident)]) -> TokenStream {
+fn queue_enum(queues: &[(String, Ident)], flow_vis: &TokenStream) -> TokenStream {
     let variants: Vec<&Ident> = queues.iter().map(|(_, v)| v).collect();
     let names: Vec<&String> = queues.iter().map(|(n, _)| n).collect();
     let docs = names.iter().map(|n| format!("The queue `{n}`."));
@@ -161,7 +196,7 @@ fn queue_enum(queues: &[(String, Ident)]) -> TokenStream {
         /// The queues this flow routes steps to.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         #[allow(dead_code)]
-        pub enum Queue {
+        #flow_vis enum Queue {
             #(#[doc = #docs] #variants,)*
         }
 
@@ -255,8 +290,9 @@ fn output_struct(flow: &Flow, steps: &[&Step]) -> TokenStream {
         })
     });
     quote! {
-        /// The output of a completed run: the outputs of the steps nothing depends on.
-        #[derive(Debug, Clone, ::pgflow::__private::serde::Deserialize)]
+        /// The output of a completed run: the outputs of the steps nothing depends on (`Debug`, so
+        /// those step output types must be `Debug`; nothing else is asked of them).
+        #[derive(Debug, ::pgflow::__private::serde::Deserialize)]
         #[allow(dead_code)]
         #[serde(crate = "::pgflow::__private::serde")]
         pub struct Output {

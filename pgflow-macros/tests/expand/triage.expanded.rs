@@ -66,8 +66,9 @@ pub mod triage_v2 {
     /// The concrete slug of this flow.
     #[allow(dead_code)]
     pub const SLUG: &str = "triage_v2";
-    /// The output of a completed run: the outputs of the steps nothing depends on.
-    #[derive(Debug, Clone, ::pgflow::__private::serde::Deserialize)]
+    /// The output of a completed run: the outputs of the steps nothing depends on (`Debug`, so
+    /// those step output types must be `Debug`; nothing else is asked of them).
+    #[derive(Debug, ::pgflow::__private::serde::Deserialize)]
     #[allow(dead_code)]
     #[serde(crate = "::pgflow::__private::serde")]
     pub struct Output {
