@@ -116,16 +116,12 @@ async fn install(url: &str, out: &Output) -> Result<(), Failure> {
     let report = pgflow::install_url(url)
         .await
         .map_err(|error| Failure::runtime_chain(&error))?;
-    let pgmq = match report.pgmq {
-        pgflow::PgmqSource::Extension => "extension",
-        pgflow::PgmqSource::EmbeddedSql => "embedded_sql",
-    };
     out.print(
         json!({
             "schema_version": report.schema_version,
             "applied_migrations": report.applied_migrations,
             "applied_functions": report.applied_functions,
-            "pgmq": pgmq,
+            "pgmq": report.pgmq.as_str(),
         }),
         || {
             let applied = match (report.applied_migrations.len(), report.applied_functions) {
@@ -133,13 +129,10 @@ async fn install(url: &str, out: &Output) -> Result<(), Failure> {
                 (0, true) => "functions updated".to_owned(),
                 (n, _) => format!("applied {n} migration(s) and the functions"),
             };
-            let pgmq = match report.pgmq {
-                pgflow::PgmqSource::Extension => "the pgmq extension",
-                pgflow::PgmqSource::EmbeddedSql => "PGMQ's embedded SQL",
-            };
             format!(
-                "pgflow installed: schema version {} ({applied}), queues by {pgmq}",
-                report.schema_version
+                "pgflow installed: schema version {} ({applied}), queues by {}",
+                report.schema_version,
+                report.pgmq.describe()
             )
         },
     );

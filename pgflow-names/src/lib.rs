@@ -17,6 +17,7 @@ pub const MAX_NAME_LEN: usize = 47;
 
 /// Why a name was rejected.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NameError {
     /// The name is empty.
     Empty {

@@ -18,9 +18,28 @@ pub struct Client {
 }
 
 impl Client {
+    /// How many connections [`Client::connect`] keeps at most.
+    pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
+
     /// A client over `pool`.
     pub fn new(pool: PgPool) -> Self {
         Self { pool }
+    }
+
+    /// Connects to the database at `url` (a pool of at most
+    /// [`DEFAULT_MAX_CONNECTIONS`](Self::DEFAULT_MAX_CONNECTIONS); `?sslmode=require` or
+    /// `verify-full` for TLS). Fails at once when the server does not answer or refuses the
+    /// login.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), pgflow_runtime::EngineError> {
+    /// let client = pgflow_runtime::Client::connect("postgres://app@db.internal/app").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(url: &str) -> Result<Self, EngineError> {
+        Ok(Self::new(
+            crate::connect::pool(url, Self::DEFAULT_MAX_CONNECTIONS).await?,
+        ))
     }
 
     /// The pool.
@@ -99,6 +118,7 @@ fn encode_inputs<I: serde::Serialize>(inputs: &[I]) -> Result<Vec<serde_json::Va
 
 /// Why waiting for a run's output did not produce it.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunError {
     /// The run failed.
     #[error("run {run_id} failed at step `{step_slug}`: {error}")]

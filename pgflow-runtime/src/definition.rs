@@ -104,18 +104,21 @@ impl StepDefinition {
     }
 
     /// Adds a dependency.
+    #[must_use]
     pub fn depends_on(mut self, dep: StepSlug) -> Self {
         self.depends_on.push(dep);
         self
     }
 
     /// Routes the step to `queue`.
+    #[must_use]
     pub fn queue(mut self, queue: QueueName) -> Self {
         self.queue = Some(queue);
         self
     }
 
     /// Sets the step's option overrides.
+    #[must_use]
     pub fn options(mut self, options: StepOptions) -> Self {
         self.options = options;
         self
@@ -150,6 +153,7 @@ impl FlowDefinition {
     }
 
     /// Sets the alias and version.
+    #[must_use]
     pub fn alias(mut self, alias: FlowSlug, version: u32) -> Self {
         self.alias = alias;
         self.version = version;
@@ -157,12 +161,14 @@ impl FlowDefinition {
     }
 
     /// Sets the flow-wide options.
+    #[must_use]
     pub fn options(mut self, options: FlowOptions) -> Self {
         self.options = options;
         self
     }
 
     /// Appends a step (steps must come after their dependencies).
+    #[must_use]
     pub fn step(mut self, step: StepDefinition) -> Self {
         self.steps.push(step);
         self

@@ -15,6 +15,7 @@ pub struct UnsupportedPair {
 
 /// Why a call into the SQL core failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EngineError {
     /// The definition breaks a rule (slug, queue, dependency order, map arity, option range).
     #[error("{message}")]
@@ -95,6 +96,10 @@ pub enum EngineError {
         #[source]
         source: serde_json::Error,
     },
+
+    /// A client could not connect (see [`Client::connect`](crate::Client::connect)).
+    #[error(transparent)]
+    Connect(#[from] crate::connect::ConnectError),
 
     /// Any other database error.
     #[error(transparent)]

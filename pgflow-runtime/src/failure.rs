@@ -8,6 +8,7 @@ use serde_json::Value;
 /// Why a step attempt failed. Its text is stored as the task's error; it names the step and
 /// the parameter but never contains input or output values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StepFailure {
     /// The handler returned an error (its `Display` text).
     #[error("{0}")]

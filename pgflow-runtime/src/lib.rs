@@ -8,6 +8,7 @@
 //! - [`client`]: typed starts and waits.
 
 pub mod client;
+pub mod connect;
 pub mod context;
 pub mod definition;
 pub mod deployment;
@@ -22,6 +23,7 @@ pub mod rollout;
 pub mod worker;
 
 pub use client::{Client, RunError, RunHandle};
+pub use connect::ConnectError;
 pub use context::{Context, ContextParts};
 pub use definition::{FlowDefinition, FlowOptions, StepDefinition, StepOptions, StepType};
 pub use deployment::{Deployment, FlowQueue, FlowSpec};
@@ -33,4 +35,8 @@ pub use error::{EngineError, UnsupportedPair};
 pub use failure::StepFailure;
 pub use handler::{HandlerFuture, StepHandler, TaskInput};
 pub use names::{FlowSlug, NameError, QueueName, StepSlug};
-pub use worker::{Worker, WorkerConfig, WorkerError, WorkerHandle};
+pub use worker::{Connection, Worker, WorkerConfig, WorkerError, WorkerHandle};
+
+/// The sqlx this crate is built with (0.8): name pools and queries through `pgflow::sqlx` and
+/// their types are the ones pgflow takes, whatever sqlx your own crate depends on.
+pub use sqlx;

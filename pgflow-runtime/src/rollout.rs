@@ -11,6 +11,7 @@ use crate::error::EngineError;
 
 /// Why waiting for a rollout's workers to stop ended without them stopping.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RolloutError {
     /// Workers were still running when the wait gave up.
     #[error(

@@ -2,6 +2,7 @@
 
 /// Why installing pgflow (or checking its schema) failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum InstallError {
     /// The database could not be reached.
     #[error("cannot connect to the database at {target}: {source}")]

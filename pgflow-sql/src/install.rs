@@ -12,6 +12,7 @@ const INSTALL_LOCK: (i32, i32) = (1_885_824_620, 1);
 
 /// Where the database's PGMQ came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PgmqSource {
     /// The server's `pgmq` extension (created now or before).
     Extension,
@@ -19,8 +20,27 @@ pub enum PgmqSource {
     EmbeddedSql,
 }
 
+impl PgmqSource {
+    /// A stable name for machine-readable output: `extension` or `embedded_sql`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Extension => "extension",
+            Self::EmbeddedSql => "embedded_sql",
+        }
+    }
+
+    /// What it is, for people: `the pgmq extension` or `PGMQ's embedded SQL`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Extension => "the pgmq extension",
+            Self::EmbeddedSql => "PGMQ's embedded SQL",
+        }
+    }
+}
+
 /// What [`install`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct InstallReport {
     /// How PGMQ is provided in this database.
     pub pgmq: PgmqSource,

@@ -10,6 +10,7 @@ mod concurrency;
 mod define;
 mod dsl;
 mod flows;
+mod handles;
 mod install;
 mod integrity;
 mod outputs;

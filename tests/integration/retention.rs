@@ -142,18 +142,13 @@ async fn pruning_deletes_what_ended_before_the_cutoff_and_keeps_live_and_recent_
     assert_eq!(archived(&pool, "kept").await, 5);
 
     let pruned = engine::prune(&pool, DAY, 100).await.unwrap();
+    assert!(!pruned.busy);
     assert_eq!(
-        pruned,
-        Pruned {
-            busy: false,
-            runs: 2,
-            step_states: 4,
-            // Two of the completed run, one of the failed run (its second step never started).
-            tasks: 3,
-            archived_messages: 3,
-            workers: 1,
-        }
+        (pruned.runs, pruned.step_states, pruned.tasks),
+        // Tasks: two of the completed run, one of the failed run (its second step never started).
+        (2, 4, 3)
     );
+    assert_eq!((pruned.archived_messages, pruned.workers), (3, 1));
     assert_eq!(rows_of(&pool, old_completed).await, (0, 0, 0));
     assert_eq!(rows_of(&pool, old_failed).await, (0, 0, 0));
     assert_eq!(rows_of(&pool, recent_completed).await, (1, 2, 2));
@@ -255,13 +250,9 @@ async fn prune_refuses_bad_arguments_and_one_caller_prunes_at_a_time(pool: PgPoo
     let pruned = engine::prune(&mut *first, DAY, 10).await.unwrap();
     assert!(!pruned.busy);
     let concurrent = engine::prune(&pool, DAY, 10).await.unwrap();
-    assert_eq!(
-        concurrent,
-        Pruned {
-            busy: true,
-            ..Pruned::default()
-        }
-    );
+    let mut nothing_but_busy = Pruned::default();
+    nothing_but_busy.busy = true;
+    assert_eq!(concurrent, nothing_but_busy);
     first.commit().await.unwrap();
     assert!(!engine::prune(&pool, DAY, 10).await.unwrap().busy);
 }

@@ -8,6 +8,7 @@ use crate::error::EngineError;
 
 /// A concrete flow's standing within its alias.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Activation {
     /// This call moved the alias to the flow.
     Activated,
@@ -77,6 +78,7 @@ pub async fn set_alias(
 
 /// Whether a concrete flow can leave the registries of a queue (or of all queues).
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
 pub struct DrainStatus {
     /// The concrete flow.
     pub flow_slug: String,
@@ -112,6 +114,7 @@ pub async fn drain_status(
 
 /// A rollout record.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
 pub struct Rollout {
     /// Its id.
     pub rollout_id: i64,

@@ -47,6 +47,7 @@ impl TaskFailure {
 
 /// What happened to one reported failure.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+#[non_exhaustive]
 pub struct FailureOutcome {
     /// The task's run.
     pub run_id: Uuid,

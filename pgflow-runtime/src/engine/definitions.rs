@@ -7,6 +7,7 @@ use crate::error::EngineError;
 
 /// What compiling a definition did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CompileStatus {
     /// The flow did not exist and was created.
     Compiled,

@@ -35,6 +35,7 @@ pub async fn aliases(executor: impl PgExecutor<'_>) -> Result<Vec<AliasTarget>, 
 
 /// One PGMQ queue at a glance.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
 pub struct QueueOverview {
     /// The queue.
     pub queue_name: String,
@@ -62,6 +63,7 @@ pub async fn queues(executor: impl PgExecutor<'_>) -> Result<Vec<QueueOverview>,
 
 /// A worker as registered.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
 pub struct WorkerEntry {
     /// The worker's id.
     pub worker_id: Uuid,
@@ -146,6 +148,7 @@ pub async fn recent_runs(
 
 /// One step of a run, with its tasks' attempts and first error.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
 pub struct RunStep {
     /// The step.
     pub step_slug: String,

@@ -7,6 +7,7 @@ use crate::error::EngineError;
 
 /// A stalled task found by [`requeue_stalled_tasks`].
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+#[non_exhaustive]
 pub struct StalledTask {
     /// The task's run.
     pub run_id: Uuid,

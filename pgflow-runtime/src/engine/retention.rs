@@ -6,6 +6,7 @@ use crate::error::EngineError;
 
 /// What one call of [`prune`] deleted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromRow)]
+#[non_exhaustive]
 pub struct Pruned {
     /// Another caller was pruning the same database at that moment; this call deleted nothing.
     pub busy: bool,

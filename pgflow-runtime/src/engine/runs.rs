@@ -10,6 +10,7 @@ use crate::error::EngineError;
 /// The state of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
 #[sqlx(type_name = "text", rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum RunStatus {
     /// Some steps are still to run.
     Started,
@@ -40,6 +41,7 @@ impl RunStatus {
 
 /// A run as stored.
 #[derive(Debug, Clone, PartialEq, FromRow)]
+#[non_exhaustive]
 pub struct Run {
     /// The run's id.
     pub run_id: Uuid,

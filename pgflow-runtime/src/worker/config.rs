@@ -11,8 +11,10 @@ use crate::deployment::FlowQueue;
 /// runs reads the runs table (no index is kept for it on the hot path), so pruning is rare.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
-/// Where a worker gets its database connections.
+/// Where a worker gets its database connections: a URL (`&str`, `String`), a pool, or a
+/// [`Client`](crate::Client)'s pool; all convert with `into()`.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub enum Connection {
     /// `DATABASE_URL` from the environment (the default).
     #[default]
@@ -21,6 +23,36 @@ pub enum Connection {
     Url(String),
     /// An existing pool (its own size applies; `max_pg_connections` is ignored).
     Pool(PgPool),
+}
+
+impl From<&str> for Connection {
+    fn from(url: &str) -> Self {
+        Self::Url(url.to_owned())
+    }
+}
+
+impl From<String> for Connection {
+    fn from(url: String) -> Self {
+        Self::Url(url)
+    }
+}
+
+impl From<PgPool> for Connection {
+    fn from(pool: PgPool) -> Self {
+        Self::Pool(pool)
+    }
+}
+
+impl From<&PgPool> for Connection {
+    fn from(pool: &PgPool) -> Self {
+        Self::Pool(pool.clone())
+    }
+}
+
+impl From<&crate::Client> for Connection {
+    fn from(client: &crate::Client) -> Self {
+        Self::Pool(client.pool().clone())
+    }
 }
 
 /// The untyped settings of a worker; [`WorkerConfig`] wraps them with a typed queue.
@@ -134,60 +166,70 @@ impl<Q: FlowQueue> WorkerConfig<Q> {
     }
 
     /// Handlers running at once (at least 1).
+    #[must_use]
     pub fn max_concurrent(mut self, n: usize) -> Self {
         self.settings.max_concurrent = n.max(1);
         self
     }
 
     /// Messages read per poll (at least 1).
+    #[must_use]
     pub fn batch_size(mut self, n: usize) -> Self {
         self.settings.batch_size = n.max(1);
         self
     }
 
     /// Connection pool size (at least 1).
+    #[must_use]
     pub fn max_pg_connections(mut self, n: u32) -> Self {
         self.settings.max_pg_connections = n.max(1);
         self
     }
 
     /// Idle wait between reads when no notification arrives.
+    #[must_use]
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.settings.poll_interval = interval;
         self
     }
 
     /// Initial visibility timeout of read messages (whole seconds, at least 1).
+    #[must_use]
     pub fn visibility_timeout(mut self, timeout: Duration) -> Self {
         self.settings.visibility_timeout = timeout.max(Duration::from_secs(1));
         self
     }
 
     /// Heartbeat interval.
+    #[must_use]
     pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
         self.settings.heartbeat_interval = interval;
         self
     }
 
     /// How long shutdown waits for in-flight handlers.
+    #[must_use]
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
         self.settings.shutdown_grace = grace;
         self
     }
 
     /// How often to look for stalled tasks.
+    #[must_use]
     pub fn stalled_check_interval(mut self, interval: Duration) -> Self {
         self.settings.stalled_check_interval = interval;
         self
     }
 
     /// How long past its timeout a task counts as stalled.
+    #[must_use]
     pub fn stalled_grace(mut self, grace: Duration) -> Self {
         self.settings.stalled_grace = grace;
         self
     }
 
     /// How often a stalled task is requeued before it fails.
+    #[must_use]
     pub fn max_requeues(mut self, n: u32) -> Self {
         self.settings.max_requeues = n;
         self
@@ -195,24 +237,36 @@ impl<Q: FlowQueue> WorkerConfig<Q> {
 
     /// Keep ended runs, archived messages and stopped workers this long, then delete them
     /// (see [`WorkerSettings::retention`]).
+    #[must_use]
     pub fn retention(mut self, keep: Duration) -> Self {
         self.settings.retention = Some(keep);
         self
     }
 
     /// The worker function name.
+    #[must_use]
     pub fn function_name(mut self, name: impl Into<String>) -> Self {
         self.settings.function_name = Some(name.into());
         self
     }
 
+    /// Where to connect: a URL, a pool or a [`Client`](crate::Client) (whose pool the worker
+    /// shares). Default: `DATABASE_URL`.
+    #[must_use]
+    pub fn connection(mut self, connection: impl Into<Connection>) -> Self {
+        self.settings.connection = connection.into();
+        self
+    }
+
     /// Connect with this URL.
+    #[must_use]
     pub fn database_url(mut self, url: impl Into<String>) -> Self {
         self.settings.connection = Connection::Url(url.into());
         self
     }
 
     /// Use this pool.
+    #[must_use]
     pub fn pool(mut self, pool: PgPool) -> Self {
         self.settings.connection = Connection::Pool(pool);
         self

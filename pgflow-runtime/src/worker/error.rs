@@ -1,5 +1,6 @@
 //! Why a worker did not start, or stopped on a fatal error.
 
+use crate::connect::ConnectError;
 use crate::engine::CoverageGap;
 use crate::error::EngineError;
 
@@ -8,13 +9,17 @@ pub const COVERAGE_LIST_LIMIT: usize = 10;
 
 /// A worker's startup failure or fatal runtime error.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkerError {
-    /// No database connection.
-    #[error("worker cannot connect to the database: {0}")]
-    Connect(#[source] sqlx::Error),
+    /// The configured database URL gave no connection.
+    #[error("worker cannot connect: {0}")]
+    Connect(#[from] ConnectError),
 
     /// `DATABASE_URL` is not set and no connection was configured.
-    #[error("no database configured: set DATABASE_URL or pass a URL or pool in WorkerConfig")]
+    #[error(
+        "no database configured: set DATABASE_URL, or pass a URL, a pool or a client with \
+         `Worker::start_on` or `WorkerConfig::connection`"
+    )]
     NoDatabase,
 
     /// The database's pgflow schema does not match this code.

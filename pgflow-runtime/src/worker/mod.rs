@@ -42,6 +42,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use std::future::Future;
+
 use crate::deployment::{Deployment, FlowQueue, FlowSpec};
 use crate::names::QueueName;
 
@@ -62,6 +64,24 @@ impl Worker {
         deployment: Deployment<F>,
     ) -> Result<WorkerHandle, WorkerError> {
         Self::start_with_settings(deployment, WorkerSettings::default()).await
+    }
+
+    /// [`Worker::start`] (one flow, its default queue) on an explicit connection: a URL, a
+    /// pool or a [`Client`](crate::Client).
+    ///
+    /// ```ignore
+    /// let client = pgflow::Client::connect(&url).await?;
+    /// let worker = Worker::start_on(greet::deployment(), &client).await?;
+    /// ```
+    pub async fn start_on<F: FlowSpec>(
+        deployment: Deployment<F>,
+        connection: impl Into<Connection>,
+    ) -> Result<WorkerHandle, WorkerError> {
+        let settings = WorkerSettings {
+            connection: connection.into(),
+            ..WorkerSettings::default()
+        };
+        Self::start_with_settings(deployment, settings).await
     }
 
     /// [`Worker::start`] (one flow, its default queue) with explicit settings, e.g. a
@@ -133,11 +153,20 @@ async fn launch(
         shutdown,
         hard_stop,
         join,
+        detached: false,
     })
 }
 
 /// A running worker.
+///
+/// **Dropping the handle drains the worker**: it stops polling, finishes its in-flight tasks
+/// (within its shutdown grace) and marks itself stopped, as [`shutdown`](Self::shutdown)
+/// does. Keep the handle for as long as the worker should run: await
+/// [`run_until_signal`](Self::run_until_signal), [`run_until`](Self::run_until) or
+/// [`wait`](Self::wait), or store it. [`detach`](Self::detach) lets a worker run on without a
+/// handle, until the process ends.
 #[derive(Debug)]
+#[must_use = "dropping a WorkerHandle drains the worker at once; await it, store it or detach it"]
 pub struct WorkerHandle {
     worker_id: Uuid,
     queue: QueueName,
@@ -145,6 +174,15 @@ pub struct WorkerHandle {
     shutdown: CancellationToken,
     hard_stop: CancellationToken,
     join: JoinHandle<Result<(), WorkerError>>,
+    detached: bool,
+}
+
+impl Drop for WorkerHandle {
+    fn drop(&mut self) {
+        if !self.detached {
+            self.shutdown.cancel();
+        }
+    }
 }
 
 impl WorkerHandle {
@@ -182,12 +220,41 @@ impl WorkerHandle {
         self.join.is_finished()
     }
 
+    /// Lets the worker run on without its handle, until the process ends or a fatal error
+    /// stops it (logged). It can no longer be stopped from code; a signal handler of the
+    /// application's own, or `pgflow workers deprecate`, still drains it.
+    pub fn detach(mut self) {
+        self.detached = true;
+    }
+
     /// Waits until the worker has stopped; returns the fatal error that stopped it, if any.
-    pub async fn wait(self) -> Result<(), WorkerError> {
-        match self.join.await {
-            Ok(result) => result,
-            Err(error) => std::panic::resume_unwind(error.into_panic()),
+    pub async fn wait(mut self) -> Result<(), WorkerError> {
+        stopped((&mut self.join).await)
+    }
+
+    /// Runs until `signal` completes, then drains (as [`shutdown`](Self::shutdown)) and waits
+    /// for the worker to stop; returns early with the fatal error that stops the worker
+    /// before that. The signal is any future: an application's own shutdown future, a
+    /// `tokio_util::sync::CancellationToken`'s `cancelled_owned()`, a channel receiver.
+    ///
+    /// ```ignore
+    /// let token = CancellationToken::new();
+    /// let worker = Worker::start(greet::deployment()).await?;
+    /// tokio::spawn(worker.run_until(token.clone().cancelled_owned()));
+    /// // ... later, when the application stops:
+    /// token.cancel();
+    /// ```
+    pub async fn run_until(mut self, signal: impl Future<Output = ()>) -> Result<(), WorkerError> {
+        tokio::select! {
+            () = signal => {
+                tracing::info!(queue = self.queue.as_str(), "shutdown requested: draining");
+                self.shutdown.cancel();
+            }
+            finished = &mut self.join => {
+                return stopped(finished);
+            }
         }
+        self.wait().await
     }
 
     /// Runs until SIGTERM or SIGINT: the first drains (stop polling, finish in-flight tasks,
@@ -206,6 +273,18 @@ impl WorkerHandle {
         let result = self.wait().await;
         signals.abort();
         result
+    }
+}
+
+/// What a finished worker task means: its own result, or its panic re-raised.
+fn stopped(
+    finished: Result<Result<(), WorkerError>, tokio::task::JoinError>,
+) -> Result<(), WorkerError> {
+    match finished {
+        Ok(result) => result,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        // Cancelled: the runtime is shutting down.
+        Err(_) => Ok(()),
     }
 }
 

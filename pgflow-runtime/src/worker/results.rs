@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::engine::{self, TaskCompletion, TaskFailure};
+use crate::engine::{self, FailureOutcome, TaskCompletion, TaskFailure};
 use crate::worker::execute::Outcome;
 use crate::worker::runtime::{Runtime, retry};
 
@@ -66,17 +66,32 @@ pub async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceive
             })
             .await;
             for outcome in outcomes.unwrap_or_default() {
-                tracing::info!(
-                    queue = rt.started.queue.as_str(),
-                    run_id = %outcome.run_id,
-                    step = outcome.step_slug.as_str(),
-                    task_index = outcome.task_index,
-                    will_retry = outcome.will_retry,
-                    retry_delay_seconds = outcome.retry_delay_seconds,
-                    "task attempt failed"
-                );
+                log_failure_outcome(rt.started.queue.as_str(), &outcome);
             }
         }
+    }
+}
+
+/// A retry is routine (the attempt was logged as a warning when it failed); a task out of
+/// attempts failed its run, which someone has to look at.
+fn log_failure_outcome(queue: &str, outcome: &FailureOutcome) {
+    if outcome.will_retry {
+        tracing::debug!(
+            queue,
+            run_id = %outcome.run_id,
+            step = outcome.step_slug.as_str(),
+            task_index = outcome.task_index,
+            retry_delay_seconds = outcome.retry_delay_seconds,
+            "retry scheduled"
+        );
+    } else {
+        tracing::error!(
+            queue,
+            run_id = %outcome.run_id,
+            step = outcome.step_slug.as_str(),
+            task_index = outcome.task_index,
+            "task failed for good (no attempts left); its run failed"
+        );
     }
 }
 

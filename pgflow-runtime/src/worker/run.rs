@@ -33,10 +33,18 @@ pub async fn run(rt: Arc<Runtime>) -> Result<(), WorkerError> {
     heartbeat.abort();
     maintenance.abort();
     mark_stopped(&rt).await;
-    tracing::info!(
-        queue = rt.started.queue.as_str(),
-        worker_id = %rt.started.worker_id,
-        "pgflow worker stopped"
-    );
+    match &outcome {
+        Ok(()) => tracing::info!(
+            queue = rt.started.queue.as_str(),
+            worker_id = %rt.started.worker_id,
+            "pgflow worker stopped"
+        ),
+        Err(error) => tracing::error!(
+            queue = rt.started.queue.as_str(),
+            worker_id = %rt.started.worker_id,
+            %error,
+            "pgflow worker stopped on a fatal error"
+        ),
+    }
     outcome
 }

@@ -3,10 +3,8 @@
 //! register and print the banner.
 
 use std::collections::{BTreeSet, HashMap};
-use std::str::FromStr;
 
 use sqlx::PgPool;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use uuid::Uuid;
 
 use crate::engine::{self, Activation, CompileStatus};
@@ -32,6 +30,7 @@ pub struct Started {
 
 /// What a worker's startup did to one carried flow.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FlowStartup {
     /// The concrete flow.
     pub flow_slug: String,
@@ -239,12 +238,7 @@ async fn connect(settings: &WorkerSettings) -> Result<PgPool, WorkerError> {
             std::env::var("DATABASE_URL").map_err(|_| WorkerError::NoDatabase)?
         }
     };
-    let options = PgConnectOptions::from_str(&url).map_err(WorkerError::Connect)?;
-    PgPoolOptions::new()
-        .max_connections(settings.max_pg_connections)
-        .connect_with(options)
-        .await
-        .map_err(WorkerError::Connect)
+    Ok(crate::connect::pool(&url, settings.max_pg_connections).await?)
 }
 
 async fn check_schema(pool: &PgPool) -> Result<(), WorkerError> {
