@@ -61,8 +61,40 @@ pub async fn queues(executor: impl PgExecutor<'_>) -> Result<Vec<QueueOverview>,
     Ok(rows)
 }
 
+/// How long after its last heartbeat a worker that has not stopped still counts as alive. A
+/// worker beats every 5 s by default; one silent this long was killed or lost its database.
+/// The `pgflow` command's `status` and `workers list` and the rollout fence use this one rule.
+pub const LIVE_HEARTBEAT_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a registered worker is doing, by one rule (see [`LIVE_HEARTBEAT_WITHIN`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerLiveness {
+    /// Heard from recently, serving its queue.
+    Alive,
+    /// Heard from recently, asked to drain and stop (deprecated), finishing its tasks.
+    Draining,
+    /// Not stopped, but silent for longer than [`LIVE_HEARTBEAT_WITHIN`]: killed, hung or cut
+    /// off. Its started tasks are recovered as stalled once their timeout has passed.
+    Stale,
+    /// Stopped cleanly.
+    Stopped,
+}
+
+impl WorkerLiveness {
+    /// `alive`, `draining`, `stale` or `stopped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Alive => "alive",
+            Self::Draining => "draining",
+            Self::Stale => "stale",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
 /// A worker as registered.
-#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, FromRow, serde::Serialize)]
 #[non_exhaustive]
 pub struct WorkerEntry {
     /// The worker's id.
@@ -75,10 +107,27 @@ pub struct WorkerEntry {
     pub flow_slugs: Vec<String>,
     /// Its last heartbeat.
     pub last_heartbeat_at: DateTime<Utc>,
+    /// Seconds since its last heartbeat, by the database's clock.
+    pub heartbeat_age_seconds: f64,
     /// It has been asked to drain and stop.
     pub deprecated: bool,
     /// It has stopped.
     pub stopped: bool,
+}
+
+impl WorkerEntry {
+    /// What the worker is doing, by the one liveness rule.
+    pub fn liveness(&self) -> WorkerLiveness {
+        if self.stopped {
+            WorkerLiveness::Stopped
+        } else if self.heartbeat_age_seconds > LIVE_HEARTBEAT_WITHIN.as_secs_f64() {
+            WorkerLiveness::Stale
+        } else if self.deprecated {
+            WorkerLiveness::Draining
+        } else {
+            WorkerLiveness::Alive
+        }
+    }
 }
 
 /// Which workers [`workers`] lists.
@@ -104,6 +153,7 @@ pub async fn workers(
     };
     let rows = sqlx::query_as(
         "select worker_id, queue_name, function_name, flow_slugs, last_heartbeat_at,
+                extract(epoch from now() - last_heartbeat_at)::float8 as heartbeat_age_seconds,
                 deprecated_at is not null as deprecated, stopped_at is not null as stopped
          from pgflow.workers
          where ($1 or stopped_at is null)
@@ -126,7 +176,73 @@ pub async fn autovacuum_enabled(executor: impl PgExecutor<'_>) -> Result<bool, E
     Ok(enabled)
 }
 
+/// What a name the operator typed stands for: a concrete flow, or an alias and the concrete flow
+/// it points at now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowName {
+    /// A concrete flow's slug.
+    Concrete(String),
+    /// An alias, and its active concrete flow.
+    Alias {
+        /// The alias.
+        alias: String,
+        /// The concrete flow new runs of it start on.
+        flow_slug: String,
+    },
+}
+
+impl FlowName {
+    /// The concrete flow it names now.
+    pub fn flow_slug(&self) -> &str {
+        match self {
+            Self::Concrete(slug)
+            | Self::Alias {
+                flow_slug: slug, ..
+            } => slug,
+        }
+    }
+}
+
+/// Resolves `name` as a concrete flow first, then as an alias; `None` when it is neither.
+pub async fn resolve_flow_name(
+    executor: impl PgExecutor<'_>,
+    name: &str,
+) -> Result<Option<FlowName>, EngineError> {
+    let row: Option<(bool, String)> = sqlx::query_as(
+        "select true, flow_slug from pgflow.flows where flow_slug = $1
+         union all
+         select false, flow_slug from pgflow.aliases where alias = $1
+         order by 1 desc limit 1",
+    )
+    .bind(name)
+    .fetch_optional(executor)
+    .await?;
+    Ok(row.map(|(concrete, flow_slug)| {
+        if concrete {
+            FlowName::Concrete(flow_slug)
+        } else {
+            FlowName::Alias {
+                alias: name.to_owned(),
+                flow_slug,
+            }
+        }
+    }))
+}
+
+/// The alias the concrete flow `flow_slug` belongs to (for life), `None` when it is not defined.
+pub async fn flow_alias(
+    executor: impl PgExecutor<'_>,
+    flow_slug: &str,
+) -> Result<Option<String>, EngineError> {
+    let alias = sqlx::query_scalar("select alias from pgflow.flows where flow_slug = $1")
+        .bind(flow_slug)
+        .fetch_optional(executor)
+        .await?;
+    Ok(alias)
+}
+
 /// The newest runs, at most `limit` (at least one), of one flow and in one status if given.
+/// `flow` is a concrete flow or an alias (then: runs of every version of the alias).
 pub async fn recent_runs(
     executor: impl PgExecutor<'_>,
     flow_slug: Option<&str>,
@@ -135,7 +251,9 @@ pub async fn recent_runs(
 ) -> Result<Vec<Run>, EngineError> {
     let rows = sqlx::query_as(
         "select * from pgflow.runs
-         where ($1::text is null or flow_slug = $1) and ($2::text is null or status = $2)
+         where ($1::text is null or flow_slug = $1
+                or flow_slug in (select f.flow_slug from pgflow.flows f where f.alias = $1))
+           and ($2::text is null or status = $2)
          order by started_at desc limit $3",
     )
     .bind(flow_slug)
@@ -162,6 +280,12 @@ pub struct RunStep {
     pub max_attempt: Option<i32>,
     /// The step's error, or else the first error of one of its tasks.
     pub error: Option<String>,
+    /// When its first task started.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it completed or failed.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// The size of its output as JSON text, in bytes (`None` until it completed).
+    pub output_bytes: Option<i32>,
 }
 
 /// The steps of a run, in the flow's step order.
@@ -177,12 +301,60 @@ pub async fn run_steps(
                          (select t.error_message from pgflow.step_tasks t
                           where t.run_id = ss.run_id and t.step_slug = ss.step_slug
                             and t.error_message is not null
-                          order by t.task_index limit 1)) as error
+                          order by t.task_index limit 1)) as error,
+                ss.started_at, coalesce(ss.completed_at, ss.failed_at) as ended_at,
+                octet_length(ss.output::text) as output_bytes
          from pgflow.step_states ss
          join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
          where ss.run_id = $1 order by s.step_index",
     )
     .bind(run_id)
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// One task of a run whose attempts did not all succeed: its retries, requeues and last error.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct TaskAttempts {
+    /// The task's step.
+    pub step_slug: String,
+    /// Its index (0 for a single step, the element for a map step).
+    pub task_index: i32,
+    /// `queued`, `started`, `completed` or `failed`.
+    pub status: String,
+    /// How many attempts it has had.
+    pub attempts: i32,
+    /// How often it was requeued after its worker vanished.
+    pub requeues: i32,
+    /// The error of its latest failed attempt.
+    pub last_error: Option<String>,
+    /// When it last started.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it completed or failed for good.
+    pub ended_at: Option<DateTime<Utc>>,
+}
+
+/// The tasks of a run that needed more than one attempt, were requeued or failed, in step and
+/// task order (at most `limit`).
+pub async fn troubled_tasks(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+    limit: i64,
+) -> Result<Vec<TaskAttempts>, EngineError> {
+    let rows = sqlx::query_as(
+        "select t.step_slug, t.task_index, t.status, t.attempts_count as attempts,
+                t.requeue_count as requeues, t.error_message as last_error, t.started_at,
+                coalesce(t.completed_at, t.failed_at) as ended_at
+         from pgflow.step_tasks t
+         join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
+         where t.run_id = $1
+           and (t.attempts_count > 1 or t.requeue_count > 0 or t.error_message is not null)
+         order by s.step_index, t.task_index limit $2",
+    )
+    .bind(run_id)
+    .bind(limit.max(1))
     .fetch_all(executor)
     .await?;
     Ok(rows)
