@@ -1,6 +1,10 @@
 //! The commands and arguments of the `pgflow` binary, as clap parses them.
 
-use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::graph::Format;
 
 /// pgflow: Postgres-native durable workflows.
 #[derive(Debug, Parser)]
@@ -28,7 +32,7 @@ pub enum Command {
     Alias(AliasCommand),
     /// Whether a concrete flow can be removed from the registries of a queue.
     DrainStatus {
-        /// The concrete flow.
+        /// The concrete flow, or an alias (its active flow).
         flow: String,
         /// Only this queue (default: every queue).
         #[arg(long)]
@@ -41,12 +45,12 @@ pub enum Command {
     Status,
     /// Recent runs.
     Runs {
-        /// Only runs of this concrete flow.
+        /// Only runs of this concrete flow, or of every version of this alias.
         #[arg(long)]
         flow: Option<String>,
-        /// Only runs in this status (started, completed, failed).
-        #[arg(long)]
-        status: Option<String>,
+        /// Only runs in this status.
+        #[arg(long, value_enum)]
+        status: Option<StatusArg>,
         /// How many.
         #[arg(long, default_value_t = 20)]
         limit: i64,
@@ -60,17 +64,20 @@ pub enum Command {
     Start {
         /// Alias or concrete flow slug.
         flow: String,
-        /// The flow input as JSON.
-        #[arg(long, default_value = "null")]
-        input: String,
+        /// The flow input as JSON, or `-` to read it from stdin (default: null).
+        #[arg(long, conflicts_with = "input_file")]
+        input: Option<String>,
+        /// Read the flow input (JSON) from this file.
+        #[arg(long, value_name = "PATH")]
+        input_file: Option<PathBuf>,
     },
     /// A flow's DAG with its queues, as Mermaid or DOT (coloured by state with --run).
     Graph {
-        /// The concrete flow.
+        /// The concrete flow, or an alias (its active flow).
         flow: String,
-        /// `mermaid` or `dot`.
-        #[arg(long, default_value = "mermaid")]
-        format: String,
+        /// The output format.
+        #[arg(long, value_enum, default_value_t = Format::Mermaid)]
+        format: Format,
         /// Colour the steps by this run's states.
         #[arg(long)]
         run: Option<String>,
@@ -81,7 +88,7 @@ pub enum Command {
     /// Delete runs that ended (with their steps and tasks), archived messages of pgflow's
     /// queues and stopped workers, older than --older-than. Live runs are never touched.
     Prune {
-        /// How long to keep them: a whole number with a unit, s, m, h, d or w (e.g. 7d, 12h).
+        /// How long to keep them, e.g. 7days, 12h, 1h30m, 90s.
         #[arg(long, value_parser = parse_age)]
         older_than: std::time::Duration,
         /// Runs, and archived messages, deleted per transaction at most.
@@ -90,32 +97,37 @@ pub enum Command {
     },
 }
 
-/// `7d`, `12h`, `30m`, `90s`, `2w`: a whole number of one unit.
-fn parse_age(text: &str) -> Result<std::time::Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("`{text}` has no unit: add s, m, h, d or w (e.g. 7d)"))?;
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` does not start with a whole number (e.g. 7d)"))?;
-    let seconds_per_unit = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        "w" => 604_800,
-        _ => {
-            return Err(format!(
-                "`{unit}` is not a unit: use s, m, h, d or w (e.g. 7d)"
-            ));
+/// The run statuses `--status` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusArg {
+    /// Still running.
+    Started,
+    /// Ended with an output.
+    Completed,
+    /// Ended with a failure.
+    Failed,
+}
+
+impl StatusArg {
+    /// The engine's status.
+    pub fn status(self) -> pgflow::RunStatus {
+        match self {
+            Self::Started => pgflow::RunStatus::Started,
+            Self::Completed => pgflow::RunStatus::Completed,
+            Self::Failed => pgflow::RunStatus::Failed,
         }
-    };
-    number
-        .checked_mul(seconds_per_unit)
-        .map(std::time::Duration::from_secs)
-        .ok_or_else(|| format!("`{text}` is too long"))
+    }
+}
+
+/// A duration as humantime reads it (`7days`, `1h30m`, `90s`), at least a second.
+fn parse_age(text: &str) -> Result<std::time::Duration, String> {
+    let age = humantime::parse_duration(text.trim()).map_err(|e| {
+        format!("`{text}` is not a duration ({e}); write it like 7days, 12h, 1h30m or 90s")
+    })?;
+    if age < std::time::Duration::from_secs(1) {
+        return Err(format!("`{text}` is under a second; keep at least 1s"));
+    }
+    Ok(age)
 }
 
 #[derive(Debug, Subcommand)]

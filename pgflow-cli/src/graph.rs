@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use pgflow::engine::inspect::FlowGraph;
 
 /// The formats `pgflow graph` writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     /// A Mermaid flowchart.
     Mermaid,
@@ -15,11 +15,10 @@ pub enum Format {
 
 impl Format {
     /// `mermaid` or `dot`.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "mermaid" => Some(Self::Mermaid),
-            "dot" => Some(Self::Dot),
-            _ => None,
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mermaid => "mermaid",
+            Self::Dot => "dot",
         }
     }
 }

@@ -1,13 +1,15 @@
 //! The `pgflow` command line: installs, inspects and operates pgflow databases.
 //!
 //! `args` declares the commands (clap), `commands` runs them through the `pgflow` library's
-//! typed calls (this crate writes no SQL), `graph` renders a flow's DAG and `failure` carries a
-//! failed command's message and exit code.
+//! typed calls (this crate writes no SQL), `output` and `human` print tables, ages and sizes,
+//! `graph` renders a flow's DAG and `failure` carries a failed command's message and exit code.
 
 mod args;
 mod commands;
 mod failure;
 mod graph;
+mod human;
+mod output;
 
 use std::process::ExitCode;
 
@@ -22,20 +24,8 @@ async fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = match args::Cli::try_parse() {
-        Ok(args) => args,
-        Err(error) if !error.use_stderr() => error.exit(), // --help, --version
-        Err(error) => {
-            // One line: clap's first line, without the usage block.
-            let rendered = error.render().to_string();
-            let first = rendered
-                .lines()
-                .next()
-                .unwrap_or("error: invalid arguments");
-            eprintln!("{first} (see `pgflow --help`)");
-            return ExitCode::from(2);
-        }
-    };
+    // clap's whole message (what is wrong, the usage, a "similar subcommand" tip), exit code 2.
+    let args = args::Cli::parse();
     match commands::run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {

@@ -79,6 +79,14 @@ fn pgflow(pool: &PgPool, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The whitespace-separated cells of the first line of `text` whose first cell is `first`.
+fn row_of<'a>(text: &'a str, first: &str) -> Vec<&'a str> {
+    text.lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .find(|cells| cells.first() == Some(&first))
+        .unwrap_or_else(|| panic!("no row starts with `{first}` in:\n{text}"))
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -132,8 +140,8 @@ async fn drain_status_reports_the_truth_as_text_and_json(pool: PgPool) {
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(
         stderr(&output).trim(),
-        "error: no concrete flow or active alias is named `no_such_flow` in this database; \
-         compile the flow first (a worker carrying it does so at startup, and activates its alias)"
+        "error: `no_such_flow` is neither a flow nor an alias in this database (`pgflow alias \
+         list` shows the aliases and their flows)"
     );
 }
 
@@ -152,10 +160,8 @@ async fn rollout_begin_status_and_finish(pool: PgPool) {
 
     let output = pgflow(&pool, &["rollout", "status"]);
     let text = stdout(&output);
-    assert!(
-        text.contains("open") && text.contains("off,on") && text.contains(" on "),
-        "{text}"
-    );
+    let row = row_of(&text, &id.to_string());
+    assert_eq!(row[1..], ["open", "off,on", "on", "0"], "{text}");
 
     let output = pgflow(&pool, &["rollout", "finish", &id.to_string()]);
     assert_eq!(
@@ -273,10 +279,23 @@ async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
         .unwrap();
     assert_eq!(status["autovacuum"], json!(autovacuum));
     let text = stdout(&pgflow(&pool, &["status"]));
-    assert!(
-        text.contains("deliver_slack_alerts") && text.contains("1 alive: cli_fn[triage_v1]"),
+    // queue, depth, oldest, in flight, workers, serving
+    assert_eq!(
+        row_of(&text, "classify_threads"),
+        [
+            "classify_threads",
+            "0",
+            "-",
+            "0",
+            "1",
+            "alive",
+            "cli_fn[triage_v1]"
+        ],
         "{text}"
     );
+    let alerts = row_of(&text, "deliver_slack_alerts");
+    assert_eq!(alerts[1], "1", "depth: {text}");
+    assert_eq!(alerts[3..], ["0", "0", "alive", "-"], "{text}");
     assert_eq!(
         text.contains("warning: autovacuum is off"),
         !autovacuum,
@@ -292,12 +311,22 @@ async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
     assert_eq!(output.status.code(), Some(2));
 
     let text = stdout(&pgflow(&pool, &["run", &run_id]));
-    assert!(
-        text.contains("classify             completed  classify_threads"),
+    // step, status, queue, tasks, attempts, took, ended (date and time), output size, error
+    let classify = row_of(&text, "classify");
+    assert_eq!(
+        classify[..5],
+        ["classify", "completed", "classify_threads", "1", "1"],
         "{text}"
     );
-    assert!(
-        text.contains("alert                started    deliver_slack_alerts"),
+    assert_eq!(
+        classify[classify.len() - 2..],
+        ["7", "B"],
+        "`\"label\"` is 7 bytes: {text}"
+    );
+    let alert = row_of(&text, "alert");
+    assert_eq!(
+        alert[..3],
+        ["alert", "started", "deliver_slack_alerts"],
         "{text}"
     );
 
@@ -326,16 +355,36 @@ async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
 }
 
 #[test]
-fn bad_arguments_get_one_line_and_exit_code_2() {
-    let output = Command::new(env!("CARGO_BIN_EXE_pgflow"))
-        .args(["drain-status", "--frobnicate"])
-        .output()
-        .unwrap();
+fn bad_arguments_get_claps_whole_message_and_exit_code_2() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_pgflow"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let output = run(&["drain-status", "--frobnicate"]);
     assert_eq!(output.status.code(), Some(2));
     let err = stderr(&output);
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(
-        err.starts_with("error: unexpected argument '--frobnicate'"),
+        err.starts_with("error: unexpected argument '--frobnicate'")
+            && err.contains("Usage: pgflow drain-status"),
+        "{err}"
+    );
+    let err = stderr(&run(&["rnus"]));
+    assert!(
+        err.contains("tip: some similar subcommands exist: 'run', 'runs'"),
+        "{err}"
+    );
+    let output = run(&["graph", "triage", "--format", "png"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("[possible values: mermaid, dot]"),
+        "{}",
+        stderr(&output)
+    );
+    let err = stderr(&run(&["runs", "--status", "weird"]));
+    assert!(
+        err.contains("[possible values: started, completed, failed]"),
         "{err}"
     );
 }
@@ -361,12 +410,12 @@ async fn prune_deletes_ended_runs_older_than_asked_and_says_how_many(pool: PgPoo
         .await
         .unwrap();
 
-    let kept = pgflow(&pool, &["prune", "--older-than", "4d", "--json"]);
+    let kept = pgflow(&pool, &["prune", "--older-than", "3days 1h", "--json"]);
     assert!(kept.status.success(), "{}", stderr(&kept));
     let kept: Value = serde_json::from_str(&stdout(&kept)).unwrap();
     assert_eq!(kept["runs"], 0, "{kept}");
 
-    let output = pgflow(&pool, &["prune", "--older-than", "2d"]);
+    let output = pgflow(&pool, &["prune", "--older-than", "2days 23h30m"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
     assert!(text.starts_with("pruned 1 run(s) ("), "{text}");
@@ -380,7 +429,7 @@ async fn prune_deletes_ended_runs_older_than_asked_and_says_how_many(pool: PgPoo
     assert_eq!(bad.status.code(), Some(2));
     let err = stderr(&bad);
     assert!(
-        err.contains("`7` has no unit: add s, m, h, d or w"),
+        err.contains("`7` is not a duration") && err.contains("write it like 7days, 12h, 1h30m"),
         "{err}"
     );
 }
@@ -504,4 +553,257 @@ async fn alias_set_moves_an_alias_back_and_says_from_where(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!(run.run(&client).await.unwrap().flow_slug, "triage_v1");
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_alias_is_accepted_wherever_a_flow_is(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&triage_v1::deployment()).await.unwrap();
+    client.deploy(&triage_v2::deployment()).await.unwrap();
+    pgflow::engine::activate_flow(&pool, "triage_v1")
+        .await
+        .unwrap();
+    let v1_run = client.start::<triage_v1::Flow>(&json!(1)).await.unwrap();
+    let v2_run = client.start::<triage_v2::Flow>(&json!(2)).await.unwrap();
+
+    // runs --flow <alias>: the runs of every version of the alias.
+    let text = stdout(&pgflow(&pool, &["runs", "--flow", "triage"]));
+    for run in [v1_run.run_id(), v2_run.run_id()] {
+        assert!(text.contains(&run.to_string()), "{text}");
+    }
+    let text = stdout(&pgflow(&pool, &["runs", "--flow", "triage_v2"]));
+    assert!(!text.contains(&v1_run.run_id().to_string()), "{text}");
+
+    // graph <alias>: the active flow's DAG; with --run, that run's flow (any version).
+    let output = pgflow(&pool, &["graph", "triage", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let graph: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(graph["flow_slug"], json!("triage_v1"));
+    let v2 = v2_run.run_id().to_string();
+    let output = pgflow(&pool, &["graph", "triage", "--run", &v2, "--json"]);
+    let graph: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(graph["flow_slug"], json!("triage_v2"), "{graph}");
+    let output = pgflow(&pool, &["graph", "triage_v1", "--run", &v2]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("is of flow `triage_v2`, not of `triage_v1`"),
+        "{}",
+        stderr(&output)
+    );
+
+    // drain-status <alias>: about its active flow, and says so.
+    let output = pgflow(&pool, &["drain-status", "triage"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.starts_with(
+            "alias `triage` -> `triage_v1` (its active flow)\nnot yet safe to remove `triage_v1`"
+        ),
+        "{text}"
+    );
+
+    // A name that is neither is an error, not an empty table.
+    let output = pgflow(&pool, &["runs", "--flow", "triage_v3"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("`triage_v3` is neither a flow nor an alias"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn status_and_workers_list_agree_on_a_worker_that_went_silent(pool: PgPool) {
+    install(&pool).await;
+    let worker = pgflow::Worker::start_with(
+        triage_v1::deployment(),
+        pgflow::WorkerConfig::new(triage_v1::Queue::ClassifyThreads)
+            .pool(pool.clone())
+            .function_name("silent_fn"),
+    )
+    .await
+    .unwrap();
+    let worker_id = worker.worker_id();
+    // What a kill -9 leaves: no stop, no heartbeat since 76 s.
+    worker.stop_now();
+    worker.wait().await.unwrap();
+    sqlx::query(
+        "update pgflow.workers set stopped_at = null, last_heartbeat_at = now() - interval '76 s'
+         where worker_id = $1",
+    )
+    .bind(worker_id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("select pgflow.start_flow('triage_v1', 'null')")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let text = stdout(&pgflow(&pool, &["workers", "list"]));
+    let row = row_of(&text, &worker_id.simple().to_string()[..8]);
+    assert_eq!(
+        row[1..],
+        [
+            "classify_threads",
+            "silent_fn",
+            "stale",
+            "1m",
+            "ago",
+            "triage_v1"
+        ],
+        "{text}"
+    );
+    let text = stdout(&pgflow(&pool, &["status"]));
+    assert_eq!(
+        row_of(&text, "classify_threads")[4..],
+        ["0", "alive,", "1", "stale", "-"],
+        "{text}"
+    );
+    for (args, path) in [
+        (vec!["workers", "list", "--json"], "/0/state"),
+        (vec!["status", "--json"], "/queues/0/workers/0/state"),
+    ] {
+        let value: Value = serde_json::from_str(&stdout(&pgflow(&pool, &args))).unwrap();
+        assert_eq!(
+            value.pointer(path),
+            Some(&json!("stale")),
+            "{args:?}: {value}"
+        );
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn start_reads_a_large_input_from_a_file_or_stdin(pool: PgPool) {
+    install(&pool).await;
+    Client::new(pool.clone())
+        .deploy(&triage_v1::deployment())
+        .await
+        .unwrap();
+    pgflow::engine::activate_flow(&pool, "triage_v1")
+        .await
+        .unwrap();
+    // 200 KB: more than an argument list may carry.
+    let input = json!({ "text": "x".repeat(200_000) });
+    let file = std::env::temp_dir().join(format!("pgflow-input-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&file, input.to_string()).unwrap();
+    let output = pgflow(
+        &pool,
+        &[
+            "start",
+            "triage",
+            "--input-file",
+            file.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    std::fs::remove_file(&file).unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let from_file: Value = serde_json::from_str(&stdout(&output)).unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pgflow"))
+        .args(["start", "triage", "--input", "-", "--json"])
+        .args(["--database-url", &database_url(&pool)])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.to_string().as_bytes()).unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let from_stdin: Value = serde_json::from_str(&stdout(&output)).unwrap();
+
+    for started in [from_file, from_stdin] {
+        let stored: Value = sqlx::query_scalar("select input from pgflow.runs where run_id = $1")
+            .bind(uuid::Uuid::parse_str(started["run_id"].as_str().unwrap()).unwrap())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(stored, input);
+    }
+
+    let output = pgflow(
+        &pool,
+        &["start", "triage", "--input-file", "/nonexistent/input.json"],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).starts_with("error: cannot read --input-file /nonexistent/input.json"),
+        "{}",
+        stderr(&output)
+    );
+    let output = pgflow(
+        &pool,
+        &["start", "triage", "--input", "1", "--input-file", "x"],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "the two input forms exclude each other"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn run_lists_the_tasks_that_were_retried_with_their_last_error(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let definition = triage_v1::deployment();
+    client.deploy(&definition).await.unwrap();
+    let run_id = client
+        .start::<triage_v1::Flow>(&json!(1))
+        .await
+        .unwrap()
+        .run_id();
+    let queue = pgflow::QueueName::new("classify_threads").unwrap();
+    let pairs = pgflow::SupportedPairs::routed_to(definition.definition(), &queue);
+    let tasks = claim(&pool, &queue, &pairs).await;
+    pgflow::engine::fail_tasks(
+        &pool,
+        &[pgflow::TaskFailure::of(&tasks[0], "model timed out")],
+    )
+    .await
+    .unwrap();
+
+    let text = stdout(&pgflow(&pool, &["run", &run_id.to_string()]));
+    let (_, retried) = text
+        .split_once("tasks that were retried, requeued or failed")
+        .unwrap_or_else(|| panic!("no retried tasks section:\n{text}"));
+    // step, task, status, attempts, requeues, last error
+    assert_eq!(
+        row_of(retried, "classify"),
+        ["classify", "0", "queued", "1", "0", "model", "timed", "out"],
+        "{text}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn empty_results_say_so_in_a_line(pool: PgPool) {
+    install(&pool).await;
+    for (args, line) in [
+        (
+            &["runs"][..],
+            "no runs yet (`pgflow start <flow>` starts one)",
+        ),
+        (
+            &["workers", "list"][..],
+            "no workers running (`pgflow workers list --all` includes stopped ones)",
+        ),
+        (
+            &["alias", "list"][..],
+            "no aliases yet: a worker creates its flows' aliases when it starts",
+        ),
+    ] {
+        let output = pgflow(&pool, args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert_eq!(stdout(&output).trim(), line, "{args:?}");
+    }
+    let text = stdout(&pgflow(&pool, &["status"]));
+    assert!(text.starts_with("no queues yet"), "{text}");
+    // Piped output carries no colour codes.
+    assert!(!text.contains('\u{1b}'), "{text:?}");
 }

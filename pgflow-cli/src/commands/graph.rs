@@ -1,0 +1,59 @@
+//! `pgflow graph`: a flow's DAG (of a concrete flow or an alias's active flow).
+
+use std::collections::HashMap;
+
+use pgflow::engine::inspect::{self, FlowName};
+use serde_json::json;
+use sqlx::PgPool;
+
+use super::{parse_run_id, resolve_flow};
+use crate::failure::Failure;
+use crate::graph::{Format, render};
+use crate::output::Output;
+
+/// Prints the DAG, coloured by `run`'s step states when given.
+pub async fn graph(
+    pool: &PgPool,
+    out: &Output,
+    name: &str,
+    format: Format,
+    run: Option<&str>,
+) -> Result<(), Failure> {
+    let run = run.map(parse_run_id).transpose()?;
+    let resolved = resolve_flow(pool, name).await?;
+    let flow = match run {
+        None => resolved.flow_slug().to_owned(),
+        // With a run, the graph is that run's flow: an alias may have moved on since.
+        Some(run_id) => {
+            let run = pgflow::engine::run(pool, run_id).await?;
+            let belongs = match &resolved {
+                FlowName::Concrete(slug) => *slug == run.flow_slug,
+                FlowName::Alias { alias, .. } => {
+                    inspect::flow_alias(pool, &run.flow_slug).await?.as_deref()
+                        == Some(alias.as_str())
+                }
+            };
+            if !belongs {
+                return Err(Failure::usage(format!(
+                    "run {run_id} is of flow `{}`, not of `{name}`",
+                    run.flow_slug
+                )));
+            }
+            run.flow_slug
+        }
+    };
+    let dag = inspect::flow_graph(pool, &flow).await?;
+    let states: HashMap<String, String> = match run {
+        None => HashMap::new(),
+        Some(run_id) => inspect::step_states(pool, run_id)
+            .await?
+            .into_iter()
+            .collect(),
+    };
+    let text = render(format, &flow, &dag, &states);
+    out.print(
+        json!({ "format": format.as_str(), "flow_slug": flow, "graph": text }),
+        || text.clone(),
+    );
+    Ok(())
+}

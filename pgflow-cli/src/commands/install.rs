@@ -1,0 +1,34 @@
+//! `pgflow install`.
+
+use serde_json::json;
+
+use crate::failure::Failure;
+use crate::output::Output;
+
+/// Installs or upgrades PGMQ and the pgflow schema.
+pub async fn install(url: &str, out: &Output) -> Result<(), Failure> {
+    let report = pgflow::install_url(url)
+        .await
+        .map_err(|error| Failure::runtime_chain(&error))?;
+    out.print(
+        json!({
+            "schema_version": report.schema_version,
+            "applied_migrations": report.applied_migrations,
+            "applied_functions": report.applied_functions,
+            "pgmq": report.pgmq.as_str(),
+        }),
+        || {
+            let applied = match (report.applied_migrations.len(), report.applied_functions) {
+                (0, false) => "already up to date".to_owned(),
+                (0, true) => "functions updated".to_owned(),
+                (n, _) => format!("applied {n} migration(s) and the functions"),
+            };
+            format!(
+                "pgflow installed: schema version {} ({applied}), queues by {}",
+                report.schema_version,
+                report.pgmq.describe()
+            )
+        },
+    );
+    Ok(())
+}

@@ -1,0 +1,182 @@
+//! `pgflow runs`, `pgflow run <id>` and `pgflow start`.
+
+use std::io::Read;
+use std::path::Path;
+
+use comfy_table::Cell;
+use pgflow::engine::inspect;
+use serde_json::json;
+use sqlx::PgPool;
+
+use super::{parse_run_id, resolve_flow};
+use crate::args::StatusArg;
+use crate::failure::Failure;
+use crate::human;
+use crate::output::Output;
+
+/// How many troubled tasks `pgflow run` lists at most.
+const TASKS_SHOWN: i64 = 50;
+
+/// When a run ended, if it has.
+fn ended_at(run: &pgflow::Run) -> Option<chrono::DateTime<chrono::Utc>> {
+    run.completed_at.or(run.failed_at)
+}
+
+/// The newest runs, of one flow or alias and in one status if given.
+pub async fn list(
+    pool: &PgPool,
+    out: &Output,
+    flow: Option<&str>,
+    status: Option<StatusArg>,
+    limit: i64,
+) -> Result<(), Failure> {
+    if let Some(name) = flow {
+        // An unknown name is a mistake to report, not an empty table.
+        resolve_flow(pool, name).await?;
+    }
+    let rows = inspect::recent_runs(pool, flow, status.map(StatusArg::status), limit).await?;
+    out.print(
+        json!(rows.iter().map(|r| json!({
+            "run_id": r.run_id, "flow_slug": r.flow_slug, "status": r.status.as_str(),
+            "started_at": r.started_at, "completed_at": r.completed_at, "failed_at": r.failed_at,
+        })).collect::<Vec<_>>()),
+        || {
+            if rows.is_empty() {
+                return match (flow, status) {
+                    (None, None) => "no runs yet (`pgflow start <flow>` starts one)".to_owned(),
+                    _ => "no runs match".to_owned(),
+                };
+            }
+            let mut table = out.table(&["run", "flow", "status", "started", "took"]);
+            for r in &rows {
+                table.add_row(vec![
+                    Cell::new(r.run_id),
+                    Cell::new(&r.flow_slug),
+                    out.status(r.status.as_str()),
+                    Cell::new(human::ago(r.started_at)),
+                    Cell::new(
+                        ended_at(r).map_or_else(
+                            || "-".to_owned(),
+                            |end| human::between(r.started_at, end),
+                        ),
+                    ),
+                ]);
+            }
+            crate::output::render(&table)
+        },
+    );
+    Ok(())
+}
+
+/// One run: its steps with their timing and output size, and the tasks that needed retries.
+pub async fn show(pool: &PgPool, out: &Output, run_id: &str) -> Result<(), Failure> {
+    let run_id = parse_run_id(run_id)?;
+    let run = pgflow::engine::run(pool, run_id).await?;
+    let steps = inspect::run_steps(pool, run_id).await?;
+    let tasks = inspect::troubled_tasks(pool, run_id, TASKS_SHOWN).await?;
+    let status = run.status.as_str();
+    out.print(
+        json!({
+            "run_id": run.run_id, "flow_slug": run.flow_slug, "status": status,
+            "started_at": run.started_at, "completed_at": run.completed_at, "failed_at": run.failed_at,
+            "steps": steps, "retried_tasks": tasks,
+        }),
+        || {
+            let took = ended_at(&run).map_or_else(
+                || format!("running for {}", human::between(run.started_at, chrono::Utc::now())),
+                |end| format!("took {}", human::between(run.started_at, end)),
+            );
+            let mut text = format!(
+                "run {} of `{}`: {status}, started {} ({}), {took}\n\n",
+                run.run_id,
+                run.flow_slug,
+                human::timestamp(run.started_at),
+                human::ago(run.started_at),
+            );
+            let mut table = out.table(&[
+                "step", "status", "queue", "tasks", "attempts", "took", "ended", "output", "error",
+            ]);
+            for s in &steps {
+                let dash = || "-".to_owned();
+                table.add_row(vec![
+                    Cell::new(&s.step_slug),
+                    out.status(&s.status),
+                    Cell::new(&s.queue_name),
+                    Cell::new(s.tasks.map_or_else(dash, |t| t.to_string())),
+                    Cell::new(s.max_attempt.map_or_else(dash, |a| a.to_string())),
+                    Cell::new(match (s.started_at, s.ended_at) {
+                        (Some(start), Some(end)) => human::between(start, end),
+                        _ => dash(),
+                    }),
+                    Cell::new(s.ended_at.map_or_else(dash, human::timestamp)),
+                    Cell::new(s.output_bytes.map_or_else(dash, |b| human::bytes(b.into()))),
+                    Cell::new(s.error.as_deref().unwrap_or("")),
+                ]);
+            }
+            text.push_str(&crate::output::render(&table));
+            if !tasks.is_empty() {
+                text.push_str("\n\ntasks that were retried, requeued or failed\n");
+                let mut table = out.table(&[
+                    "step", "task", "status", "attempts", "requeues", "last error",
+                ]);
+                for t in &tasks {
+                    table.add_row(vec![
+                        Cell::new(&t.step_slug),
+                        Cell::new(t.task_index),
+                        out.status(&t.status),
+                        Cell::new(t.attempts),
+                        Cell::new(t.requeues),
+                        Cell::new(t.last_error.as_deref().unwrap_or("")),
+                    ]);
+                }
+                text.push_str(&crate::output::render(&table));
+            }
+            text
+        },
+    );
+    Ok(())
+}
+
+/// The flow input: `--input JSON`, `--input -` (stdin) or `--input-file PATH`; `null` without
+/// either.
+pub fn read_input(input: Option<&str>, file: Option<&Path>) -> Result<serde_json::Value, Failure> {
+    let (text, source) = match (input, file) {
+        (_, Some(path)) => (
+            std::fs::read_to_string(path).map_err(|e| {
+                Failure::usage(format!("cannot read --input-file {}: {e}", path.display()))
+            })?,
+            format!("--input-file {}", path.display()),
+        ),
+        (Some("-"), None) => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| Failure::usage(format!("cannot read the input from stdin: {e}")))?;
+            (text, "the input on stdin".to_owned())
+        }
+        (Some(text), None) => (text.to_owned(), "--input".to_owned()),
+        (None, None) => return Ok(serde_json::Value::Null),
+    };
+    serde_json::from_str(&text)
+        .map_err(|e| Failure::usage(format!("{source} is not valid JSON: {e}")))
+}
+
+/// Starts a run of an alias or a concrete flow.
+pub async fn start(
+    pool: &PgPool,
+    out: &Output,
+    flow: &str,
+    input: &serde_json::Value,
+) -> Result<(), Failure> {
+    let run = pgflow::engine::start_flow(pool, flow, input).await?;
+    out.print(
+        json!({ "run_id": run.run_id, "flow_slug": run.flow_slug }),
+        || {
+            format!(
+                "started run {} of `{}`\n  follow it:  pgflow run {}\n  its graph:  pgflow graph {} --run {}",
+                run.run_id, run.flow_slug, run.run_id, run.flow_slug, run.run_id
+            )
+        },
+    );
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! `pgflow status`: queues, workers, aliases and open rollouts at a glance.
+
+use comfy_table::Cell;
+use pgflow::engine::inspect::{self, WorkerEntry, WorkerFilter, WorkerLiveness};
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::failure::Failure;
+use crate::human;
+use crate::output::Output;
+
+/// The workers of `queue` among `workers`.
+fn on_queue<'a>(
+    workers: &'a [WorkerEntry],
+    queue: &'a str,
+) -> impl Iterator<Item = &'a WorkerEntry> {
+    workers.iter().filter(move |w| w.queue_name == queue)
+}
+
+/// How many of `workers` are in `state`.
+fn count(workers: &[&WorkerEntry], state: WorkerLiveness) -> usize {
+    workers.iter().filter(|w| w.liveness() == state).count()
+}
+
+/// Prints the overview.
+pub async fn status(pool: &PgPool, out: &Output) -> Result<(), Failure> {
+    let queues = inspect::queues(pool).await?;
+    let workers = inspect::workers(pool, WorkerFilter::NotStopped).await?;
+    let aliases = inspect::aliases(pool).await?;
+    let rollouts = pgflow::engine::rollouts(pool, true).await?;
+    // The engine's plans rely on current statistics (docs/operations.md).
+    let autovacuum = inspect::autovacuum_enabled(pool).await?;
+    out.print(
+        json!({
+            "queues": queues.iter().map(|q| json!({
+                "queue_name": q.queue_name, "depth": q.depth,
+                "oldest_message_age_seconds": q.oldest_message_age_seconds,
+                "in_flight_tasks": q.in_flight_tasks,
+                "workers": on_queue(&workers, &q.queue_name).map(|w| json!({
+                    "worker_id": w.worker_id,
+                    "function_name": w.function_name, "flow_slugs": w.flow_slugs,
+                    "deprecated": w.deprecated, "state": w.liveness().as_str(),
+                    "heartbeat_age_seconds": w.heartbeat_age_seconds,
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "aliases": aliases.iter().map(|a| json!({
+                "alias": a.alias, "flow_slug": a.flow_slug, "version": a.version
+            })).collect::<Vec<_>>(),
+            "open_rollouts": rollouts,
+            "autovacuum": autovacuum,
+        }),
+        || {
+            let mut text = String::new();
+            if queues.is_empty() {
+                text.push_str("no queues yet: a worker creates its flows' queues when it starts\n");
+            } else {
+                let mut table = out.table(&[
+                    "queue",
+                    "depth",
+                    "oldest",
+                    "in flight",
+                    "workers",
+                    "serving",
+                ]);
+                for q in &queues {
+                    let here: Vec<&WorkerEntry> = on_queue(&workers, &q.queue_name).collect();
+                    let mut counts = vec![format!("{} alive", count(&here, WorkerLiveness::Alive))];
+                    for state in [WorkerLiveness::Draining, WorkerLiveness::Stale] {
+                        let n = count(&here, state);
+                        if n > 0 {
+                            counts.push(format!("{n} {}", state.as_str()));
+                        }
+                    }
+                    let serving: Vec<String> = here
+                        .iter()
+                        .filter(|w| w.liveness() == WorkerLiveness::Alive)
+                        .map(|w| format!("{}[{}]", w.function_name, w.flow_slugs.join(",")))
+                        .collect();
+                    let alive = count(&here, WorkerLiveness::Alive);
+                    // Work waits and nothing serves it: the line that matters, in red.
+                    let workers_cell = if alive == 0 && q.depth > 0 {
+                        out.coloured(&counts.join(", "), "stale")
+                    } else {
+                        Cell::new(counts.join(", "))
+                    };
+                    table.add_row(vec![
+                        Cell::new(&q.queue_name),
+                        Cell::new(q.depth),
+                        Cell::new(
+                            q.oldest_message_age_seconds
+                                .map_or_else(|| "-".to_owned(), |a| human::compact(f64::from(a))),
+                        ),
+                        Cell::new(q.in_flight_tasks),
+                        workers_cell,
+                        Cell::new(if serving.is_empty() {
+                            "-".to_owned()
+                        } else {
+                            serving.join("; ")
+                        }),
+                    ]);
+                }
+                text.push_str(&crate::output::render(&table));
+                text.push('\n');
+            }
+            text.push_str("\naliases: ");
+            if aliases.is_empty() {
+                text.push_str("none");
+            } else {
+                let list: Vec<String> = aliases
+                    .iter()
+                    .map(|a| format!("{} -> {} (v{})", a.alias, a.flow_slug, a.version))
+                    .collect();
+                text.push_str(&list.join(", "));
+            }
+            text.push_str(&format!(
+                "\nopen rollouts: {}",
+                if rollouts.is_empty() {
+                    "none".to_owned()
+                } else {
+                    rollouts
+                        .iter()
+                        .map(|r| format!("{} ({})", r.rollout_id, r.function_names.join(",")))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ));
+            if !autovacuum {
+                text.push_str(
+                    "\n\nwarning: autovacuum is off on this server: running workers analyze \
+                     and vacuum pgflow's tables and queues themselves; other tables get nothing \
+                     (see docs/operations.md, Statistics and vacuum)",
+                );
+            }
+            text
+        },
+    );
+    Ok(())
+}

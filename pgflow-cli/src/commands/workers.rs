@@ -1,0 +1,70 @@
+//! `pgflow workers list|deprecate`.
+
+use comfy_table::Cell;
+use pgflow::engine::inspect::{self, WorkerFilter};
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::failure::Failure;
+use crate::human;
+use crate::output::Output;
+
+/// The first 8 hex digits of a worker id: enough to tell a handful of workers apart.
+pub fn short_id(id: uuid::Uuid) -> String {
+    id.simple().to_string()[..8].to_owned()
+}
+
+/// Workers that have not stopped (every worker with `all`), with one liveness rule.
+pub async fn list(pool: &PgPool, out: &Output, all: bool) -> Result<(), Failure> {
+    let filter = if all {
+        WorkerFilter::All
+    } else {
+        WorkerFilter::NotStopped
+    };
+    let rows = inspect::workers(pool, filter).await?;
+    out.print(
+        json!(
+            rows.iter()
+                .map(|w| {
+                    let mut value = json!(w);
+                    value["state"] = json!(w.liveness().as_str());
+                    value
+                })
+                .collect::<Vec<_>>()
+        ),
+        || {
+            if rows.is_empty() {
+                return if all {
+                    "no workers have registered yet".to_owned()
+                } else {
+                    "no workers running (`pgflow workers list --all` includes stopped ones)"
+                        .to_owned()
+                };
+            }
+            let mut table =
+                out.table(&["worker", "queue", "function", "state", "heartbeat", "flows"]);
+            for w in &rows {
+                table.add_row(vec![
+                    Cell::new(short_id(w.worker_id)),
+                    Cell::new(&w.queue_name),
+                    Cell::new(&w.function_name),
+                    out.status(w.liveness().as_str()),
+                    Cell::new(human::age_seconds(w.heartbeat_age_seconds)),
+                    Cell::new(w.flow_slugs.join(",")),
+                ]);
+            }
+            crate::output::render(&table)
+        },
+    );
+    Ok(())
+}
+
+/// Asks every live worker of a function to drain and stop.
+pub async fn deprecate(pool: &PgPool, out: &Output, function: &str) -> Result<(), Failure> {
+    let count = pgflow::engine::deprecate_workers(pool, function).await?;
+    out.print(
+        json!({ "function_name": function, "deprecated": count }),
+        || format!("{count} live worker(s) of `{function}` asked to drain and stop"),
+    );
+    Ok(())
+}

@@ -1,0 +1,92 @@
+//! How results reach the screen: JSON with `--json`, otherwise text and tables that fit, with
+//! colour only on a terminal and never when `NO_COLOR` is set.
+
+use std::io::IsTerminal;
+
+use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
+
+/// How to print.
+pub struct Output {
+    /// JSON instead of human text.
+    pub json: bool,
+    /// Colour (a terminal, and `NO_COLOR` unset or empty).
+    pub colour: bool,
+}
+
+impl Output {
+    /// JSON when asked for, else colour when stdout is a terminal and `NO_COLOR` is not set.
+    pub fn detect(json: bool) -> Self {
+        let no_colour = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Self {
+            json,
+            colour: !json && !no_colour && std::io::stdout().is_terminal(),
+        }
+    }
+
+    /// Prints `value` as one line of JSON, or `human()`'s text.
+    pub fn print(&self, value: serde_json::Value, human: impl FnOnce() -> String) {
+        if self.json {
+            println!("{value}");
+        } else {
+            println!("{}", human());
+        }
+    }
+
+    /// A table with these column headers, borderless, fitted to the terminal's width when
+    /// there is one (long cells wrap).
+    pub fn table(&self, headers: &[&str]) -> Table {
+        let mut table = Table::new();
+        table
+            .load_style(presets::NOTHING)
+            .set_content_arrangement(ContentArrangement::Dynamic);
+        if !self.colour {
+            table.force_no_tty();
+        }
+        table.set_header(headers.iter().map(|h| self.header(h)));
+        // Two spaces between columns, none before the first.
+        for column in table.column_iter_mut() {
+            column.set_padding((0, 2));
+        }
+        table
+    }
+
+    fn header(&self, text: &str) -> Cell {
+        let cell = Cell::new(text.to_uppercase());
+        if self.colour {
+            cell.add_attribute(comfy_table::Attribute::Bold)
+        } else {
+            cell
+        }
+    }
+}
+
+/// A table as text, without the spaces that pad its last column.
+pub fn render(table: &Table) -> String {
+    table
+        .lines()
+        .map(|line| line.trim_end().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl Output {
+    /// A cell for a status word, coloured by what it means: green when done or well, red when
+    /// failed or stale, yellow while in progress or draining.
+    pub fn status(&self, status: &str) -> Cell {
+        self.coloured(status, status)
+    }
+
+    /// A cell showing `text`, coloured as [`status`](Self::status) colours `status`.
+    pub fn coloured(&self, text: &str, status: &str) -> Cell {
+        let cell = Cell::new(text);
+        if !self.colour {
+            return cell;
+        }
+        match status {
+            "completed" | "alive" | "safe" | "finished" => cell.fg(Color::Green),
+            "failed" | "stale" | "cancelled" => cell.fg(Color::Red),
+            "started" | "queued" | "draining" | "open" | "created" => cell.fg(Color::Yellow),
+            _ => cell,
+        }
+    }
+}
