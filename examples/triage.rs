@@ -114,9 +114,10 @@ pub mod triage_v1 {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
+    // RUST_LOG=info (or debug, for a line per task) shows what the workers do.
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PGFLOW_LOG")
+            tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
@@ -127,6 +128,7 @@ async fn main() -> Result<(), Error> {
 
     let database = database::fresh("pgflow_triage", 16).await?;
     println!("database: {}", database.description);
+    let url = database.url.clone();
     let pool = database.pool.clone();
     pgflow::install(&pool).await?;
 
@@ -153,8 +155,12 @@ async fn main() -> Result<(), Error> {
         )
         .await?,
     ];
-    for worker in &workers {
-        println!("worker {} polls `{}`", worker.worker_id(), worker.queue());
+    for (worker, concurrency) in workers.iter().zip([10, 1, 5]) {
+        println!(
+            "worker {} polls `{}`, {concurrency} task(s) at a time",
+            &worker.worker_id().simple().to_string()[..8],
+            worker.queue()
+        );
     }
 
     let client = Client::new(pool.clone());
@@ -166,6 +172,7 @@ async fn main() -> Result<(), Error> {
     println!("started {runs} runs of the alias `triage` (active: `triage_v1`) in one call");
 
     let deadline = started + Duration::from_secs(60);
+    let progress = Progress::new(runs as u64);
     let (completed, failed) = loop {
         let (completed, failed): (i64, i64) = sqlx::query_as(
             "select count(*) filter (where status = 'completed'), count(*) filter (where status = 'failed')
@@ -174,14 +181,9 @@ async fn main() -> Result<(), Error> {
         .fetch_one(&pool)
         .await?;
         let done = (completed + failed) as usize;
-        print!(
-            "\r{} {done:>5}/{runs} runs done ({failed} failed)",
-            bar(done, runs)
-        );
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
+        progress.update(done as u64, failed);
         if done == runs || Instant::now() > deadline {
-            println!();
+            progress.finish(done as u64, failed);
             break (completed, failed);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -193,6 +195,11 @@ async fn main() -> Result<(), Error> {
         worker.wait().await?;
     }
     summary(&pool, runs, completed, failed, elapsed).await?;
+    if database.is_throwaway() {
+        println!("\n(the throwaway cluster is removed now; set DATABASE_URL to keep the runs)");
+    } else {
+        next_steps(&pool, &url).await?;
+    }
     if completed as usize != runs {
         return Err(format!(
             "{} of {runs} runs did not complete",
@@ -203,10 +210,89 @@ async fn main() -> Result<(), Error> {
     Ok(())
 }
 
-fn bar(done: usize, total: usize) -> String {
-    let width = 30;
-    let filled = (done * width).checked_div(total).unwrap_or(width);
-    format!("[{}{}]", "#".repeat(filled), ".".repeat(width - filled))
+/// The progress of the runs: a bar with rate and ETA on a terminal, else a plain line every
+/// few seconds (a log or CI keeps a readable record).
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    total: u64,
+    started: Instant,
+    last_line: std::cell::Cell<Instant>,
+}
+
+/// How often the plain progress line is printed when stdout is not a terminal.
+const PLAIN_EVERY: Duration = Duration::from_secs(3);
+
+impl Progress {
+    fn new(total: u64) -> Self {
+        use std::io::IsTerminal;
+        let bar = std::io::stdout().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(total);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:30} {pos:>5}/{len} runs done  {per_sec:>10}  ETA {eta}  {msg}",
+                )
+                .expect("a valid progress template"),
+            );
+            bar
+        });
+        Self {
+            bar,
+            total,
+            started: Instant::now(),
+            last_line: std::cell::Cell::new(Instant::now()),
+        }
+    }
+
+    fn update(&self, done: u64, failed: i64) {
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(done);
+                if failed > 0 {
+                    bar.set_message(format!("{failed} failed"));
+                }
+            }
+            None if self.last_line.get().elapsed() >= PLAIN_EVERY => {
+                self.last_line.set(Instant::now());
+                self.line(done, failed);
+            }
+            None => {}
+        }
+    }
+
+    fn finish(&self, done: u64, failed: i64) {
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(done);
+                bar.finish();
+            }
+            None => self.line(done, failed),
+        }
+    }
+
+    fn line(&self, done: u64, failed: i64) {
+        let rate = done as f64 / self.started.elapsed().as_secs_f64().max(0.001);
+        println!(
+            "{done:>5}/{} runs done ({failed} failed), {rate:.0} runs/s",
+            self.total
+        );
+    }
+}
+
+/// Where to look next, with the commands spelled out for this database.
+async fn next_steps(pool: &PgPool, url: &str) -> Result<(), Error> {
+    let sample: Option<uuid::Uuid> = sqlx::query_scalar(
+        "select run_id from pgflow.runs where (output -> 'alert' ->> 'sent')::boolean limit 1",
+    )
+    .fetch_optional(pool)
+    .await?;
+    println!("\nnext: look at what ran");
+    println!("  pgflow status --database-url {url}");
+    println!("  pgflow runs --flow triage --database-url {url}");
+    if let Some(run_id) = sample {
+        println!("  pgflow run {run_id} --database-url {url}");
+        println!("  pgflow graph triage --run {run_id} --database-url {url}");
+    }
+    Ok(())
 }
 
 async fn summary(

@@ -1,7 +1,8 @@
-//! Where the examples get Postgres: `DATABASE_URL` if set; else a server on 127.0.0.1:5432 if
-//! one answers; else a throwaway cluster started from this machine's Postgres binaries in a
-//! temporary directory (removed at exit). `PGFLOW_EXAMPLE_DATABASE=embedded` forces the
-//! throwaway cluster. Each example works in a database of its own, created afresh.
+//! Where the examples get Postgres: `DATABASE_URL` if set; else the local server (`PGHOST` and
+//! `PGPORT`, default 127.0.0.1:5432, user `postgres`) if one answers there; else a throwaway
+//! cluster started from this machine's Postgres binaries in a temporary directory (removed at
+//! exit). `PGFLOW_EXAMPLE_DATABASE=embedded` forces the throwaway cluster. Each example works in
+//! a database of its own, created afresh.
 
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -13,7 +14,16 @@ use sqlx::{ConnectOptions, PgPool};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+/// The local server's address: libpq's `PGHOST` and `PGPORT`, default `127.0.0.1:5432`.
+fn local_server() -> (String, String) {
+    let var = |name: &str, default: &str| {
+        std::env::var(name)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .unwrap_or_else(|| default.to_owned())
+    };
+    (var("PGHOST", "127.0.0.1"), var("PGPORT", "5432"))
+}
 
 /// A fresh database for an example, and what provides it.
 pub struct Database {
@@ -21,24 +31,37 @@ pub struct Database {
     pub pool: PgPool,
     /// Which server this is, for the example to say.
     pub description: String,
+    /// A URL of the example's database for the `pgflow` command (no password).
+    #[allow(dead_code)] // not every example prints it
+    pub url: String,
     /// Kept alive (and stopped on drop) when the server is a throwaway cluster.
     _cluster: Option<Cluster>,
+}
+
+impl Database {
+    /// Whether the server is a throwaway cluster, gone when the example exits.
+    #[allow(dead_code)] // not every example asks
+    pub fn is_throwaway(&self) -> bool {
+        self._cluster.is_some()
+    }
 }
 
 /// Connects to a fresh copy of database `name`.
 pub async fn fresh(name: &str, max_connections: u32) -> Result<Database, Error> {
     let forced = std::env::var("PGFLOW_EXAMPLE_DATABASE").is_ok_and(|v| v == "embedded");
+    let (host, port) = local_server();
     let (url, description, cluster) = match std::env::var("DATABASE_URL") {
-        Ok(url) if !forced => (url, "DATABASE_URL".to_owned(), None),
-        _ if !forced && answers("127.0.0.1:5432") => (
-            DEFAULT_URL.to_owned(),
-            "the server on 127.0.0.1:5432".to_owned(),
+        Ok(url) if !forced => (url, "the server at DATABASE_URL".to_owned(), None),
+        _ if !forced && answers(&format!("{host}:{port}")) => (
+            format!("postgres://postgres@{host}:{port}/postgres"),
+            format!("the local server on {host}:{port} (DATABASE_URL is unset)"),
             None,
         ),
         _ => {
             let cluster = Cluster::start()?;
             let description = format!(
-                "a throwaway cluster in {} (Postgres from {})",
+                "a throwaway cluster in {} (Postgres from {}; DATABASE_URL is unset and nothing \
+                 answers on {host}:{port})",
                 cluster.dir.display(),
                 cluster.bin.display()
             );
@@ -63,8 +86,15 @@ pub async fn fresh(name: &str, max_connections: u32) -> Result<Database, Error> 
         .max_connections(max_connections)
         .connect_with(server.clone().database(name))
         .await?;
+    let url = format!(
+        "postgres://{}@{}:{}/{name}",
+        server.get_username(),
+        server.get_host(),
+        server.get_port()
+    );
     Ok(Database {
         pool,
+        url,
         description: format!(
             "{description}, database `{name}` at {}:{}",
             server.get_host(),
@@ -94,8 +124,8 @@ struct Cluster {
 impl Cluster {
     fn start() -> Result<Self, Error> {
         let bin = postgres_bin().ok_or(
-            "no Postgres found: DATABASE_URL is unset, nothing answers on 127.0.0.1:5432, and no \
-             Postgres binaries are installed; install them (Debian/Ubuntu: `sudo apt install \
+            "no Postgres found: DATABASE_URL is unset, nothing answers on PGHOST:PGPORT \
+             (default 127.0.0.1:5432), and no Postgres binaries are installed; install them (Debian/Ubuntu: `sudo apt install \
              postgresql`) or set DATABASE_URL",
         )?;
         let as_postgres = is_root();
@@ -172,7 +202,13 @@ impl Cluster {
         } else {
             Command::new(&program_path)
         };
-        let output = command.args(args).output()?;
+        // The cluster's own port is passed explicitly; the caller's libpq settings must not
+        // steer the tools.
+        let output = command
+            .args(args)
+            .env_remove("PGHOST")
+            .env_remove("PGPORT")
+            .output()?;
         if !output.status.success() {
             return Err(format!(
                 "`{program}` failed: {}",

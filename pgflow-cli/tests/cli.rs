@@ -1,6 +1,6 @@
 //! The `pgflow` binary against a real database: output and exit codes. Every test gets a
 //! fresh database from `#[sqlx::test]` (server from `DATABASE_URL`, default in
-//! `.cargo/config.toml`).
+//! `.env`).
 
 #![allow(clippy::unwrap_used)]
 

@@ -1,7 +1,7 @@
 //! Integration tests of the SQL core against a real Postgres with real PGMQ.
 //!
 //! Every test gets a fresh database from `#[sqlx::test]` (server from `DATABASE_URL`, default
-//! in `.cargo/config.toml`) and installs pgflow into it.
+//! in `.env`) and installs pgflow into it.
 
 #![allow(clippy::unwrap_used)]
 
