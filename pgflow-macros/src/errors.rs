@@ -141,9 +141,10 @@ pub mod msg {
         format!("step `{step}` is defined twice; step names must be unique within a flow")
     }
 
-    pub fn unknown_dependency(step: &str, dep: &str) -> String {
+    pub fn unknown_dependency(step: &str, dep: &str, steps: &[&str]) -> String {
+        let suggestion = super::did_you_mean(dep, steps.iter().copied());
         format!(
-            "step `{step}` depends on `{dep}`, which is not a step of this flow; \
+            "step `{step}` depends on `{dep}`, which is not a step of this flow{suggestion}; \
              name a `#[step]` fn of this module"
         )
     }
@@ -188,8 +189,9 @@ pub mod msg {
                     .join(", ")
             )
         };
+        let suggestion = super::did_you_mean(param, deps.iter().map(String::as_str));
         format!(
-            "parameter `{param}` of step `{step}` names no dependency ({hint}); name a \
+            "parameter `{param}` of step `{step}` names no dependency ({hint}){suggestion}; name a \
              parameter after the dependency whose output it takes, call it `input` for the \
              flow input, or add the step to `depends_on`"
         )
@@ -216,5 +218,36 @@ pub mod msg {
 
     pub fn queue_variant_clash(a: &str, b: &str) -> String {
         format!("queues `{a}` and `{b}` would both become the same `Queue` variant; rename one")
+    }
+}
+
+/// ` (did you mean `measure`?)` when one of `candidates` is a likely misspelling of `name` (at
+/// most a third of its characters differ), else nothing.
+fn did_you_mean<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> String {
+    let allowed = (name.chars().count() / 3).max(1);
+    candidates
+        .map(|candidate| (strsim::damerau_levenshtein(name, candidate), candidate))
+        .filter(|(distance, _)| *distance <= allowed)
+        .min()
+        .map(|(_, candidate)| format!(" (did you mean `{candidate}`?)"))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod suggestion_tests {
+    use super::did_you_mean;
+
+    #[test]
+    fn a_close_name_is_suggested_and_a_distant_one_is_not() {
+        let steps = ["fetch", "measure", "split"];
+        assert_eq!(
+            did_you_mean("mesaure", steps.into_iter()),
+            " (did you mean `measure`?)"
+        );
+        assert_eq!(
+            did_you_mean("fecth", steps.into_iter()),
+            " (did you mean `fetch`?)"
+        );
+        assert_eq!(did_you_mean("classify", steps.into_iter()), "");
     }
 }

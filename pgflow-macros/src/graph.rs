@@ -45,7 +45,8 @@ pub fn check(steps: &[Step], errors: &mut Errors) -> Option<Vec<usize>> {
             match index.get(&name) {
                 Some(&j) => edges[i].push((j, dep)),
                 None => {
-                    errors.at(dep, msg::unknown_dependency(&step.slug, &name));
+                    let slugs: Vec<&str> = steps.iter().map(|s| s.slug.as_str()).collect();
+                    errors.at(dep, msg::unknown_dependency(&step.slug, &name, &slugs));
                     valid = false;
                 }
             }
