@@ -10,6 +10,8 @@
 //! Database: as for the `triage` example (`examples/common/database.rs`); the example works in
 //! a database of its own, `pgflow_rollout`, created afresh on every run.
 
+#[path = "common/cluster.rs"]
+mod cluster;
 #[path = "common/database.rs"]
 mod database;
 

@@ -1,16 +1,17 @@
 //! Where the examples get Postgres: `DATABASE_URL` if set; else the local server (`PGHOST` and
 //! `PGPORT`, default 127.0.0.1:5432, user `postgres`) if one answers there; else a throwaway
 //! cluster started from this machine's Postgres binaries in a temporary directory (removed at
-//! exit). `PGFLOW_EXAMPLE_DATABASE=embedded` forces the throwaway cluster. Each example works in
-//! a database of its own, created afresh.
+//! exit; `cluster.rs`). `PGFLOW_EXAMPLE_DATABASE=embedded` forces the throwaway cluster. Each
+//! example works in a database of its own, created afresh. An example that uses this module
+//! declares `cluster` next to it.
 
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
+
+use crate::cluster::Cluster;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -58,7 +59,12 @@ pub async fn fresh(name: &str, max_connections: u32) -> Result<Database, Error> 
             None,
         ),
         _ => {
-            let cluster = Cluster::start()?;
+            let cluster = Cluster::start().map_err(|e| {
+                format!(
+                    "DATABASE_URL is unset and nothing answers on {host}:{port}, so a throwaway \
+                     cluster was tried: {e}"
+                )
+            })?;
             let description = format!(
                 "a throwaway cluster in {} (Postgres from {}; DATABASE_URL is unset and nothing \
                  answers on {host}:{port})",
@@ -110,160 +116,4 @@ fn answers(address: &str) -> bool {
         .ok()
         .and_then(|mut a| a.next())
         .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_millis(500)).is_ok())
-}
-
-/// A Postgres cluster in a temporary directory, stopped and removed on drop.
-struct Cluster {
-    dir: PathBuf,
-    bin: PathBuf,
-    port: u16,
-    /// `initdb` and the server refuse to run as root; then they run as `postgres`.
-    as_postgres: bool,
-}
-
-impl Cluster {
-    fn start() -> Result<Self, Error> {
-        let bin = postgres_bin().ok_or(
-            "no Postgres found: DATABASE_URL is unset, nothing answers on PGHOST:PGPORT \
-             (default 127.0.0.1:5432), and no Postgres binaries are installed; install them (Debian/Ubuntu: `sudo apt install \
-             postgresql`) or set DATABASE_URL",
-        )?;
-        let as_postgres = is_root();
-        let dir = std::env::temp_dir().join(format!("pgflow-example-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let cluster = Self {
-            dir,
-            bin,
-            port,
-            as_postgres,
-        };
-        if as_postgres {
-            cluster.run(
-                "chown",
-                &[
-                    "-R".into(),
-                    "postgres".into(),
-                    cluster.dir.display().to_string(),
-                ],
-                false,
-            )?;
-        }
-        let data = cluster.dir.join("data").display().to_string();
-        cluster.run(
-            "initdb",
-            &[
-                "-D".into(),
-                data.clone(),
-                "-U".into(),
-                "postgres".into(),
-                "--auth=trust".into(),
-                "-E".into(),
-                "UTF8".into(),
-            ],
-            true,
-        )?;
-        cluster.run(
-            "pg_ctl",
-            &[
-                "-D".into(),
-                data,
-                "-l".into(),
-                cluster.dir.join("server.log").display().to_string(),
-                "-o".into(),
-                format!(
-                    "-p {} -c listen_addresses=127.0.0.1 -k {}",
-                    cluster.port,
-                    cluster.dir.display()
-                ),
-                "-w".into(),
-                "start".into(),
-            ],
-            true,
-        )?;
-        Ok(cluster)
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    /// Runs a Postgres program (from the bin dir when `postgres_tool`), as `postgres` if needed.
-    fn run(&self, program: &str, args: &[String], postgres_tool: bool) -> Result<(), Error> {
-        let program_path = if postgres_tool {
-            self.bin.join(program).display().to_string()
-        } else {
-            program.to_owned()
-        };
-        let mut command = if self.as_postgres && postgres_tool {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--", &program_path]);
-            c
-        } else {
-            Command::new(&program_path)
-        };
-        // The cluster's own port is passed explicitly; the caller's libpq settings must not
-        // steer the tools.
-        let output = command
-            .args(args)
-            .env_remove("PGHOST")
-            .env_remove("PGPORT")
-            .output()?;
-        if !output.status.success() {
-            return Err(format!(
-                "`{program}` failed: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            )
-            .into());
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let data = self.dir.join("data").display().to_string();
-        let _ = self.run(
-            "pg_ctl",
-            &[
-                "-D".into(),
-                data,
-                "-m".into(),
-                "immediate".into(),
-                "stop".into(),
-            ],
-            true,
-        );
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// The directory holding `initdb` and `pg_ctl`: on PATH, else the newest Debian install.
-fn postgres_bin() -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
-    });
-    on_path.or_else(|| {
-        let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-            .ok()?
-            .filter_map(|entry| entry.ok().map(|e| e.path().join("bin")))
-            .filter(|bin| bin.join("initdb").is_file())
-            .collect();
-        versions.sort_by_key(|p| {
-            p.parent()
-                .and_then(Path::file_name)
-                .and_then(|v| v.to_str())
-                .and_then(|v| v.parse::<u32>().ok())
-                .unwrap_or(0)
-        });
-        versions.pop()
-    })
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }

@@ -6,6 +6,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod claim;
+#[path = "../../examples/common/cluster.rs"]
+mod cluster;
 mod concurrency;
 mod define;
 mod dsl;
@@ -20,5 +22,6 @@ mod rollout;
 mod stalled;
 mod statistics;
 mod support;
+mod tls;
 mod upgrade;
 mod worker;

@@ -87,6 +87,15 @@ pub trait Routes<F, At> {}
 
 impl<F: FlowSpec> Routes<F, at::P0> for Deployment<F> {}
 
+/// Never a flow: the impl below gives a lone deployment a second `Routes` impl, so that the
+/// compiler cannot take the first as the only candidate. With one candidate it would unify the
+/// worker's flow with the deployment's and report a bare type mismatch (E0271) before the
+/// clear "this worker's queue belongs to flow ..." error of `Routes`.
+#[doc(hidden)]
+pub enum NoFlow {}
+
+impl<F: FlowSpec> Routes<NoFlow, at::P1> for Deployment<F> {}
+
 macro_rules! routes_at {
     ($at:ident; $($before:ident),*; $($after:ident),*) => {
         impl<F: FlowSpec, $($before,)* $($after,)*> Routes<F, at::$at>
