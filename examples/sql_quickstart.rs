@@ -15,8 +15,10 @@ mod database;
 
 use std::time::{Duration, Instant};
 
+use pgflow::RunStatus;
+use pgflow::definition::{FlowDefinition, StepDefinition};
 use pgflow::engine::{self, ClaimedTask, SupportedPairs, TaskCompletion};
-use pgflow::{FlowDefinition, FlowSlug, QueueName, RunStatus, StepDefinition, StepSlug};
+use pgflow::names::{FlowSlug, QueueName, StepSlug};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;

@@ -1,23 +1,60 @@
 //! pgflow for Rust: Postgres-native durable workflows.
 //!
-//! Flows are DAGs of typed Rust handlers; Postgres (schema `pgflow`) stores every run, step and
-//! task, PGMQ queues the work, and workers anywhere run it. This facade re-exports the runtime
-//! ([`pgflow_runtime`]) and the installer ([`pgflow_sql`]).
+//! A flow is a module of typed async step handlers; [`#[flow]`](flow) checks its DAG, its
+//! queues and its handler types at compile time. Postgres (schema `pgflow`) stores every run,
+//! step and task and owns retries, timeouts, fan-out and recovery; PGMQ queues the work;
+//! [`Worker`]s anywhere run it, one queue each.
 //!
 //! ```no_run
-//! # async fn demo(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
-//! use pgflow::{FlowDefinition, FlowSlug, StepDefinition, StepSlug};
+//! use std::time::Duration;
 //!
-//! pgflow::install(&pool).await?;
-//! let flow = FlowDefinition::new(FlowSlug::new("greet")?)
-//!     .step(StepDefinition::single(StepSlug::new("hello")?));
-//! pgflow::engine::compile_flow(&pool, &flow).await?;
-//! let run = pgflow::engine::start_flow(&pool, "greet", &serde_json::json!({"name": "Ada"})).await?;
-//! println!("started run {}", run.run_id);
+//! use pgflow::{Client, Worker};
+//!
+//! #[pgflow::flow(slug = "greet_v1", alias = "greet", input = String)]
+//! mod greet_v1 {
+//!     #[step]
+//!     pub async fn hello(input: String) -> Result<String, String> {
+//!         Ok(format!("hello, {input}"))
+//!     }
+//!
+//!     #[step(depends_on = [hello])]
+//!     pub async fn shout(hello: String) -> Result<String, String> {
+//!         Ok(hello.to_uppercase())
+//!     }
+//! }
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::connect("postgres://postgres@127.0.0.1/postgres").await?;
+//! pgflow::install(client.pool()).await?;
+//! let worker = Worker::start_on(greet_v1::deployment(), &client).await?;
+//!
+//! let run = greet_v1::start(&client, &"Ada".to_owned()).await?;
+//! let output = run.wait(&client, Duration::from_secs(10)).await?;
+//! assert_eq!(output.shout, "HELLO, ADA");
+//!
+//! worker.shutdown();
+//! worker.wait().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Where to go next:
+//! - [`flow`]: every key of `#[flow]` and `#[step]`, maps, queues, options, and what it
+//!   generates.
+//! - [`Worker`], [`WorkerConfig`]: queue-centric workers, registries of several flows, their
+//!   settings and how long they run.
+//! - [`Client`], [`RunHandle`]: starting runs (typed, by alias, many at once) and waiting.
+//! - [`install`]: the schema, its upgrades and PGMQ.
+//! - The untyped layer under the macros: [`definition`] (flows as data), [`engine`] (one typed
+//!   call per SQL function), [`names`] (validated slugs and queue names), [`schema`].
 
-pub use pgflow_runtime::*;
+pub use pgflow_runtime::{
+    Client, ConnectError, Connection, Context, Deployment, EngineError, FlowQueue, FlowSpec, Run,
+    RunError, RunHandle, RunStatus, Worker, WorkerConfig, WorkerError, WorkerHandle, sqlx,
+};
+pub use pgflow_runtime::{
+    client, connect, context, definition, deployment, engine, error, failure, handler, names,
+    rollout, worker,
+};
 
 #[doc = include_str!("docs/flow.md")]
 pub use pgflow_macros::flow;
@@ -30,11 +67,16 @@ pub use pgflow_macros::step;
 /// Not public API: what the macros expand to calls into this module.
 #[doc(hidden)]
 pub use pgflow_runtime::private as __private;
-pub use pgflow_sql::{
-    InstallError, InstallReport, PgmqSource, SchemaStatus, check_schema, code_functions_checksum,
-    code_migration_versions, code_schema_version, connection_target, functions_current, install,
-    install_url,
-};
+pub use pgflow_sql::{InstallError, InstallReport, install, install_url};
+
+/// The schema's state and this code's view of it: what `pgflow install` and worker startup
+/// check.
+pub mod schema {
+    pub use pgflow_sql::{
+        PgmqSource, SchemaStatus, check_schema, code_functions_checksum, code_migration_versions,
+        code_schema_version, connection_target, functions_current,
+    };
+}
 
 /// The documents in `docs/`, compiled as doc tests so that their code stays true.
 #[cfg(doctest)]

@@ -63,9 +63,9 @@ fn database_url(pool: &PgPool) -> String {
 /// Reads and claims up to 100 visible tasks of `queue`.
 async fn claim(
     pool: &PgPool,
-    queue: &pgflow::QueueName,
-    pairs: &pgflow::SupportedPairs,
-) -> Vec<pgflow::ClaimedTask> {
+    queue: &pgflow::names::QueueName,
+    pairs: &pgflow::engine::SupportedPairs,
+) -> Vec<pgflow::engine::ClaimedTask> {
     pgflow::engine::read_and_start_tasks(pool, queue, uuid::Uuid::new_v4(), pairs, 100, 30)
         .await
         .expect("claim tasks")
@@ -238,12 +238,15 @@ async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
     );
 
     // run classify so that the run is half way
-    let queue = pgflow::QueueName::new("classify_threads").unwrap();
-    let pairs = pgflow::SupportedPairs::routed_to(definition.definition(), &queue);
+    let queue = pgflow::names::QueueName::new("classify_threads").unwrap();
+    let pairs = pgflow::engine::SupportedPairs::routed_to(definition.definition(), &queue);
     let tasks = claim(&pool, &queue, &pairs).await;
     pgflow::engine::complete_tasks(
         &pool,
-        &[pgflow::TaskCompletion::of(&tasks[0], json!("label"))],
+        &[pgflow::engine::TaskCompletion::of(
+            &tasks[0],
+            json!("label"),
+        )],
     )
     .await
     .unwrap();
@@ -460,15 +463,18 @@ async fn ten_processes_install_at_the_same_moment(pool: PgPool) {
         .fetch_one(&pool)
         .await
         .unwrap();
-    assert_eq!(migrations as usize, pgflow::code_migration_versions().len());
+    assert_eq!(
+        migrations as usize,
+        pgflow::schema::code_migration_versions().len()
+    );
     let pgmq_scripts: i64 = sqlx::query_scalar("select count(*) from pgmq.__pgmq_migrations")
         .fetch_one(&pool)
         .await
         .unwrap();
     assert_eq!(pgmq_scripts, 1, "PGMQ's install script ran once");
     assert_eq!(
-        pgflow::check_schema(&pool).await.unwrap(),
-        pgflow::SchemaStatus::Current
+        pgflow::schema::check_schema(&pool).await.unwrap(),
+        pgflow::schema::SchemaStatus::Current
     );
 }
 
@@ -759,12 +765,15 @@ async fn run_lists_the_tasks_that_were_retried_with_their_last_error(pool: PgPoo
         .await
         .unwrap()
         .run_id();
-    let queue = pgflow::QueueName::new("classify_threads").unwrap();
-    let pairs = pgflow::SupportedPairs::routed_to(definition.definition(), &queue);
+    let queue = pgflow::names::QueueName::new("classify_threads").unwrap();
+    let pairs = pgflow::engine::SupportedPairs::routed_to(definition.definition(), &queue);
     let tasks = claim(&pool, &queue, &pairs).await;
     pgflow::engine::fail_tasks(
         &pool,
-        &[pgflow::TaskFailure::of(&tasks[0], "model timed out")],
+        &[pgflow::engine::TaskFailure::of(
+            &tasks[0],
+            "model timed out",
+        )],
     )
     .await
     .unwrap();

@@ -2,8 +2,10 @@
 
 use std::collections::HashSet;
 
+use pgflow::EngineError;
+use pgflow::definition::FlowDefinition;
 use pgflow::engine::{self, SupportedPairs};
-use pgflow::{EngineError, FlowDefinition, UnsupportedPair};
+use pgflow::error::UnsupportedPair;
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -353,15 +355,15 @@ async fn a_claim_archives_every_message_it_read(pool: PgPool) {
 async fn a_claimed_task_carries_its_steps_timeout_or_else_its_flows(pool: PgPool) {
     install(&pool).await;
     let mut definition = FlowDefinition::new(flow("timed"))
-        .options(pgflow::FlowOptions {
+        .options(pgflow::definition::FlowOptions {
             timeout: std::time::Duration::from_secs(45),
-            ..pgflow::FlowOptions::default()
+            ..pgflow::definition::FlowOptions::default()
         })
         .step(single("quick", &[]).queue(queue("timed_work")))
         .step(single("inherits", &[]).queue(queue("timed_work")));
-    definition.steps[0].options = pgflow::StepOptions {
+    definition.steps[0].options = pgflow::definition::StepOptions {
         timeout: Some(std::time::Duration::from_secs(7)),
-        ..pgflow::StepOptions::default()
+        ..pgflow::definition::StepOptions::default()
     };
     let definition = compiled(&pool, definition).await;
     engine::start_flows(&pool, "timed", &[json!(1)])

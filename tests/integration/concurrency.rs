@@ -1,7 +1,7 @@
 //! Several claimers completing tasks of the same runs at once: no deadlock, no lost or
 //! doubled work.
 
-use pgflow::FlowDefinition;
+use pgflow::definition::FlowDefinition;
 use pgflow::engine::{self, TaskCompletion};
 use serde_json::{Value, json};
 use sqlx::PgPool;

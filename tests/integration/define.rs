@@ -1,7 +1,8 @@
 //! Compiling and verifying concrete flows.
 
+use pgflow::EngineError;
+use pgflow::definition::{FlowDefinition, FlowOptions, StepOptions};
 use pgflow::engine::{self, CompileStatus};
-use pgflow::{EngineError, FlowDefinition, FlowOptions, StepOptions};
 use sqlx::PgPool;
 use std::time::Duration;
 

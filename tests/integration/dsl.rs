@@ -2,9 +2,9 @@
 //! execute end to end through the generated adapters.
 
 use pgflow::engine::{self, TaskCompletion, TaskFailure};
-use pgflow::{
-    Client, CompileStatus, Context, Deployment, FlowSpec, QueueName, RunError, SupportedPairs,
-};
+use pgflow::engine::{CompileStatus, SupportedPairs};
+use pgflow::names::QueueName;
+use pgflow::{Client, Context, Deployment, FlowSpec, RunError};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sqlx::PgPool;

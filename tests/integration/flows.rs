@@ -1,7 +1,8 @@
 //! Runs through DAG shapes: chain, diamond, maps, empty maps, batches.
 
+use pgflow::EngineError;
+use pgflow::definition::FlowDefinition;
 use pgflow::engine::{self, RunStatus};
-use pgflow::{EngineError, FlowDefinition};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -376,11 +377,12 @@ async fn calls_on_a_database_without_pgflow_say_to_install(pool: PgPool) {
 #[sqlx::test(migrations = false)]
 async fn start_delay_hides_the_tasks_until_it_passes(pool: PgPool) {
     install(&pool).await;
-    let delayed =
-        FlowDefinition::new(flow("later")).step(single("wait", &[]).options(pgflow::StepOptions {
+    let delayed = FlowDefinition::new(flow("later")).step(single("wait", &[]).options(
+        pgflow::definition::StepOptions {
             start_delay: Some(std::time::Duration::from_secs(60)),
             ..Default::default()
-        }));
+        },
+    ));
     let delayed = compiled(&pool, delayed).await;
     engine::start_flow(&pool, "later", &json!(null))
         .await
@@ -398,14 +400,12 @@ async fn ready_steps_on_several_queues_and_delays_get_their_own_messages(pool: P
         FlowDefinition::new(flow("spread"))
             .step(single("fast", &[]).queue(queue("spread_fast")))
             .step(map("each", &[]).queue(queue("spread_slow")))
-            .step(
-                single("later", &[])
-                    .queue(queue("spread_slow"))
-                    .options(pgflow::StepOptions {
-                        start_delay: Some(std::time::Duration::from_secs(60)),
-                        ..Default::default()
-                    }),
-            ),
+            .step(single("later", &[]).queue(queue("spread_slow")).options(
+                pgflow::definition::StepOptions {
+                    start_delay: Some(std::time::Duration::from_secs(60)),
+                    ..Default::default()
+                },
+            )),
     )
     .await;
     let runs = engine::start_flows(&pool, "spread", &[json!([1, 2, 3]), json!([4])])

@@ -1,15 +1,14 @@
 //! Installation: idempotent, concurrent, refuses newer schemas; names agree with SQL. (The
 //! `pgflow install` command's own tests are in `pgflow-cli/tests/cli.rs`.)
 
-use pgflow::{
-    InstallError, PgmqSource, SchemaStatus, code_migration_versions, code_schema_version,
-};
+use pgflow::InstallError;
+use pgflow::schema::{PgmqSource, SchemaStatus, code_migration_versions, code_schema_version};
 use sqlx::PgPool;
 
 #[sqlx::test(migrations = false)]
 async fn install_twice_is_a_no_op_the_second_time(pool: PgPool) {
     assert_eq!(
-        pgflow::check_schema(&pool).await.unwrap(),
+        pgflow::schema::check_schema(&pool).await.unwrap(),
         SchemaStatus::NotInstalled
     );
 
@@ -21,7 +20,7 @@ async fn install_twice_is_a_no_op_the_second_time(pool: PgPool) {
     let second = pgflow::install(&pool).await.unwrap();
     assert!(second.applied_migrations.is_empty());
     assert_eq!(
-        pgflow::check_schema(&pool).await.unwrap(),
+        pgflow::schema::check_schema(&pool).await.unwrap(),
         SchemaStatus::Current
     );
 
@@ -77,7 +76,7 @@ async fn a_newer_schema_is_refused(pool: PgPool) {
         other => panic!("expected SchemaNewer, got {other:?}"),
     }
     assert_eq!(
-        pgflow::check_schema(&pool).await.unwrap(),
+        pgflow::schema::check_schema(&pool).await.unwrap(),
         SchemaStatus::Newer {
             database: newer,
             code: code_schema_version()
@@ -132,17 +131,17 @@ async fn name_rules_agree_with_sql(pool: PgPool) {
             .await
             .unwrap();
         assert_eq!(
-            pgflow::FlowSlug::new(name).is_ok(),
+            pgflow::names::FlowSlug::new(name).is_ok(),
             sql_slug,
             "slug {name:?}"
         );
         assert_eq!(
-            pgflow::StepSlug::new(name).is_ok(),
+            pgflow::names::StepSlug::new(name).is_ok(),
             sql_slug,
             "slug {name:?}"
         );
         assert_eq!(
-            pgflow::QueueName::new(name).is_ok(),
+            pgflow::names::QueueName::new(name).is_ok(),
             sql_queue,
             "queue {name:?}"
         );

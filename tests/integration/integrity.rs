@@ -1,7 +1,7 @@
 //! The run-state tables refuse rows without parents and duplicate queued messages, whoever
 //! writes them (the checks run per statement, over all of its rows).
 
-use pgflow::FlowDefinition;
+use pgflow::definition::FlowDefinition;
 use pgflow::engine;
 use serde_json::json;
 use sqlx::PgPool;

@@ -1,6 +1,6 @@
 //! Outputs are stored and passed on exactly, including falsy values.
 
-use pgflow::FlowDefinition;
+use pgflow::definition::FlowDefinition;
 use pgflow::engine;
 use serde_json::{Value, json};
 use sqlx::PgPool;

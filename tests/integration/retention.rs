@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use pgflow::definition::{FlowDefinition, FlowOptions};
 use pgflow::engine::{self, Pruned, RunStatus, TaskFailure};
-use pgflow::{Client, EngineError, FlowDefinition, FlowOptions, Worker};
+use pgflow::{Client, EngineError, Worker};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;

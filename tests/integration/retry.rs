@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use pgflow::engine::{self, RunStatus, TaskCompletion, TaskFailure};
-use pgflow::{FlowDefinition, FlowOptions};
+use pgflow::definition::{FlowDefinition, FlowOptions};
+use pgflow::engine::{self, RunStatus, SupportedPairs, TaskCompletion, TaskFailure};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -110,7 +110,7 @@ async fn exhausted_attempts_fail_the_task_step_and_run(pool: PgPool) {
         .unwrap();
 
     let only_flaky = {
-        let mut p = pgflow::SupportedPairs::new();
+        let mut p = SupportedPairs::new();
         p.insert(&flow("doomed"), &crate::support::step("flaky"));
         p
     };

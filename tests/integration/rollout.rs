@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use pgflow::engine::{self, Activation};
-use pgflow::{Client, CompileStatus, FlowQueue, Worker, WorkerError, WorkerHandle};
+use pgflow::engine::{CompileStatus, SupportedPairs};
+use pgflow::{Client, FlowQueue, Worker, WorkerError, WorkerHandle};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -586,8 +587,8 @@ async fn coverage_requires_every_started_task(pool: PgPool) {
     engine::activate_flow(&pool, "triage_v2").await.unwrap();
     client.start::<triage_v1::Flow>(&json!(1)).await.unwrap();
     // A worker that has since died claimed it: the task is started (recoverable).
-    let queue = pgflow::QueueName::new("classify_threads").unwrap();
-    let pairs = pgflow::SupportedPairs::routed_to(triage_v1::deployment().definition(), &queue);
+    let queue = pgflow::names::QueueName::new("classify_threads").unwrap();
+    let pairs = SupportedPairs::routed_to(triage_v1::deployment().definition(), &queue);
     let claimed = engine::read_and_start_tasks(&pool, &queue, Uuid::new_v4(), &pairs, 10, 30)
         .await
         .unwrap();

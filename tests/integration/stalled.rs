@@ -1,6 +1,6 @@
 //! Stalled-task recovery.
 
-use pgflow::FlowDefinition;
+use pgflow::definition::FlowDefinition;
 use pgflow::engine::{self, RunStatus};
 use serde_json::json;
 use sqlx::PgPool;

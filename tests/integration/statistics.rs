@@ -5,8 +5,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use pgflow::definition::FlowDefinition;
 use pgflow::engine;
-use pgflow::{Client, FlowDefinition, Worker, WorkerHandle};
+use pgflow::{Client, Worker, WorkerHandle};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 

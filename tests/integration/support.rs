@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
+use pgflow::definition::{FlowDefinition, StepDefinition};
 use pgflow::engine::{self, ClaimedTask, Run, SupportedPairs, TaskCompletion};
-use pgflow::{
-    FlowDefinition, FlowQueue, FlowSlug, QueueName, StepDefinition, StepSlug, WorkerConfig,
-};
+use pgflow::names::{FlowSlug, QueueName, StepSlug};
+use pgflow::{FlowQueue, WorkerConfig};
 use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;

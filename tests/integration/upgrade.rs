@@ -118,13 +118,13 @@ async fn function_bodies_of_an_older_release_are_replaced_at_install(pool: PgPoo
         .execute(&pool)
         .await
         .unwrap();
-    assert!(!pgflow::functions_current(&pool).await.unwrap());
+    assert!(!pgflow::schema::functions_current(&pool).await.unwrap());
     let before = installed(&pool).await;
 
     let report = pgflow::install(&pool).await.unwrap();
     assert!(report.applied_migrations.is_empty());
     assert!(report.applied_functions);
-    assert!(pgflow::functions_current(&pool).await.unwrap());
+    assert!(pgflow::schema::functions_current(&pool).await.unwrap());
     let upgraded = installed(&pool).await;
     let fresh = fresh_install(&pool).await;
     assert_ne!(before.catalog, fresh.catalog, "the older body differs");

@@ -78,7 +78,7 @@ async fn connect(url: &str) -> Result<PgPool, Failure> {
     let options: PgConnectOptions = url
         .parse()
         .map_err(|e| Failure::usage(format!("invalid database URL: {e}")))?;
-    let target = pgflow::connection_target(&options);
+    let target = pgflow::schema::connection_target(&options);
     let probe = options.connect().await.map_err(|e| {
         Failure::runtime(format!("cannot connect to the database at {target}: {e}"))
     })?;
@@ -86,16 +86,18 @@ async fn connect(url: &str) -> Result<PgPool, Failure> {
     let pool = PgPoolOptions::new()
         .max_connections(2)
         .connect_lazy_with(options);
-    match pgflow::check_schema(&pool).await {
-        Ok(pgflow::SchemaStatus::Current) => Ok(pool),
-        Ok(pgflow::SchemaStatus::NotInstalled) => Err(Failure::usage(format!(
+    match pgflow::schema::check_schema(&pool).await {
+        Ok(pgflow::schema::SchemaStatus::Current) => Ok(pool),
+        Ok(pgflow::schema::SchemaStatus::NotInstalled) => Err(Failure::usage(format!(
             "pgflow is not installed in {target}; run `pgflow install`"
         ))),
-        Ok(pgflow::SchemaStatus::Outdated { database, code }) => Err(Failure::usage(format!(
-            "the pgflow schema in {target} is at version {database}, older than this binary's \
+        Ok(pgflow::schema::SchemaStatus::Outdated { database, code }) => {
+            Err(Failure::usage(format!(
+                "the pgflow schema in {target} is at version {database}, older than this binary's \
              {code}; run `pgflow install` to upgrade it"
-        ))),
-        Ok(pgflow::SchemaStatus::Newer { database, code }) => Err(Failure::usage(format!(
+            )))
+        }
+        Ok(pgflow::schema::SchemaStatus::Newer { database, code }) => Err(Failure::usage(format!(
             "the pgflow schema in {target} is at version {database}, newer than this binary's \
              {code}; use a newer pgflow"
         ))),
