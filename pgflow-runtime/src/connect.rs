@@ -34,7 +34,7 @@ pub enum ConnectError {
 /// A pool of at most `max_connections` on `url`. One connection is tried first, once, so an
 /// unreachable server or a refused login fails at once with its cause (a pool would retry it
 /// until its acquire timeout, 30 s, and then report only the timeout).
-pub(crate) async fn pool(url: &str, max_connections: u32) -> Result<PgPool, ConnectError> {
+pub async fn pool(url: &str, max_connections: u32) -> Result<PgPool, ConnectError> {
     let options =
         PgConnectOptions::from_str(url).map_err(|source| ConnectError::InvalidUrl { source })?;
     let target = pgflow_sql::connection_target(&options);

@@ -8,7 +8,7 @@ use pgflow::{Client, ConnectError, EngineError, Worker, WorkerError};
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::support::{database_url, eventually, install};
+use crate::support::{database_url, eventually, install, worker_stopped};
 
 #[pgflow::flow(slug = "handled")]
 pub mod handled {
@@ -21,14 +21,6 @@ pub mod handled {
         tokio::time::sleep(Duration::from_millis(millis)).await;
         Ok(millis)
     }
-}
-
-async fn worker_stopped(pool: &PgPool, worker_id: uuid::Uuid) -> bool {
-    sqlx::query_scalar("select stopped_at is not null from pgflow.workers where worker_id = $1")
-        .bind(worker_id)
-        .fetch_one(pool)
-        .await
-        .unwrap()
 }
 
 #[sqlx::test(migrations = false)]

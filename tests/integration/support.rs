@@ -189,3 +189,12 @@ pub async fn eventually(seconds: u64, mut check: impl AsyncFnMut() -> bool) -> b
     }
     false
 }
+
+/// Whether the worker `worker_id` has marked itself stopped.
+pub async fn worker_stopped(pool: &PgPool, worker_id: Uuid) -> bool {
+    sqlx::query_scalar("select stopped_at is not null from pgflow.workers where worker_id = $1")
+        .bind(worker_id)
+        .fetch_one(pool)
+        .await
+        .expect("read the worker's row")
+}

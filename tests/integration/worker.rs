@@ -9,7 +9,7 @@ use pgflow::{Client, EngineError, Worker, WorkerError};
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::support::{eventually, install, messages, worker_config};
+use crate::support::{eventually, install, messages, worker_config, worker_stopped};
 
 async fn completed_runs(pool: &PgPool) -> i64 {
     sqlx::query_scalar("select count(*) from pgflow.runs where status = 'completed'")
@@ -727,12 +727,5 @@ async fn sigterm_drains_the_worker(pool: PgPool) {
         run.run(&client).await.unwrap().status,
         pgflow::RunStatus::Completed
     );
-    let stopped: bool = sqlx::query_scalar(
-        "select stopped_at is not null from pgflow.workers where worker_id = $1",
-    )
-    .bind(worker_id)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert!(stopped);
+    assert!(worker_stopped(&pool, worker_id).await);
 }

@@ -10,9 +10,9 @@ mod runs;
 mod status;
 mod workers;
 
+use pgflow::ConnectError;
 use pgflow::engine::inspect::{self, FlowName};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, PgPool};
+use sqlx::PgPool;
 
 use crate::args::{AliasCommand, Cli, Command, RolloutCommand, WorkersCommand};
 use crate::failure::Failure;
@@ -75,17 +75,18 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
 
 /// Connects and checks that pgflow is installed and current.
 async fn connect(url: &str) -> Result<PgPool, Failure> {
-    let options: PgConnectOptions = url
-        .parse()
-        .map_err(|e| Failure::usage(format!("invalid database URL: {e}")))?;
-    let target = pgflow::schema::connection_target(&options);
-    let probe = options.connect().await.map_err(|e| {
-        Failure::runtime(format!("cannot connect to the database at {target}: {e}"))
-    })?;
-    let _ = sqlx::Connection::close(probe).await;
-    let pool = PgPoolOptions::new()
-        .max_connections(2)
-        .connect_lazy_with(options);
+    let pool = pgflow::connect::pool(url, 2)
+        .await
+        .map_err(|error| match error {
+            ConnectError::InvalidUrl { source } => {
+                Failure::usage(format!("invalid database URL: {source}"))
+            }
+            ConnectError::Unreachable { target, source } => Failure::runtime(format!(
+                "cannot connect to the database at {target}: {source}"
+            )),
+            other => Failure::runtime(other.to_string()),
+        })?;
+    let target = pgflow::schema::connection_target(&pool.connect_options());
     match pgflow::schema::check_schema(&pool).await {
         Ok(pgflow::schema::SchemaStatus::Current) => Ok(pool),
         Ok(pgflow::schema::SchemaStatus::NotInstalled) => Err(Failure::usage(format!(

@@ -64,7 +64,8 @@ pub async fn status(pool: &PgPool, out: &Output) -> Result<(), Failure> {
                 ]);
                 for q in &queues {
                     let here: Vec<&WorkerEntry> = on_queue(&workers, &q.queue_name).collect();
-                    let mut counts = vec![format!("{} alive", count(&here, WorkerLiveness::Alive))];
+                    let alive = count(&here, WorkerLiveness::Alive);
+                    let mut counts = vec![format!("{alive} alive")];
                     for state in [WorkerLiveness::Draining, WorkerLiveness::Stale] {
                         let n = count(&here, state);
                         if n > 0 {
@@ -76,7 +77,6 @@ pub async fn status(pool: &PgPool, out: &Output) -> Result<(), Failure> {
                         .filter(|w| w.liveness() == WorkerLiveness::Alive)
                         .map(|w| format!("{}[{}]", w.function_name, w.flow_slugs.join(",")))
                         .collect();
-                    let alive = count(&here, WorkerLiveness::Alive);
                     // Work waits and nothing serves it: the line that matters, in red.
                     let workers_cell = if alive == 0 && q.depth > 0 {
                         out.coloured(&counts.join(", "), "stale")
