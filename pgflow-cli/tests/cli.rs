@@ -755,7 +755,7 @@ async fn start_reads_a_large_input_from_a_file_or_stdin(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = false)]
-async fn run_lists_the_tasks_that_were_retried_with_their_last_error(pool: PgPool) {
+async fn run_shows_each_task_attempt_that_failed_or_stalled_with_its_error(pool: PgPool) {
     install(&pool).await;
     let client = Client::new(pool.clone());
     let definition = triage_v1::deployment();
@@ -768,6 +768,13 @@ async fn run_lists_the_tasks_that_were_retried_with_their_last_error(pool: PgPoo
     let queue = pgflow::names::QueueName::new("classify_threads").unwrap();
     let pairs = pgflow::engine::SupportedPairs::routed_to(definition.definition(), &queue);
     let tasks = claim(&pool, &queue, &pairs).await;
+    let first_worker: uuid::Uuid = sqlx::query_scalar(
+        "select last_worker_id from pgflow.step_tasks where run_id = $1 and step_slug = 'classify'",
+    )
+    .bind(run_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
     pgflow::engine::fail_tasks(
         &pool,
         &[pgflow::engine::TaskFailure::of(
@@ -778,6 +785,34 @@ async fn run_lists_the_tasks_that_were_retried_with_their_last_error(pool: PgPoo
     .await
     .unwrap();
 
+    // The retry's message, made visible now, is claimed again; that attempt's worker then
+    // goes silent past the step's timeout, and the stalled-task sweep requeues it.
+    let message_id: i64 = sqlx::query_scalar(
+        "select message_id from pgflow.step_tasks where run_id = $1 and step_slug = 'classify'",
+    )
+    .bind(run_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    sqlx::query("select pgmq.set_vt('classify_threads', $1, 0)")
+        .bind(message_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let second = claim(&pool, &queue, &pairs).await;
+    assert_eq!(second[0].attempt, 2);
+    sqlx::query(
+        "update pgflow.step_tasks set started_at = now() - interval '1 hour' where run_id = $1",
+    )
+    .bind(run_id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("select * from pgflow.requeue_stalled_tasks(0, 3)")
+        .execute(&pool)
+        .await
+        .unwrap();
+
     let text = stdout(&pgflow(&pool, &["run", &run_id.to_string()]));
     let (_, retried) = text
         .split_once("tasks that were retried, requeued or failed")
@@ -785,9 +820,41 @@ async fn run_lists_the_tasks_that_were_retried_with_their_last_error(pool: PgPoo
     // step, task, status, attempts, requeues, last error
     assert_eq!(
         row_of(retried, "classify"),
-        ["classify", "0", "queued", "1", "0", "model", "timed", "out"],
+        ["classify", "0", "queued", "2", "1", "model", "timed", "out"],
         "{text}"
     );
+    let (_, history) = text
+        .split_once("attempts that did not succeed")
+        .unwrap_or_else(|| panic!("no attempt history:\n{text}"));
+    let rows: Vec<Vec<&str>> = history
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(|cells| cells.first() == Some(&"classify"))
+        .collect();
+    // step, task, attempt, outcome, worker, started (date, time), took, error
+    assert_eq!(rows.len(), 2, "{text}");
+    assert_eq!(rows[0][..4], ["classify", "0", "1", "failed"], "{text}");
+    assert_eq!(rows[0][4], &first_worker.simple().to_string()[..8]);
+    assert!(
+        history.lines().nth(2).unwrap().ends_with("model timed out"),
+        "{text}"
+    );
+    assert_eq!(rows[1][..4], ["classify", "0", "2", "stalled"], "{text}");
+    assert!(
+        history.contains("no result within the step's timeout"),
+        "{text}"
+    );
+
+    let json: Value = serde_json::from_str(&stdout(&pgflow(
+        &pool,
+        &["run", &run_id.to_string(), "--json"],
+    )))
+    .unwrap();
+    let attempts = json["failed_attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts[0]["error"], "model timed out");
+    assert_eq!(attempts[1]["outcome"], "stalled");
+    assert_eq!(attempts[1]["attempt"], 2);
 }
 
 #[sqlx::test(migrations = false)]

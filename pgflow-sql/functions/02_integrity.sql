@@ -65,3 +65,31 @@ create or replace trigger step_tasks_parents
   after insert on pgflow.step_tasks
   referencing new table as inserted_rows
   for each statement execute function pgflow.check_step_task_parents();
+
+create or replace function pgflow.check_task_attempt_parents()
+returns trigger
+language plpgsql
+as $$
+declare
+  v_orphan record;
+begin
+  select n.run_id, n.step_slug, n.task_index, n.attempt
+  into v_orphan
+  from inserted_rows n
+  where not exists (select 1 from pgflow.step_tasks t
+                    where t.run_id = n.run_id and t.step_slug = n.step_slug
+                      and t.task_index = n.task_index)
+  limit 1;
+  if found then
+    raise exception 'attempt % of task (%, %, %) refers to a task that does not exist',
+      v_orphan.attempt, v_orphan.run_id, v_orphan.step_slug, v_orphan.task_index
+      using errcode = 'foreign_key_violation';
+  end if;
+  return null;
+end;
+$$;
+
+create or replace trigger task_attempts_parents
+  after insert on pgflow.task_attempts
+  referencing new table as inserted_rows
+  for each statement execute function pgflow.check_task_attempt_parents();

@@ -234,6 +234,17 @@ begin
     return;
   end if;
 
+  -- The attempt's history row, taken from the task before it is requeued or failed.
+  insert into pgflow.task_attempts
+    (run_id, step_slug, task_index, attempt, outcome, worker_id, started_at, error_message)
+  select t.run_id, t.step_slug, t.task_index, t.attempts_count, 'failed', t.last_worker_id,
+         t.started_at, f.error_message
+  from unnest(v_runs, v_steps, v_indexes, v_errors)
+    as f(run_id, step_slug, task_index, error_message)
+  join pgflow.step_tasks t
+    on t.run_id = f.run_id and t.step_slug = f.step_slug and t.task_index = f.task_index
+  on conflict do nothing;
+
   -- Retries: back to queued, with a new message visible after the backoff.
   if true = any(v_retry) then
     update pgflow.step_tasks t

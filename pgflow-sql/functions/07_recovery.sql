@@ -62,6 +62,19 @@ begin
     return;
   end if;
 
+  -- Each stalled attempt's history row, before the task is requeued or failed.
+  insert into pgflow.task_attempts
+    (run_id, step_slug, task_index, attempt, outcome, worker_id, started_at, error_message)
+  select t.run_id, t.step_slug, t.task_index, greatest(t.attempts_count, 1), 'stalled',
+         t.last_worker_id, t.started_at,
+         format('no result within the step''s timeout of %s s (plus %s s grace): its worker '
+                'stopped or lost the database while running it', o.timeout, p_grace_seconds)
+  from unnest(v_runs, v_steps, v_indexes) as s(run_id, step_slug, task_index)
+  join pgflow.step_tasks t
+    on t.run_id = s.run_id and t.step_slug = s.step_slug and t.task_index = s.task_index
+  join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
+  on conflict do nothing;
+
   if true = any(v_requeue) then
     update pgflow.step_tasks t
     set status = 'queued', requeue_count = t.requeue_count + 1

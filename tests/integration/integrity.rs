@@ -24,7 +24,7 @@ async fn refusal(pool: &PgPool, sql: &str, run_id: Uuid) -> (String, String) {
 }
 
 #[sqlx::test(migrations = false)]
-async fn step_states_and_tasks_without_parents_are_refused(pool: PgPool) {
+async fn step_states_tasks_and_attempts_without_parents_are_refused(pool: PgPool) {
     install(&pool).await;
     compiled(
         &pool,
@@ -82,6 +82,20 @@ async fn step_states_and_tasks_without_parents_are_refused(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!(tasks, 1, "only the run's own task is stored");
+
+    let (code, message) = refusal(
+        &pool,
+        "insert into pgflow.task_attempts (run_id, step_slug, task_index, attempt, outcome,
+                                           error_message)
+         values ($1, 'only', 0, 1, 'failed', 'boom'), ($1, 'only', 7, 1, 'failed', 'boom')",
+        started.run_id,
+    )
+    .await;
+    assert_eq!(code, "23503");
+    assert!(
+        message.contains("attempt 1 of task") && message.contains("only, 7)"),
+        "{message}"
+    );
 }
 
 #[sqlx::test(migrations = false)]

@@ -1,5 +1,5 @@
-//! Retention: `pgflow.prune` deletes what ended before a cutoff (runs with their step states
-//! and tasks, archived messages, stopped workers) and never touches live work.
+//! Retention: `pgflow.prune` deletes what ended before a cutoff (runs with their step states,
+//! tasks and attempt history, archived messages, stopped workers) and never touches live work.
 
 use std::time::Duration;
 
@@ -142,8 +142,20 @@ async fn pruning_deletes_what_ended_before_the_cutoff_and_keeps_live_and_recent_
     .unwrap();
     assert_eq!(archived(&pool, "kept").await, 5);
 
+    let attempts = "select count(*) from pgflow.task_attempts where run_id = $1";
+    assert_eq!(
+        count(&pool, attempts, old_failed).await,
+        1,
+        "the failed attempt's history"
+    );
+
     let pruned = engine::prune(&pool, DAY, 100).await.unwrap();
     assert!(!pruned.busy);
+    assert_eq!(
+        count(&pool, attempts, old_failed).await,
+        0,
+        "history goes with its run"
+    );
     assert_eq!(
         (pruned.runs, pruned.step_states, pruned.tasks),
         // Tasks: two of the completed run, one of the failed run (its second step never started).

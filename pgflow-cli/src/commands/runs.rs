@@ -17,6 +17,9 @@ use crate::output::Output;
 /// How many troubled tasks `pgflow run` lists at most.
 const TASKS_SHOWN: i64 = 50;
 
+/// How many failed attempts `pgflow run` lists at most.
+const ATTEMPTS_SHOWN: i64 = 100;
+
 /// When a run ended, if it has.
 fn ended_at(run: &pgflow::Run) -> Option<chrono::DateTime<chrono::Utc>> {
     run.completed_at.or(run.failed_at)
@@ -74,12 +77,15 @@ pub async fn show(pool: &PgPool, out: &Output, run_id: &str) -> Result<(), Failu
     let run = pgflow::engine::run(pool, run_id).await?;
     let steps = inspect::run_steps(pool, run_id).await?;
     let tasks = inspect::troubled_tasks(pool, run_id, TASKS_SHOWN).await?;
+    let mut attempts = inspect::failed_attempts(pool, run_id, ATTEMPTS_SHOWN + 1).await?;
+    let more_attempts = attempts.len() > ATTEMPTS_SHOWN as usize;
+    attempts.truncate(ATTEMPTS_SHOWN as usize);
     let status = run.status.as_str();
     out.print(
         json!({
             "run_id": run.run_id, "flow_slug": run.flow_slug, "status": status,
             "started_at": run.started_at, "completed_at": run.completed_at, "failed_at": run.failed_at,
-            "steps": steps, "retried_tasks": tasks,
+            "steps": steps, "retried_tasks": tasks, "failed_attempts": attempts,
         }),
         || {
             let took = ended_at(&run).map_or_else(
@@ -131,10 +137,48 @@ pub async fn show(pool: &PgPool, out: &Output, run_id: &str) -> Result<(), Failu
                 }
                 text.push_str(&crate::output::render(&table));
             }
+            if !attempts.is_empty() {
+                text.push_str("\n\nattempts that did not succeed\n");
+                text.push_str(&attempt_table(out, &attempts));
+                if more_attempts {
+                    text.push_str(&format!(
+                        "\n(the first {ATTEMPTS_SHOWN}; `pgflow run {run_id} --json` has the same)"
+                    ));
+                }
+            }
             text
         },
     );
     Ok(())
+}
+
+/// The attempt history: one row per attempt that failed or stalled.
+fn attempt_table(out: &Output, attempts: &[inspect::FailedAttempt]) -> String {
+    let mut table = out.table(&[
+        "step", "task", "attempt", "outcome", "worker", "started", "took", "error",
+    ]);
+    for a in attempts {
+        table.add_row(vec![
+            Cell::new(&a.step_slug),
+            Cell::new(a.task_index),
+            Cell::new(a.attempt),
+            out.status(&a.outcome),
+            Cell::new(
+                a.worker_id
+                    .map_or_else(|| "-".to_owned(), super::workers::short_id),
+            ),
+            Cell::new(
+                a.started_at
+                    .map_or_else(|| "-".to_owned(), human::timestamp),
+            ),
+            Cell::new(
+                a.started_at
+                    .map_or_else(|| "-".to_owned(), |start| human::between(start, a.ended_at)),
+            ),
+            Cell::new(&a.error),
+        ]);
+    }
+    crate::output::render(&table)
 }
 
 /// The flow input: `--input JSON`, `--input -` (stdin) or `--input-file PATH`; `null` without

@@ -360,6 +360,52 @@ pub async fn troubled_tasks(
     Ok(rows)
 }
 
+/// One attempt of a task that did not succeed, from the run's attempt history.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct FailedAttempt {
+    /// The task's step.
+    pub step_slug: String,
+    /// The task's index (0 for a single step, the element for a map step).
+    pub task_index: i32,
+    /// The attempt's number, from 1.
+    pub attempt: i32,
+    /// `failed` (the handler returned an error, panicked or timed out) or `stalled` (no result
+    /// came back: its worker stopped or lost the database).
+    pub outcome: String,
+    /// The worker that ran it.
+    pub worker_id: Option<Uuid>,
+    /// When it started.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it failed, or when the stall was noticed.
+    pub ended_at: DateTime<Utc>,
+    /// What went wrong.
+    pub error: String,
+}
+
+/// The attempts of a run's tasks that did not succeed, in step, task and attempt order (at
+/// most `limit`). Kept until the run is pruned.
+pub async fn failed_attempts(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+    limit: i64,
+) -> Result<Vec<FailedAttempt>, EngineError> {
+    let rows = sqlx::query_as(
+        "select a.step_slug, a.task_index, a.attempt, a.outcome, a.worker_id, a.started_at,
+                a.ended_at, a.error_message as error
+         from pgflow.task_attempts a
+         join pgflow.runs r on r.run_id = a.run_id
+         join pgflow.steps s on s.flow_slug = r.flow_slug and s.step_slug = a.step_slug
+         where a.run_id = $1
+         order by s.step_index, a.task_index, a.attempt limit $2",
+    )
+    .bind(run_id)
+    .bind(limit.max(1))
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
 /// A step of a stored flow, as a node of its graph.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
 pub struct GraphStep {
