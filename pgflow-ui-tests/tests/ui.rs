@@ -2,7 +2,7 @@
 //! with the checked-in `.stderr`, every file in `tests/ui/pass` must compile.
 //!
 //! After an intended change of a message, regenerate the expectations with
-//! `TRYBUILD=overwrite cargo test --test ui` and review the diff.
+//! `TRYBUILD=overwrite cargo test -p pgflow-ui-tests` and review the diff.
 
 #[test]
 fn ui() {
