@@ -10,8 +10,6 @@
 //! Database: as for the `triage` example (`examples/common/database.rs`); the example works in
 //! a database of its own, `pgflow_rollout`, created afresh on every run.
 
-#[path = "common/cluster.rs"]
-mod cluster;
 #[path = "common/database.rs"]
 mod database;
 

@@ -8,8 +8,6 @@
 //! These loops show the engine's contract (queue-scoped claims, batched completions); the
 //! worker runtime (`pgflow::Worker`) builds the production version of them.
 
-#[path = "common/cluster.rs"]
-mod cluster;
 #[path = "common/database.rs"]
 mod database;
 

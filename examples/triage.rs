@@ -10,8 +10,6 @@
 //! cargo run --release --example triage          # RUNS=1000 for a bigger batch
 //! ```
 
-#[path = "common/cluster.rs"]
-mod cluster;
 #[path = "common/database.rs"]
 mod database;
 

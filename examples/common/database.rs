@@ -1,9 +1,8 @@
 //! Where the examples get Postgres: `DATABASE_URL` if set; else the local server (`PGHOST` and
 //! `PGPORT`, default 127.0.0.1:5432, user `postgres`) if one answers there; else a throwaway
 //! cluster started from this machine's Postgres binaries in a temporary directory (removed at
-//! exit; `cluster.rs`). `PGFLOW_EXAMPLE_DATABASE=embedded` forces the throwaway cluster. Each
-//! example works in a database of its own, created afresh. An example that uses this module
-//! declares `cluster` next to it.
+//! exit; `pgflow_testkit::Cluster`). `PGFLOW_EXAMPLE_DATABASE=embedded` forces the throwaway
+//! cluster. Each example works in a database of its own, created afresh.
 
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -11,7 +10,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 
-use crate::cluster::Cluster;
+use pgflow_testkit::Cluster;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 

@@ -6,8 +6,6 @@
 #![allow(clippy::unwrap_used)]
 
 mod claim;
-#[path = "../../examples/common/cluster.rs"]
-mod cluster;
 mod concurrency;
 mod define;
 mod dsl;

@@ -5,13 +5,12 @@
 //! As root, `initdb` and the server refuse to run, so they run as `postgres` and the directory
 //! is given to that user.
 
-#![allow(dead_code)] // each user of this file takes what it needs
-
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-type Error = Box<dyn std::error::Error + Send + Sync>;
+/// What went wrong starting or running a cluster, as text for the caller to report.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// A Postgres cluster in a temporary directory, stopped and removed on drop.
 pub struct Cluster {
