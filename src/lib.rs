@@ -49,7 +49,8 @@
 
 pub use pgflow_runtime::{
     Client, ConnectError, Connection, Context, Deployment, EngineError, FlowQueue, FlowSpec, Run,
-    RunError, RunHandle, RunStatus, Worker, WorkerConfig, WorkerError, WorkerHandle, sqlx,
+    RunError, RunHandle, RunStatus, StepError, Worker, WorkerConfig, WorkerError, WorkerHandle,
+    sqlx,
 };
 pub use pgflow_runtime::{
     client, connect, context, definition, deployment, engine, error, failure, handler, names,
@@ -60,7 +61,7 @@ pub use pgflow_runtime::{
 pub use pgflow_macros::flow;
 
 /// Marks an `async fn` inside a [`flow`] module as a step (keys: `queue`, `depends_on`, `map`,
-/// `max_attempts`, `base_delay`, `timeout`, `start_delay`). `#[flow]` reads and removes it;
+/// `max_attempts`, `base_delay`, `max_delay`, `jitter_percent`, `timeout`, `start_delay`). `#[flow]` reads and removes it;
 /// anywhere else it is a compile error.
 pub use pgflow_macros::step;
 

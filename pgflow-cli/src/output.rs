@@ -84,7 +84,7 @@ impl Output {
         }
         match status {
             "completed" | "alive" | "safe" | "finished" => cell.fg(Color::Green),
-            "failed" | "stale" | "stalled" | "cancelled" => cell.fg(Color::Red),
+            "failed" | "permanent" | "stale" | "stalled" | "cancelled" => cell.fg(Color::Red),
             "started" | "queued" | "draining" | "open" | "created" => cell.fg(Color::Yellow),
             _ => cell,
         }

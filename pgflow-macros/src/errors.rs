@@ -60,6 +60,10 @@ pub mod msg {
         format!("`{key}` takes a whole number of at least {min}")
     }
 
+    pub fn expected_percent(key: &str) -> String {
+        format!("`{key}` takes a whole percentage from 0 to 100, e.g. `{key} = 20`")
+    }
+
     pub fn expected_type(key: &str) -> String {
         format!("`{key}` takes a type, e.g. `{key} = MyInput`")
     }

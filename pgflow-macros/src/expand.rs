@@ -234,6 +234,8 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
     let version = flow.version;
     let max_attempts = option_tokens(flow.max_attempts);
     let base_delay = option_tokens(flow.base_delay);
+    let max_delay = option_tokens(flow.max_delay);
+    let jitter_percent = option_tokens(flow.jitter_percent);
     let timeout = option_tokens(flow.timeout);
     let step_decls = steps.iter().map(|step| {
         let slug = &step.slug;
@@ -242,6 +244,8 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
         let queue = option_tokens(step.queue.as_ref().map(|q| q.value.clone()));
         let max_attempts = option_tokens(step.max_attempts);
         let base_delay = option_tokens(step.base_delay);
+        let max_delay = option_tokens(step.max_delay);
+        let jitter_percent = option_tokens(step.jitter_percent);
         let timeout = option_tokens(step.timeout);
         let start_delay = option_tokens(step.start_delay);
         quote! {
@@ -252,6 +256,8 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
                 queue: #queue,
                 max_attempts: #max_attempts,
                 base_delay: #base_delay,
+                max_delay: #max_delay,
+                jitter_percent: #jitter_percent,
                 timeout: #timeout,
                 start_delay: #start_delay,
                 ..::pgflow::__private::StepDecl::DEFAULT
@@ -265,6 +271,8 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
             version: #version,
             max_attempts: #max_attempts,
             base_delay: #base_delay,
+            max_delay: #max_delay,
+            jitter_percent: #jitter_percent,
             timeout: #timeout,
             steps: &[#(#step_decls),*],
             ..::pgflow::__private::FlowDecl::DEFAULT

@@ -19,6 +19,8 @@ pub struct Flow {
     pub input: Option<Type>,
     pub max_attempts: Option<u32>,
     pub base_delay: Option<u64>,
+    pub max_delay: Option<u64>,
+    pub jitter_percent: Option<u8>,
     pub timeout: Option<u64>,
     /// Steps in declaration order.
     pub steps: Vec<Step>,
@@ -36,6 +38,8 @@ pub struct Step {
     pub output: Option<Type>,
     pub max_attempts: Option<u32>,
     pub base_delay: Option<u64>,
+    pub max_delay: Option<u64>,
+    pub jitter_percent: Option<u8>,
     pub timeout: Option<u64>,
     pub start_delay: Option<u64>,
     /// Parameters that name no dependency: reported only when every dependency of the step
@@ -133,6 +137,8 @@ pub fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) -> Flow {
         input: args.input,
         max_attempts: args.max_attempts.map(|v| v.value),
         base_delay: args.base_delay.map(|v| v.value),
+        max_delay: args.max_delay.map(|v| v.value),
+        jitter_percent: args.jitter_percent.map(|v| v.value),
         timeout: args.timeout.map(|v| v.value),
         steps,
     }
@@ -266,6 +272,8 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
         output,
         max_attempts: args.max_attempts.map(|v| v.value),
         base_delay: args.base_delay.map(|v| v.value),
+        max_delay: args.max_delay.map(|v| v.value),
+        jitter_percent: args.jitter_percent.map(|v| v.value),
         timeout: args.timeout.map(|v| v.value),
         start_delay: args.start_delay.map(|v| v.value),
         unmatched_params,

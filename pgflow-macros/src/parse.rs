@@ -26,6 +26,8 @@ pub struct FlowArgs {
     pub input: Option<Type>,
     pub max_attempts: Option<Located<u32>>,
     pub base_delay: Option<Located<u64>>,
+    pub max_delay: Option<Located<u64>>,
+    pub jitter_percent: Option<Located<u8>>,
     pub timeout: Option<Located<u64>>,
 }
 
@@ -46,6 +48,8 @@ pub struct StepArgs {
     pub map: Option<MapSource>,
     pub max_attempts: Option<Located<u32>>,
     pub base_delay: Option<Located<u64>>,
+    pub max_delay: Option<Located<u64>>,
+    pub jitter_percent: Option<Located<u8>>,
     pub timeout: Option<Located<u64>>,
     pub start_delay: Option<Located<u64>>,
 }
@@ -57,6 +61,8 @@ const FLOW_KEYS: &[&str] = &[
     "input",
     "max_attempts",
     "base_delay",
+    "max_delay",
+    "jitter_percent",
     "timeout",
 ];
 
@@ -66,6 +72,8 @@ const STEP_KEYS: &[&str] = &[
     "map",
     "max_attempts",
     "base_delay",
+    "max_delay",
+    "jitter_percent",
     "timeout",
     "start_delay",
 ];
@@ -88,6 +96,12 @@ pub fn flow_args(tokens: TokenStream, errors: &mut Errors) -> FlowArgs {
             "base_delay" => set_once(&mut args.base_delay, &meta, &key, errors, |m, k, e| {
                 duration_value(m, k, e, 0)
             }),
+            "max_delay" => set_once(&mut args.max_delay, &meta, &key, errors, |m, k, e| {
+                duration_value(m, k, e, 1)
+            }),
+            "jitter_percent" => {
+                set_once(&mut args.jitter_percent, &meta, &key, errors, percent_value)
+            }
             "timeout" => set_once(&mut args.timeout, &meta, &key, errors, |m, k, e| {
                 duration_value(m, k, e, 1)
             }),
@@ -115,6 +129,12 @@ pub fn step_args(tokens: TokenStream, errors: &mut Errors) -> StepArgs {
             "base_delay" => set_once(&mut args.base_delay, &meta, &key, errors, |m, k, e| {
                 duration_value(m, k, e, 0)
             }),
+            "max_delay" => set_once(&mut args.max_delay, &meta, &key, errors, |m, k, e| {
+                duration_value(m, k, e, 1)
+            }),
+            "jitter_percent" => {
+                set_once(&mut args.jitter_percent, &meta, &key, errors, percent_value)
+            }
             "timeout" => set_once(&mut args.timeout, &meta, &key, errors, |m, k, e| {
                 duration_value(m, k, e, 1)
             }),
@@ -233,6 +253,34 @@ fn integer_value(
         })),
         None => {
             errors.at(&expr, msg::expected_integer(key, min));
+            Ok(None)
+        }
+    }
+}
+
+fn percent_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<Located<u8>>> {
+    if !meta.input.peek(Token![=]) {
+        errors.at(&meta.path, msg::expected_percent(key));
+        return Ok(None);
+    }
+    let expr = expr_value(meta)?;
+    let parsed = match &expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => i.base10_parse::<u8>().ok().filter(|v| *v <= 100),
+        _ => None,
+    };
+    match parsed {
+        Some(value) => Ok(Some(Located {
+            value,
+            span: expr.span(),
+        })),
+        None => {
+            errors.at(&expr, msg::expected_percent(key));
             Ok(None)
         }
     }

@@ -36,15 +36,23 @@ pub struct FlowOptions {
     /// Base of the exponential retry backoff: retry `n` waits `base_delay * 2^(n-1)`.
     /// Whole seconds. Default 1 s.
     pub base_delay: Duration,
+    /// The longest a retry waits, however many attempts came before (whole seconds, at least
+    /// 1). Default `None`: no cap.
+    pub max_delay: Option<Duration>,
+    /// Each retry delay is shortened by a random part of up to this percentage (0 to 100), so
+    /// tasks that failed together do not come back together. Default 0.
+    pub jitter_percent: u8,
     /// How long a handler may run before its attempt fails. Whole seconds. Default 60 s.
     pub timeout: Duration,
 }
 
 impl FlowOptions {
-    /// The defaults: 3 attempts, 1 s base delay, 60 s timeout.
+    /// The defaults: 3 attempts, 1 s base delay, no delay cap, no jitter, 60 s timeout.
     pub const DEFAULT: Self = Self {
         max_attempts: 3,
         base_delay: Duration::from_secs(1),
+        max_delay: None,
+        jitter_percent: 0,
         timeout: Duration::from_secs(60),
     };
 }
@@ -62,6 +70,10 @@ pub struct StepOptions {
     pub max_attempts: Option<u32>,
     /// Retry backoff base for this step.
     pub base_delay: Option<Duration>,
+    /// Retry delay cap for this step.
+    pub max_delay: Option<Duration>,
+    /// Retry delay jitter for this step, in percent (0 to 100).
+    pub jitter_percent: Option<u8>,
     /// Handler timeout for this step.
     pub timeout: Option<Duration>,
     /// Delay between the step becoming ready and its tasks becoming visible.
@@ -196,6 +208,8 @@ impl FlowDefinition {
         json!({
             "max_attempts": self.options.max_attempts,
             "base_delay": self.options.base_delay.as_secs(),
+            "max_delay": self.options.max_delay.map(|d| d.as_secs()),
+            "jitter": self.options.jitter_percent,
             "timeout": self.options.timeout.as_secs(),
         })
     }
@@ -213,6 +227,8 @@ impl FlowDefinition {
                         "queue": self.queue_of(step).as_str(),
                         "max_attempts": step.options.max_attempts,
                         "base_delay": step.options.base_delay.map(|d| d.as_secs()),
+                        "max_delay": step.options.max_delay.map(|d| d.as_secs()),
+                        "jitter": step.options.jitter_percent,
                         "timeout": step.options.timeout.map(|d| d.as_secs()),
                         "start_delay": step.options.start_delay.map(|d| d.as_secs()),
                     })

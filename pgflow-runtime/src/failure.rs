@@ -1,18 +1,29 @@
 //! Why a step attempt failed, and the decoding and encoding of handler values that name the
 //! step and parameter in their failures but never the values themselves.
 
+use std::any::Any;
+use std::fmt::Display;
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+use crate::step_error::StepError;
 
 /// Why a step attempt failed. Its text is stored as the task's error; it names the step and
 /// the parameter but never contains input or output values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StepFailure {
-    /// The handler returned an error (its `Display` text).
+    /// The handler returned an error (its `Display` text); the attempt is retried while the
+    /// step has attempts left.
     #[error("{0}")]
     Handler(String),
+
+    /// The handler returned [`StepError::permanent`](crate::StepError::permanent): the task
+    /// fails at once, whatever attempts remain.
+    #[error("{0}")]
+    Permanent(String),
 
     /// The task input could not be decoded into a handler parameter.
     #[error("step `{step_slug}`: cannot decode parameter `{parameter}` as `{type_name}`: {reason}")]
@@ -80,6 +91,24 @@ pub enum StepFailure {
         /// The step.
         step_slug: String,
     },
+}
+
+impl StepFailure {
+    /// The failure a handler's error stands for: [`StepFailure::Permanent`] for a permanent
+    /// [`StepError`], else [`StepFailure::Handler`] with the error's text.
+    pub fn of_handler<E: Display + 'static>(error: E) -> Self {
+        match (&error as &dyn Any).downcast_ref::<StepError>() {
+            Some(step_error) if step_error.is_permanent() => {
+                Self::Permanent(step_error.message().to_owned())
+            }
+            _ => Self::Handler(error.to_string()),
+        }
+    }
+
+    /// Whether the task fails now instead of using its remaining attempts.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Self::Permanent(_))
+    }
 }
 
 /// Decodes `value` as `T`, describing a failure without the value itself.

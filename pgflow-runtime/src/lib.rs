@@ -6,6 +6,7 @@
 //! - [`deployment`], [`handler`], [`context`]: flows as types (what `#[flow]` generates),
 //!   step adapters and what a handler sees.
 //! - [`client`]: typed starts and waits.
+//! - [`StepError`]: a handler error that says whether retrying can help.
 
 pub mod client;
 pub mod connect;
@@ -20,6 +21,7 @@ pub mod names;
 #[doc(hidden)]
 pub mod private;
 pub mod rollout;
+pub mod step_error;
 pub mod worker;
 
 pub use client::{Client, RunError, RunHandle};
@@ -35,6 +37,7 @@ pub use error::{EngineError, UnsupportedPair};
 pub use failure::StepFailure;
 pub use handler::{HandlerFuture, StepHandler, TaskInput};
 pub use names::{FlowSlug, NameError, QueueName, StepSlug};
+pub use step_error::StepError;
 pub use worker::{Connection, Worker, WorkerConfig, WorkerError, WorkerHandle};
 
 /// The sqlx this crate is built with (0.8): name pools and queries through `pgflow::sqlx` and

@@ -34,6 +34,10 @@ pub struct FlowDecl {
     pub max_attempts: Option<u32>,
     /// Flow `base_delay` in seconds, if set.
     pub base_delay: Option<u64>,
+    /// Flow `max_delay` in seconds, if set.
+    pub max_delay: Option<u64>,
+    /// Flow `jitter_percent`, if set.
+    pub jitter_percent: Option<u8>,
     /// Flow `timeout` in seconds, if set.
     pub timeout: Option<u64>,
     /// Steps in topological order.
@@ -48,6 +52,8 @@ impl FlowDecl {
         version: 1,
         max_attempts: None,
         base_delay: None,
+        max_delay: None,
+        jitter_percent: None,
         timeout: None,
         steps: &[],
     };
@@ -68,6 +74,10 @@ pub struct StepDecl {
     pub max_attempts: Option<u32>,
     /// `base_delay` in seconds, if set.
     pub base_delay: Option<u64>,
+    /// `max_delay` in seconds, if set.
+    pub max_delay: Option<u64>,
+    /// `jitter_percent`, if set.
+    pub jitter_percent: Option<u8>,
     /// `timeout` in seconds, if set.
     pub timeout: Option<u64>,
     /// `start_delay` in seconds, if set.
@@ -83,6 +93,8 @@ impl StepDecl {
         queue: None,
         max_attempts: None,
         base_delay: None,
+        max_delay: None,
+        jitter_percent: None,
         timeout: None,
         start_delay: None,
     };
@@ -102,6 +114,8 @@ pub fn definition(decl: &FlowDecl) -> FlowDefinition {
             base_delay: decl
                 .base_delay
                 .map_or(defaults.base_delay, Duration::from_secs),
+            max_delay: decl.max_delay.map(Duration::from_secs),
+            jitter_percent: decl.jitter_percent.unwrap_or(defaults.jitter_percent),
             timeout: decl.timeout.map_or(defaults.timeout, Duration::from_secs),
         });
     for step in decl.steps {
@@ -121,6 +135,8 @@ pub fn definition(decl: &FlowDecl) -> FlowDefinition {
             options: StepOptions {
                 max_attempts: step.max_attempts,
                 base_delay: step.base_delay.map(Duration::from_secs),
+                max_delay: step.max_delay.map(Duration::from_secs),
+                jitter_percent: step.jitter_percent,
                 timeout: step.timeout.map(Duration::from_secs),
                 start_delay: step.start_delay.map(Duration::from_secs),
             },
@@ -138,7 +154,7 @@ pub trait StepResult {
     /// The step's output type.
     type Output: Serialize + DeserializeOwned + Send + 'static;
     /// The handler's error type.
-    type Error: Display;
+    type Error: Display + 'static;
     /// The result.
     fn into_result(self) -> Result<Self::Output, Self::Error>;
 }
@@ -146,7 +162,7 @@ pub trait StepResult {
 impl<T, E> StepResult for Result<T, E>
 where
     T: Serialize + DeserializeOwned + Send + 'static,
-    E: Display,
+    E: Display + 'static,
 {
     type Output = T;
     type Error = E;
@@ -208,6 +224,6 @@ pub const fn assert_step_result<R: StepResult>() {}
 pub fn output<R: StepResult>(step_slug: &str, result: R) -> Result<Value, StepFailure> {
     match result.into_result() {
         Ok(value) => crate::failure::encode(step_slug, &value),
-        Err(error) => Err(StepFailure::Handler(error.to_string())),
+        Err(error) => Err(StepFailure::of_handler(error)),
     }
 }

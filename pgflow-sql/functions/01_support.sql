@@ -19,7 +19,9 @@ select
   coalesce(s.opt_max_attempts, f.opt_max_attempts) as max_attempts,
   coalesce(s.opt_base_delay, f.opt_base_delay) as base_delay,
   coalesce(s.opt_timeout, f.opt_timeout) as timeout,
-  coalesce(s.opt_start_delay, 0) as start_delay
+  coalesce(s.opt_start_delay, 0) as start_delay,
+  coalesce(s.opt_max_delay, f.opt_max_delay) as max_delay,
+  coalesce(s.opt_jitter, f.opt_jitter) as jitter
 from pgflow.steps s
 join pgflow.flows f on f.flow_slug = s.flow_slug;
 

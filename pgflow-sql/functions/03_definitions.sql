@@ -55,11 +55,37 @@ begin
 end;
 $$;
 
+-- Checks a percentage option: absent/null gives p_default, else a whole number from 0 to 100.
+create or replace function pgflow.percent_option(
+  p_flow_slug text, p_where text, p_options jsonb, p_key text, p_default integer
+)
+returns integer
+language plpgsql
+immutable
+as $$
+declare
+  v_value jsonb := p_options -> p_key;
+begin
+  if v_value is null or v_value = 'null'::jsonb then
+    return p_default;
+  end if;
+  if jsonb_typeof(v_value) <> 'number' or v_value::text !~ '^[0-9]+$'
+     or v_value::numeric > 100 then
+    perform pgflow.raise_invalid_definition(p_flow_slug, format(
+      '%s option `%s` is a percentage: a whole number from 0 to 100, got %s',
+      p_where, p_key, v_value));
+  end if;
+  return v_value::integer;
+end;
+$$;
+
 -- define_flow: compile a concrete flow, or verify it against the stored one.
 --
--- p_options: {"max_attempts", "base_delay", "timeout"} (seconds; each optional).
+-- p_options: {"max_attempts", "base_delay", "max_delay", "jitter", "timeout"} (delays and
+--            timeout in seconds, jitter a percentage from 0 to 100; each optional).
 -- p_steps:   [{"slug", "type": "single"|"map", "deps": [slug], "queue",
---              "max_attempts", "base_delay", "timeout", "start_delay"}] in topological order
+--              "max_attempts", "base_delay", "max_delay", "jitter", "timeout", "start_delay"}]
+--            in topological order
 --            (every dependency listed before its dependents). "queue" defaults to the
 --            lowercased flow slug; "type" to "single"; "deps" to [].
 --
@@ -97,6 +123,8 @@ declare
   v_count integer;
   v_max_attempts integer;
   v_base_delay integer;
+  v_max_delay integer;
+  v_jitter integer;
   v_timeout integer;
   v_status text;
 begin
@@ -121,6 +149,8 @@ begin
   end if;
   v_max_attempts := pgflow.option_value(p_flow_slug, 'flow', p_options, 'max_attempts', 1, 3);
   v_base_delay := pgflow.option_value(p_flow_slug, 'flow', p_options, 'base_delay', 0, 1);
+  v_max_delay := pgflow.option_value(p_flow_slug, 'flow', p_options, 'max_delay', 1, null);
+  v_jitter := pgflow.percent_option(p_flow_slug, 'flow', p_options, 'jitter', 0);
   v_timeout := pgflow.option_value(p_flow_slug, 'flow', p_options, 'timeout', 1, 60);
 
   if p_steps is null or jsonb_typeof(p_steps) <> 'array' or jsonb_array_length(p_steps) = 0 then
@@ -196,6 +226,8 @@ begin
       'deps', to_jsonb(v_deps),
       'max_attempts', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'max_attempts', 1, null),
       'base_delay', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'base_delay', 0, null),
+      'max_delay', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'max_delay', 1, null),
+      'jitter', pgflow.percent_option(p_flow_slug, format('step `%s`', v_slug), v_step, 'jitter', null),
       'timeout', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'timeout', 1, null),
       'start_delay', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'start_delay', 0, null)));
   end loop;
@@ -263,30 +295,39 @@ begin
     update pgflow.flows
     set opt_max_attempts = v_max_attempts,
         opt_base_delay = v_base_delay,
+        opt_max_delay = v_max_delay,
+        opt_jitter = v_jitter,
         opt_timeout = v_timeout
     where flow_slug = p_flow_slug
-      and (opt_max_attempts, opt_base_delay, opt_timeout)
-          is distinct from (v_max_attempts, v_base_delay, v_timeout);
+      and (opt_max_attempts, opt_base_delay, opt_max_delay, opt_jitter, opt_timeout)
+          is distinct from (v_max_attempts, v_base_delay, v_max_delay, v_jitter, v_timeout);
 
     update pgflow.steps s
     set opt_max_attempts = (x ->> 'max_attempts')::integer,
         opt_base_delay = (x ->> 'base_delay')::integer,
+        opt_max_delay = (x ->> 'max_delay')::integer,
+        opt_jitter = (x ->> 'jitter')::integer,
         opt_timeout = (x ->> 'timeout')::integer,
         opt_start_delay = (x ->> 'start_delay')::integer
     from jsonb_array_elements(v_settings) x
     where s.flow_slug = p_flow_slug
       and s.step_slug = x ->> 'slug'
-      and (s.opt_max_attempts, s.opt_base_delay, s.opt_timeout, s.opt_start_delay)
+      and (s.opt_max_attempts, s.opt_base_delay, s.opt_max_delay, s.opt_jitter, s.opt_timeout,
+           s.opt_start_delay)
           is distinct from ((x ->> 'max_attempts')::integer, (x ->> 'base_delay')::integer,
+                            (x ->> 'max_delay')::integer, (x ->> 'jitter')::integer,
                             (x ->> 'timeout')::integer, (x ->> 'start_delay')::integer);
     v_status := 'verified';
   else
     -- 3b. Compile.
-    insert into pgflow.flows (flow_slug, alias, version, opt_max_attempts, opt_base_delay, opt_timeout)
-    values (p_flow_slug, p_alias, p_version, v_max_attempts, v_base_delay, v_timeout);
+    insert into pgflow.flows (flow_slug, alias, version, opt_max_attempts, opt_base_delay,
+                              opt_max_delay, opt_jitter, opt_timeout)
+    values (p_flow_slug, p_alias, p_version, v_max_attempts, v_base_delay, v_max_delay, v_jitter,
+            v_timeout);
 
     insert into pgflow.steps (flow_slug, step_slug, step_index, step_type, deps_count, queue_name,
-                              opt_max_attempts, opt_base_delay, opt_timeout, opt_start_delay)
+                              opt_max_attempts, opt_base_delay, opt_max_delay, opt_jitter,
+                              opt_timeout, opt_start_delay)
     select p_flow_slug,
            shape.value ->> 'slug',
            (shape.ordinality - 1)::integer,
@@ -295,6 +336,8 @@ begin
            shape.value ->> 'queue',
            (settings ->> 'max_attempts')::integer,
            (settings ->> 'base_delay')::integer,
+           (settings ->> 'max_delay')::integer,
+           (settings ->> 'jitter')::integer,
            (settings ->> 'timeout')::integer,
            (settings ->> 'start_delay')::integer
     from jsonb_array_elements(v_shape) with ordinality as shape(value, ordinality)

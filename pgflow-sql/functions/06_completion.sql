@@ -173,7 +173,9 @@ $$;
 -- matched like complete_tasks, so late or duplicate reports change nothing).
 -- A task with attempts left goes back to 'queued' with a new message that becomes visible
 -- after base_delay * 2^(attempt - 1) seconds (exponential backoff; the first retry waits
--- base_delay). A task out of attempts fails for good, with its step and run (see
+-- base_delay), at most max_delay seconds when the step has a cap, and shortened by a random
+-- part of up to jitter percent. A task out of attempts, or whose attempt failed permanently
+-- (p_permanent[i]; null or absent means not), fails for good, with its step and run (see
 -- fail_tasks_permanently). Tasks of runs that already failed are failed without retry.
 -- Returns, per task handled, whether it will be retried and after how many seconds.
 -- Locks: runs, step_tasks, then as fail_tasks_permanently.
@@ -182,7 +184,8 @@ create or replace function pgflow.fail_tasks(
   p_step_slugs text[],
   p_task_indexes integer[],
   p_attempts integer[],
-  p_error_messages text[]
+  p_error_messages text[],
+  p_permanent boolean[] default null
 )
 returns table (run_id uuid, step_slug text, task_index integer, will_retry boolean, retry_delay_seconds integer)
 language plpgsql
@@ -197,26 +200,34 @@ declare
   v_errors text[];
   v_retry boolean[];
   v_delays integer[];
+  v_outcomes text[];
 begin
   if cardinality(p_run_ids) is distinct from cardinality(p_step_slugs)
      or cardinality(p_run_ids) is distinct from cardinality(p_task_indexes)
      or cardinality(p_run_ids) is distinct from cardinality(p_attempts)
-     or cardinality(p_run_ids) is distinct from cardinality(p_error_messages) then
-    raise exception 'fail_tasks: run ids, step slugs, task indexes, attempts and error messages '
-      'must be arrays of equal length' using errcode = 'PF005';
+     or cardinality(p_run_ids) is distinct from cardinality(p_error_messages)
+     or (p_permanent is not null
+         and cardinality(p_run_ids) is distinct from cardinality(p_permanent)) then
+    raise exception 'fail_tasks: run ids, step slugs, task indexes, attempts, error messages '
+      'and permanent flags must be arrays of equal length' using errcode = 'PF005';
   end if;
+  p_permanent := coalesce(p_permanent, array_fill(false, array[cardinality(p_run_ids)]));
 
   perform pgflow.lock_runs(p_run_ids);
 
   with failing as (
     select t.run_id, t.step_slug, t.task_index, t.status,
            left(coalesce(i.error_message, 'unknown error'), 8192) as error_message,
-           r.status = 'started' and t.attempts_count < o.max_attempts as will_retry,
+           r.status = 'started' and t.attempts_count < o.max_attempts
+             and not coalesce(i.permanent, false) as will_retry,
+           case when coalesce(i.permanent, false) then 'permanent' else 'failed' end as outcome,
+           o.jitter,
            least(o.base_delay::bigint * power(2, least(t.attempts_count - 1, 40))::bigint,
-                 2147483647)::integer as retry_delay_seconds
+                 coalesce(o.max_delay, 2147483647))::integer as backoff
     from pgflow.step_tasks t
-    join unnest(p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_error_messages)
-      as i(run_id, step_slug, task_index, attempt, error_message)
+    join unnest(p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_error_messages,
+                p_permanent)
+      as i(run_id, step_slug, task_index, attempt, error_message, permanent)
       on i.run_id = t.run_id and i.step_slug = t.step_slug and i.task_index = t.task_index
         and i.attempt = t.attempts_count
     join pgflow.runs r on r.run_id = t.run_id
@@ -225,8 +236,9 @@ begin
     for no key update of t
   )
   select array_agg(f.run_id), array_agg(f.step_slug), array_agg(f.task_index),
-         array_agg(f.error_message), array_agg(f.will_retry), array_agg(f.retry_delay_seconds)
-  into v_runs, v_steps, v_indexes, v_errors, v_retry, v_delays
+         array_agg(f.error_message), array_agg(f.will_retry), array_agg(f.outcome),
+         array_agg(f.backoff - floor(f.backoff * f.jitter / 100.0 * random())::integer)
+  into v_runs, v_steps, v_indexes, v_errors, v_retry, v_outcomes, v_delays
   from failing f
   where f.status = 'started';
 
@@ -237,10 +249,10 @@ begin
   -- The attempt's history row, taken from the task before it is requeued or failed.
   insert into pgflow.task_attempts
     (run_id, step_slug, task_index, attempt, outcome, worker_id, started_at, error_message)
-  select t.run_id, t.step_slug, t.task_index, t.attempts_count, 'failed', t.last_worker_id,
+  select t.run_id, t.step_slug, t.task_index, t.attempts_count, f.outcome, t.last_worker_id,
          t.started_at, f.error_message
-  from unnest(v_runs, v_steps, v_indexes, v_errors)
-    as f(run_id, step_slug, task_index, error_message)
+  from unnest(v_runs, v_steps, v_indexes, v_errors, v_outcomes)
+    as f(run_id, step_slug, task_index, error_message, outcome)
   join pgflow.step_tasks t
     on t.run_id = f.run_id and t.step_slug = f.step_slug and t.task_index = f.task_index
   on conflict do nothing;
@@ -261,7 +273,7 @@ begin
     where f.will_retry;
   end if;
 
-  -- Out of attempts: fail for good.
+  -- Out of attempts, or failed permanently: fail for good.
   if false = any(v_retry) then
     perform pgflow.fail_tasks_permanently(
       array_agg(f.run_id), array_agg(f.step_slug), array_agg(f.task_index),

@@ -89,24 +89,31 @@ async fn verify_updates_options_but_not_shape(pool: PgPool) {
     let mut tuned = triage().options(FlowOptions {
         max_attempts: 5,
         base_delay: Duration::from_secs(2),
+        max_delay: Some(Duration::from_secs(600)),
+        jitter_percent: 20,
         timeout: Duration::from_secs(90),
     });
     tuned.steps[2].options = StepOptions {
         timeout: Some(Duration::from_secs(30)),
+        jitter_percent: Some(0),
         ..StepOptions::default()
     };
     assert_eq!(
         engine::compile_flow(&pool, &tuned).await.unwrap(),
         CompileStatus::Verified
     );
-    let (max_attempts, timeout): (i32, Option<i32>) = sqlx::query_as(
-        "select f.opt_max_attempts, s.opt_timeout from pgflow.flows f
-         join pgflow.steps s using (flow_slug) where s.step_slug = 'classify'",
+    let options: (i32, Option<i32>, i32, Option<i32>, Option<i32>, i32) = sqlx::query_as(
+        "select f.opt_max_attempts, f.opt_max_delay, f.opt_jitter, s.opt_timeout,
+                s.opt_jitter, o.jitter
+         from pgflow.flows f
+         join pgflow.steps s using (flow_slug)
+         join pgflow.step_options o using (flow_slug, step_slug)
+         where s.step_slug = 'classify'",
     )
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert_eq!((max_attempts, timeout), (5, Some(30)));
+    assert_eq!(options, (5, Some(600), 20, Some(30), Some(0), 0));
 }
 
 #[sqlx::test(migrations = false)]
@@ -211,6 +218,22 @@ async fn invalid_definitions_are_refused_with_the_reason(pool: PgPool) {
                 })
                 .step(single("a", &[])),
             "flow option `max_attempts` must be a whole number of at least 1, got 0",
+        ),
+        (
+            FlowDefinition::new(flow("bad"))
+                .options(FlowOptions {
+                    max_delay: Some(Duration::ZERO),
+                    ..FlowOptions::DEFAULT
+                })
+                .step(single("a", &[])),
+            "flow option `max_delay` must be a whole number of at least 1, got 0",
+        ),
+        (
+            FlowDefinition::new(flow("bad")).step(single("a", &[]).options(StepOptions {
+                jitter_percent: Some(101),
+                ..StepOptions::default()
+            })),
+            "step `a` option `jitter` is a percentage: a whole number from 0 to 100, got 101",
         ),
     ];
     for (definition, expected) in cases {

@@ -16,6 +16,7 @@ mod integrity;
 mod outputs;
 mod retention;
 mod retry;
+mod retry_policy;
 mod rollout;
 mod stalled;
 mod statistics;

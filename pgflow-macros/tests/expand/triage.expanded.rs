@@ -88,6 +88,8 @@ pub mod triage_v2 {
                 version: 2u32,
                 max_attempts: ::core::option::Option::Some(3u32),
                 base_delay: ::core::option::Option::None,
+                max_delay: ::core::option::Option::None,
+                jitter_percent: ::core::option::Option::None,
                 timeout: ::core::option::Option::None,
                 steps: &[
                     ::pgflow::__private::StepDecl {
@@ -97,6 +99,8 @@ pub mod triage_v2 {
                         queue: ::core::option::Option::Some("fetch_threads"),
                         max_attempts: ::core::option::Option::None,
                         base_delay: ::core::option::Option::None,
+                        max_delay: ::core::option::Option::None,
+                        jitter_percent: ::core::option::Option::None,
                         timeout: ::core::option::Option::None,
                         start_delay: ::core::option::Option::None,
                         ..::pgflow::__private::StepDecl::DEFAULT
@@ -108,6 +112,8 @@ pub mod triage_v2 {
                         queue: ::core::option::Option::None,
                         max_attempts: ::core::option::Option::None,
                         base_delay: ::core::option::Option::None,
+                        max_delay: ::core::option::Option::None,
+                        jitter_percent: ::core::option::Option::None,
                         timeout: ::core::option::Option::None,
                         start_delay: ::core::option::Option::None,
                         ..::pgflow::__private::StepDecl::DEFAULT
@@ -119,6 +125,8 @@ pub mod triage_v2 {
                         queue: ::core::option::Option::Some("classify_threads"),
                         max_attempts: ::core::option::Option::None,
                         base_delay: ::core::option::Option::None,
+                        max_delay: ::core::option::Option::None,
+                        jitter_percent: ::core::option::Option::None,
                         timeout: ::core::option::Option::Some(30u64),
                         start_delay: ::core::option::Option::None,
                         ..::pgflow::__private::StepDecl::DEFAULT
@@ -130,6 +138,8 @@ pub mod triage_v2 {
                         queue: ::core::option::Option::Some("deliver_slack_alerts"),
                         max_attempts: ::core::option::Option::None,
                         base_delay: ::core::option::Option::None,
+                        max_delay: ::core::option::Option::None,
+                        jitter_percent: ::core::option::Option::None,
                         timeout: ::core::option::Option::None,
                         start_delay: ::core::option::Option::None,
                         ..::pgflow::__private::StepDecl::DEFAULT

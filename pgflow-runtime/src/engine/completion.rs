@@ -33,14 +33,26 @@ pub struct TaskFailure {
     pub task: TaskKey,
     /// What went wrong (stored, shown to operators; never a message body).
     pub error_message: String,
+    /// Whether the task fails now instead of using its remaining attempts.
+    pub permanent: bool,
 }
 
 impl TaskFailure {
-    /// The failure of `task`'s current attempt with `error_message`.
+    /// The failure of `task`'s current attempt with `error_message`; retried while attempts
+    /// remain.
     pub fn of(task: &ClaimedTask, error_message: impl Into<String>) -> Self {
         Self {
             task: task.key(),
             error_message: error_message.into(),
+            permanent: false,
+        }
+    }
+
+    /// The failure of `task`'s current attempt that no retry can fix: the task fails now.
+    pub fn permanent(task: &ClaimedTask, error_message: impl Into<String>) -> Self {
+        Self {
+            permanent: true,
+            ..Self::of(task, error_message)
         }
     }
 }
@@ -99,34 +111,37 @@ pub async fn complete_tasks(
 }
 
 /// Records failed attempts (one call for the whole batch): retried with backoff while
-/// attempts remain, otherwise the task, its step and its run fail.
+/// attempts remain and the failure is not permanent, otherwise the task, its step and its run
+/// fail.
 pub async fn fail_tasks(
     executor: impl PgExecutor<'_>,
     failures: &[TaskFailure],
 ) -> Result<Vec<FailureOutcome>, EngineError> {
-    let outcomes =
-        sqlx::query_as::<_, FailureOutcome>("select * from pgflow.fail_tasks($1, $2, $3, $4, $5)")
-            .bind(failures.iter().map(|f| f.task.run_id).collect::<Vec<_>>())
-            .bind(
-                failures
-                    .iter()
-                    .map(|f| f.task.step_slug.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                failures
-                    .iter()
-                    .map(|f| f.task.task_index)
-                    .collect::<Vec<_>>(),
-            )
-            .bind(failures.iter().map(|f| f.task.attempt).collect::<Vec<_>>())
-            .bind(
-                failures
-                    .iter()
-                    .map(|f| f.error_message.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .fetch_all(executor)
-            .await?;
+    let outcomes = sqlx::query_as::<_, FailureOutcome>(
+        "select * from pgflow.fail_tasks($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(failures.iter().map(|f| f.task.run_id).collect::<Vec<_>>())
+    .bind(
+        failures
+            .iter()
+            .map(|f| f.task.step_slug.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        failures
+            .iter()
+            .map(|f| f.task.task_index)
+            .collect::<Vec<_>>(),
+    )
+    .bind(failures.iter().map(|f| f.task.attempt).collect::<Vec<_>>())
+    .bind(
+        failures
+            .iter()
+            .map(|f| f.error_message.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(failures.iter().map(|f| f.permanent).collect::<Vec<_>>())
+    .fetch_all(executor)
+    .await?;
     Ok(outcomes)
 }

@@ -82,7 +82,13 @@ pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
         let duration_ms = started_at.elapsed().as_millis() as u64;
         match &result {
             Ok(_) => tracing::debug!(duration_ms, outcome = "completed", "task finished"),
-            Err(failure) => tracing::warn!(duration_ms, outcome = "failed", error = %failure, "task attempt failed"),
+            Err(failure) => tracing::warn!(
+                duration_ms,
+                outcome = "failed",
+                permanent = failure.is_permanent(),
+                error = %failure,
+                "task attempt failed"
+            ),
         }
         Some(Outcome { key, result })
     }

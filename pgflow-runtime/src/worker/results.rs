@@ -35,6 +35,7 @@ pub async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceive
                 Err(failure) => failures.push(TaskFailure {
                     task: outcome.key,
                     error_message: failure.to_string(),
+                    permanent: failure.is_permanent(),
                 }),
             }
         }
@@ -90,7 +91,7 @@ fn log_failure_outcome(queue: &str, outcome: &FailureOutcome) {
             run_id = %outcome.run_id,
             step = outcome.step_slug.as_str(),
             task_index = outcome.task_index,
-            "task failed for good (no attempts left); its run failed"
+            "task failed for good (permanent failure or no attempts left); its run failed"
         );
     }
 }

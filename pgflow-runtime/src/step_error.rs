@@ -1,0 +1,85 @@
+//! The error type a step handler can return when it wants to say whether a failed attempt is
+//! worth retrying.
+
+use std::fmt;
+
+/// A failed step attempt, with whether it may be retried.
+///
+/// Any `E: Display` works as a handler's error type and is always retried while attempts
+/// remain. Return `StepError` to decide per failure: [`StepError::permanent`] fails the task
+/// at once, whatever attempts remain (a declined card, a malformed document: trying again
+/// cannot help), and [`StepError::retry`] is an ordinary failed attempt. Any
+/// `std::error::Error` converts into a retryable `StepError`, so `?` works in a handler that
+/// returns `Result<T, StepError>`.
+///
+/// ```
+/// use pgflow_runtime::StepError;
+///
+/// fn charge(card_declined: bool) -> Result<u32, StepError> {
+///     if card_declined {
+///         return Err(StepError::permanent("card declined; retrying will not help"));
+///     }
+///     let cents: u32 = "1250".parse()?; // a ParseIntError would be retried
+///     Ok(cents)
+/// }
+///
+/// assert!(charge(true).unwrap_err().is_permanent());
+/// assert_eq!(charge(false).unwrap(), 1250);
+/// ```
+///
+/// `StepError` does not implement `std::error::Error` itself: that would conflict with the
+/// conversion from every error type that `?` relies on.
+pub struct StepError {
+    message: String,
+    permanent: bool,
+}
+
+impl StepError {
+    /// A failed attempt that is retried while the step has attempts left.
+    pub fn retry(message: impl fmt::Display) -> Self {
+        Self {
+            message: message.to_string(),
+            permanent: false,
+        }
+    }
+
+    /// A failure that no retry can fix: the task fails now and its remaining attempts are not
+    /// used.
+    pub fn permanent(message: impl fmt::Display) -> Self {
+        Self {
+            message: message.to_string(),
+            permanent: true,
+        }
+    }
+
+    /// Whether this failure skips the remaining attempts.
+    pub fn is_permanent(&self) -> bool {
+        self.permanent
+    }
+
+    /// The text stored as the task's error.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for StepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl fmt::Debug for StepError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StepError")
+            .field("message", &self.message)
+            .field("permanent", &self.permanent)
+            .finish()
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for StepError {
+    fn from(error: E) -> Self {
+        Self::retry(error)
+    }
+}
