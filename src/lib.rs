@@ -49,8 +49,8 @@
 
 pub use pgflow_runtime::{
     Client, ConnectError, Connection, Context, Deployment, EngineError, FlowQueue, FlowSpec, Run,
-    RunError, RunHandle, RunStatus, StepError, Worker, WorkerConfig, WorkerError, WorkerHandle,
-    sqlx,
+    RunError, RunHandle, RunStatus, State, StepError, Worker, WorkerConfig, WorkerError,
+    WorkerHandle, sqlx,
 };
 pub use pgflow_runtime::{
     client, connect, context, definition, deployment, engine, error, failure, handler, names,

@@ -205,6 +205,10 @@ pub mod msg {
         format!("step `{step}` takes `pgflow::Context` twice; take it once")
     }
 
+    pub fn second_state(step: &str) -> String {
+        format!("step `{step}` takes `pgflow::State` twice; take it once")
+    }
+
     pub fn map_needs_element(step: &str) -> String {
         format!("map step `{step}` needs a parameter for the element it maps over, e.g. `item: T`")
     }

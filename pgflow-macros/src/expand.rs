@@ -112,6 +112,26 @@ fn generated_items(
         .clone()
         .unwrap_or_else(|| syn::parse_quote!(::pgflow::__private::serde_json::Value));
 
+    let state_ty: Type = flow.state.clone().unwrap_or_else(|| syn::parse_quote!(()));
+    let deployment_fn = if flow.state.is_some() {
+        quote! {
+            /// This flow's deployment, carrying the application state its handlers take: what a
+            /// worker carries.
+            #[allow(dead_code)]
+            pub fn deployment(state: #state_ty) -> ::pgflow::__private::Deployment<Flow> {
+                ::pgflow::__private::Deployment::with_state(state)
+            }
+        }
+    } else {
+        quote! {
+            /// This flow's deployment: what a worker carries and a client starts.
+            #[allow(dead_code)]
+            pub fn deployment() -> ::pgflow::__private::Deployment<Flow> {
+                ::pgflow::__private::Deployment::new()
+            }
+        }
+    };
+
     let queue_enum = queue_enum(queues, flow_vis);
     let decl = flow_decl(flow, &steps);
     let output = output_struct(flow, &steps);
@@ -146,6 +166,7 @@ fn generated_items(
             type Input = #input_ty;
             type Output = Output;
             type Queue = Queue;
+            type State = #state_ty;
             const SLUG: &'static str = #slug;
 
             // `..DEFAULT` lets the runtime add fields without breaking generated code.
@@ -163,11 +184,7 @@ fn generated_items(
             }
         }
 
-        /// This flow's deployment: what a worker carries and a client starts.
-        #[allow(dead_code)]
-        pub fn deployment() -> ::pgflow::__private::Deployment<Flow> {
-            ::pgflow::__private::Deployment::new()
-        }
+        #deployment_fn
 
         /// Starts a run of this flow.
         #[allow(dead_code)]
@@ -336,6 +353,7 @@ fn adapter(step: &Step) -> TokenStream {
         let param_name = ident.to_string();
         match &param.kind {
             ParamKind::Context => quote!(let #ident = task.context();),
+            ParamKind::State => quote!(let #ident: #ty = task.state()?;),
             ParamKind::Element => quote!(let #ident: #ty = task.whole(#param_name)?;),
             ParamKind::FlowInput if step.is_root() && step.map.is_none() => {
                 quote!(let #ident: #ty = task.whole(#param_name)?;)
@@ -350,7 +368,7 @@ fn adapter(step: &Step) -> TokenStream {
     let args = step.params.iter().map(|p| &p.ident);
     // Parameters taken from the task input move their values out of it.
     let moves_input = step.params.iter().any(|param| match param.kind {
-        ParamKind::Context => false,
+        ParamKind::Context | ParamKind::State => false,
         ParamKind::FlowInput => step.is_root() && step.map.is_none(),
         ParamKind::Element | ParamKind::Dependency(_) => true,
     });
@@ -418,6 +436,12 @@ fn static_checks(flow: &Flow, step: &Step, input_ty: &Type) -> TokenStream {
                 }),
                 None => {}
             },
+            ParamKind::State => checks.push(quote_spanned! {span=>
+                const _: () = ::pgflow::__private::assert_state_type::<
+                    #ty,
+                    <Flow as ::pgflow::__private::FlowSpec>::State,
+                >();
+            }),
             ParamKind::Context => {}
         }
     }

@@ -17,6 +17,8 @@ pub struct Flow {
     pub alias: String,
     pub version: u32,
     pub input: Option<Type>,
+    /// The application state type its handlers may take as `State<T>`.
+    pub state: Option<Type>,
     pub max_attempts: Option<u32>,
     pub base_delay: Option<u64>,
     pub max_delay: Option<u64>,
@@ -52,6 +54,8 @@ pub struct Step {
 pub enum ParamKind {
     /// `pgflow::Context`.
     Context,
+    /// `pgflow::State<T>`: the flow's application state.
+    State,
     /// The flow input.
     FlowInput,
     /// The output of the named dependency.
@@ -135,6 +139,7 @@ pub fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) -> Flow {
         alias: alias.value,
         version: args.version.map_or(1, |v| v.value),
         input: args.input,
+        state: args.state,
         max_attempts: args.max_attempts.map(|v| v.value),
         base_delay: args.base_delay.map(|v| v.value),
         max_delay: args.max_delay.map(|v| v.value),
@@ -289,6 +294,16 @@ fn is_result_type(ty: &Type) -> bool {
 /// Whether `ty` is written as pgflow's context: `Context`, `pgflow::Context` or
 /// `::pgflow::Context`.
 fn is_context_type(ty: &Type) -> bool {
+    is_pgflow_type(ty, "Context")
+}
+
+/// Whether `ty` is written as pgflow's application state: `State<T>` or `pgflow::State<T>`.
+fn is_state_type(ty: &Type) -> bool {
+    is_pgflow_type(ty, "State")
+}
+
+/// Whether `ty` is a path naming `name` bare or as `pgflow::name` (generic arguments aside).
+fn is_pgflow_type(ty: &Type, name: &str) -> bool {
     let Type::Path(path) = ty else { return false };
     if path.qself.is_some() {
         return false;
@@ -305,7 +320,7 @@ fn is_context_type(ty: &Type) -> bool {
             .map(String::as_str)
             .collect::<Vec<_>>()
             .as_slice(),
-        ["Context"] | ["pgflow", "Context"]
+        [last] | ["pgflow", last] if *last == name
     )
 }
 
@@ -319,6 +334,7 @@ fn read_params(
 ) -> Vec<Param> {
     let mut params = Vec::new();
     let mut seen_context = false;
+    let mut seen_state = false;
     let mut seen_element = false;
     let mut seen_root_input = false;
     for input in &function.sig.inputs {
@@ -343,6 +359,12 @@ fn read_params(
             }
             seen_context = true;
             ParamKind::Context
+        } else if is_state_type(&ty) {
+            if seen_state {
+                errors.at(&typed.ty, msg::second_state(slug));
+            }
+            seen_state = true;
+            ParamKind::State
         } else if is_map {
             if name == "input" {
                 ParamKind::FlowInput

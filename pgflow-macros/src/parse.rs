@@ -24,6 +24,7 @@ pub struct FlowArgs {
     pub alias: Option<Located<String>>,
     pub version: Option<Located<u32>>,
     pub input: Option<Type>,
+    pub state: Option<Type>,
     pub max_attempts: Option<Located<u32>>,
     pub base_delay: Option<Located<u64>>,
     pub max_delay: Option<Located<u64>>,
@@ -59,6 +60,7 @@ const FLOW_KEYS: &[&str] = &[
     "alias",
     "version",
     "input",
+    "state",
     "max_attempts",
     "base_delay",
     "max_delay",
@@ -90,6 +92,7 @@ pub fn flow_args(tokens: TokenStream, errors: &mut Errors) -> FlowArgs {
                 integer_value(m, k, e, 1)
             }),
             "input" => set_once(&mut args.input, &meta, &key, errors, type_value),
+            "state" => set_once(&mut args.state, &meta, &key, errors, type_value),
             "max_attempts" => set_once(&mut args.max_attempts, &meta, &key, errors, |m, k, e| {
                 integer_value(m, k, e, 1)
             }),

@@ -129,6 +129,15 @@ impl Context {
         self.inner.cancellation.is_cancelled()
     }
 
+    /// The worker's pool on the flow's database (pgflow's `ctx.sql`): run your own SQL there,
+    /// for example to write a step's effect in the same database as the run. It is the pool
+    /// the worker claims and completes with, so long transactions here take connections from
+    /// the worker (size it with `WorkerConfig::max_pg_connections`); an application database of
+    /// its own belongs in the flow's state.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
     /// Reads the run's flow input from the database and decodes it as `T`.
     pub async fn flow_input<T: DeserializeOwned>(&self) -> Result<T, StepFailure> {
         let input: serde_json::Value =

@@ -28,6 +28,8 @@ pub trait FlowSpec: Send + Sync + 'static {
     type Output: DeserializeOwned + Send + 'static;
     /// The queues the flow routes to.
     type Queue: FlowQueue<Flow = Self>;
+    /// The application state its handlers take (`#[flow(state = T)]`; `()` when none).
+    type State: Send + Sync + 'static;
 
     /// The concrete slug.
     const SLUG: &'static str;
@@ -39,19 +41,41 @@ pub trait FlowSpec: Send + Sync + 'static {
     fn handler(step_slug: &str) -> Option<StepHandler>;
 }
 
-/// A concrete flow ready to deploy: its definition and its step handlers, typed by the flow.
+/// A concrete flow ready to deploy: its definition, its step handlers and the application
+/// state they share, typed by the flow.
 pub struct Deployment<F: FlowSpec> {
     definition: Arc<FlowDefinition>,
+    state: Arc<F::State>,
     flow: PhantomData<fn() -> F>,
 }
 
-impl<F: FlowSpec> Deployment<F> {
-    /// The deployment of `F` (what the generated `deployment()` returns).
+impl<F: FlowSpec<State = ()>> Deployment<F> {
+    /// The deployment of a flow without application state (what the generated
+    /// `deployment()` returns).
     pub fn new() -> Self {
+        Self::with_state(())
+    }
+}
+
+impl<F: FlowSpec> Deployment<F> {
+    /// The deployment of `F` carrying `state` (what the generated `deployment(state)` of a
+    /// flow with `state = T` returns).
+    pub fn with_state(state: F::State) -> Self {
+        Self::with_shared_state(Arc::new(state))
+    }
+
+    /// The deployment of `F` carrying state that is already shared.
+    pub fn with_shared_state(state: Arc<F::State>) -> Self {
         Self {
             definition: Arc::new(F::definition()),
+            state,
             flow: PhantomData,
         }
+    }
+
+    /// The application state its handlers take.
+    pub fn state(&self) -> &Arc<F::State> {
+        &self.state
     }
 
     /// The flow's definition.
@@ -70,7 +94,7 @@ impl<F: FlowSpec> Deployment<F> {
     }
 }
 
-impl<F: FlowSpec> Default for Deployment<F> {
+impl<F: FlowSpec<State = ()>> Default for Deployment<F> {
     fn default() -> Self {
         Self::new()
     }
@@ -80,6 +104,7 @@ impl<F: FlowSpec> Clone for Deployment<F> {
     fn clone(&self) -> Self {
         Self {
             definition: Arc::clone(&self.definition),
+            state: Arc::clone(&self.state),
             flow: PhantomData,
         }
     }
@@ -110,6 +135,7 @@ impl<F: FlowSpec> Deployment<F> {
             });
         };
         let context = crate::context::Context::for_task(&task, pool.clone(), Default::default());
-        handler(crate::handler::TaskInput::new(task, context)).await
+        let state: crate::state::SharedState = self.state.clone();
+        handler(crate::handler::TaskInput::new(task, context, state)).await
     }
 }

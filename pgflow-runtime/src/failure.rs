@@ -47,6 +47,17 @@ pub enum StepFailure {
         dependency: String,
     },
 
+    /// The worker carries no application state of the type the handler takes.
+    #[error(
+        "step `{step_slug}`: the worker carries no application state of type `{type_name}`; pass it to the flow's `deployment(state)`"
+    )]
+    StateType {
+        /// The step.
+        step_slug: String,
+        /// The Rust type the handler takes.
+        type_name: &'static str,
+    },
+
     /// The handler's output could not be encoded as JSON.
     #[error("step `{step_slug}`: cannot encode the output of type `{type_name}` as JSON")]
     Encode {

@@ -11,6 +11,7 @@ use crate::context::Context;
 use crate::engine::ClaimedTask;
 pub use crate::failure::StepFailure;
 use crate::failure::decode;
+use crate::state::{SharedState, State};
 
 /// The future a step adapter returns: the encoded output, or why the attempt failed.
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, StepFailure>> + Send>>;
@@ -24,12 +25,17 @@ pub type StepHandler = fn(TaskInput) -> HandlerFuture;
 pub struct TaskInput {
     task: ClaimedTask,
     context: Context,
+    state: SharedState,
 }
 
 impl TaskInput {
-    /// Pairs a claimed task with its context.
-    pub fn new(task: ClaimedTask, context: Context) -> Self {
-        Self { task, context }
+    /// Pairs a claimed task with its context and its flow's application state.
+    pub fn new(task: ClaimedTask, context: Context, state: SharedState) -> Self {
+        Self {
+            task,
+            context,
+            state,
+        }
     }
 
     /// The claimed task.
@@ -40,6 +46,18 @@ impl TaskInput {
     /// The task's context (cheap to clone).
     pub fn context(&self) -> Context {
         self.context.clone()
+    }
+
+    /// The flow's application state as `T` (the flow's declared `state` type, which the
+    /// macro checks at compile time; a mismatch here means a hand-built registry).
+    pub fn state<T: Send + Sync + 'static>(&self) -> Result<State<T>, StepFailure> {
+        std::sync::Arc::clone(&self.state)
+            .downcast::<T>()
+            .map(State::new)
+            .map_err(|_| StepFailure::StateType {
+                step_slug: self.task.step_slug.to_string(),
+                type_name: std::any::type_name::<T>(),
+            })
     }
 
     /// The whole claimed input as `T`: the flow input of a root single step, or the element

@@ -7,6 +7,7 @@
 //!   step adapters and what a handler sees.
 //! - [`client`]: typed starts and waits.
 //! - [`StepError`]: a handler error that says whether retrying can help.
+//! - [`State`]: the application state a flow's handlers share.
 
 pub mod client;
 pub mod connect;
@@ -21,6 +22,7 @@ pub mod names;
 #[doc(hidden)]
 pub mod private;
 pub mod rollout;
+pub mod state;
 pub mod step_error;
 pub mod worker;
 
@@ -37,6 +39,7 @@ pub use error::{EngineError, UnsupportedPair};
 pub use failure::StepFailure;
 pub use handler::{HandlerFuture, StepHandler, TaskInput};
 pub use names::{FlowSlug, NameError, QueueName, StepSlug};
+pub use state::State;
 pub use step_error::StepError;
 pub use worker::{Connection, Worker, WorkerConfig, WorkerError, WorkerHandle};
 

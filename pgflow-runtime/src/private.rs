@@ -17,6 +17,7 @@ pub use crate::definition::FlowDefinition;
 pub use crate::deployment::{Deployment, FlowQueue, FlowSpec};
 pub use crate::error::EngineError;
 pub use crate::handler::{HandlerFuture, StepFailure, StepHandler, TaskInput};
+pub use crate::state::State;
 
 use crate::definition::{FlowOptions, StepDefinition, StepOptions, StepType};
 use crate::names::{FlowSlug, QueueName, StepSlug};
@@ -186,6 +187,18 @@ impl<T> DependencyType<T> for T {}
 )]
 pub trait FlowInputType<Expected> {}
 impl<T> FlowInputType<T> for T {}
+
+/// `Self` (a handler's `State<T>` parameter) is the state its flow's workers carry.
+#[diagnostic::on_unimplemented(
+    message = "this handler takes `{Self}`, but its flow's workers carry state of type `{Expected}`",
+    label = "not the flow's state type",
+    note = "declare the type on the flow, `#[flow(state = T)]`, and pass the value to the worker: the flow's `deployment(state)` then takes it"
+)]
+pub trait StateType<Expected> {}
+impl<T> StateType<T> for State<T> {}
+
+/// Compile-time check: a `State<T>` parameter asks for the flow's state type.
+pub const fn assert_state_type<Param: StateType<Expected>, Expected>() {}
 
 /// What a map step maps over: a `Vec<T>`.
 #[diagnostic::on_unimplemented(

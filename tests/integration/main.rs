@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod app_state;
 mod claim;
 mod concurrency;
 mod define;

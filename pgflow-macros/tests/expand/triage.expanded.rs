@@ -79,6 +79,7 @@ pub mod triage_v2 {
         type Input = TriageInput;
         type Output = Output;
         type Queue = Queue;
+        type State = ();
         const SLUG: &'static str = "triage_v2";
         #[allow(clippy::needless_update)]
         fn definition() -> ::pgflow::__private::FlowDefinition {

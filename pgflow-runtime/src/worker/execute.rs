@@ -43,12 +43,12 @@ pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
                 flow_slug: task.flow_slug.to_string(),
                 step_slug: task.step_slug.to_string(),
             }),
-            Some(handler) => {
+            Some(runnable) => {
                 let cancellation = rt.hard_stop.child_token();
                 let context = Context::for_task(&task, rt.started.pool.clone(), cancellation.clone());
                 let timeout = Duration::from_secs(u64::try_from(task.timeout_seconds).unwrap_or(1));
                 // The task (and its input) moves into the handler; the key stays here.
-                let mut running = tokio::spawn(handler(TaskInput::new(task, context)));
+                let mut running = tokio::spawn((runnable.handler)(TaskInput::new(task, context, runnable.state)));
                 tokio::select! {
                     joined = &mut running => match joined {
                         Ok(result) => result,

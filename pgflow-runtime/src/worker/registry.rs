@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::definition::FlowDefinition;
 use crate::deployment::{Deployment, FlowSpec};
 use crate::handler::StepHandler;
+use crate::state::SharedState;
 
 /// One concrete flow in a worker's registry, type-erased.
 #[derive(Clone)]
@@ -14,6 +15,8 @@ pub struct RegisteredFlow {
     pub definition: Arc<FlowDefinition>,
     /// Its step adapters.
     pub handler: fn(&str) -> Option<StepHandler>,
+    /// The application state its adapters hand to handlers.
+    pub state: SharedState,
 }
 
 impl std::fmt::Debug for RegisteredFlow {
@@ -35,6 +38,7 @@ impl<F: FlowSpec> Registry for Deployment<F> {
         vec![RegisteredFlow {
             definition: Arc::new(self.definition().clone()),
             handler: F::handler,
+            state: self.state().clone(),
         }]
     }
 }
