@@ -41,8 +41,15 @@ fn state_colour(state: &str) -> &'static str {
         "completed" => "#b7e4c7",
         "started" => "#ffe8a3",
         "failed" => "#f4a3a3",
+        "skipped" => "#d6e4f0",
         _ => "#e9ecef",
     }
+}
+
+/// A skipped step is drawn with a dashed border, so that it reads as "did not run" without
+/// colour.
+fn is_dashed(state: &str) -> bool {
+    state == "skipped"
 }
 
 fn mermaid(graph: &FlowGraph, states: &HashMap<String, String>) -> String {
@@ -61,8 +68,13 @@ fn mermaid(graph: &FlowGraph, states: &HashMap<String, String>) -> String {
     }
     for step in &graph.steps {
         if let Some(state) = states.get(&step.step_slug) {
+            let dash = if is_dashed(state) {
+                ",stroke-dasharray:5 5"
+            } else {
+                ""
+            };
             text.push_str(&format!(
-                "  style {} fill:{}\n",
+                "  style {} fill:{}{dash}\n",
                 step.step_slug,
                 state_colour(state)
             ));
@@ -82,7 +94,14 @@ fn dot(flow: &str, graph: &FlowGraph, states: &HashMap<String, String>) -> Strin
         };
         let fill = states
             .get(slug)
-            .map(|s| format!(", style=filled, fillcolor=\"{}\"", state_colour(s)))
+            .map(|s| {
+                let style = if is_dashed(s) {
+                    "\"filled,dashed\""
+                } else {
+                    "filled"
+                };
+                format!(", style={style}, fillcolor=\"{}\"", state_colour(s))
+            })
             .unwrap_or_default();
         text.push_str(&format!(
             "  \"{slug}\" [shape={shape}, label=\"{slug}\\nqueue: {queue}\"{fill}];\n"

@@ -86,6 +86,7 @@ impl Output {
             "completed" | "alive" | "safe" | "finished" => cell.fg(Color::Green),
             "failed" | "permanent" | "stale" | "stalled" | "cancelled" => cell.fg(Color::Red),
             "started" | "queued" | "draining" | "open" | "created" => cell.fg(Color::Yellow),
+            "skipped" => cell.fg(Color::Cyan),
             _ => cell,
         }
     }

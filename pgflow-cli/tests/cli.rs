@@ -437,6 +437,79 @@ async fn prune_deletes_ended_runs_older_than_asked_and_says_how_many(pool: PgPoo
     );
 }
 
+/// A flow whose `notify` step runs only for urgent inputs and skips `log` with it.
+#[pgflow::flow(slug = "skipping")]
+mod skipping {
+    use super::*;
+
+    #[step(queue = "skipping", when = json!({"urgent": true}), when_unmet = skip_cascade)]
+    pub async fn notify(input: Value) -> Result<String, String> {
+        Ok(input.to_string())
+    }
+
+    #[step(queue = "skipping", depends_on = [notify])]
+    pub async fn log(notify: String) -> Result<usize, String> {
+        Ok(notify.len())
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn run_graph_and_prune_show_and_handle_skipped_steps(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&skipping::deployment()).await.unwrap();
+    let run = client
+        .start::<skipping::Flow>(&json!({"urgent": false}))
+        .await
+        .unwrap();
+    let output = run.wait(&client, Duration::from_secs(5)).await.unwrap();
+    assert!(output.log.is_none(), "the run completed with log skipped");
+    let run_id = run.run_id().to_string();
+
+    let text = stdout(&pgflow(&pool, &["run", &run_id]));
+    assert_eq!(
+        row_of(&text, "notify")[..3],
+        ["notify", "skipped", "(condition_unmet)"],
+        "{text}"
+    );
+    assert_eq!(
+        row_of(&text, "log")[..3],
+        ["log", "skipped", "(dependency_skipped)"],
+        "{text}"
+    );
+    let json: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["run", &run_id, "--json"]))).unwrap();
+    assert_eq!(
+        json["steps"][0]["skip_reason"],
+        json!("condition_unmet"),
+        "{json}"
+    );
+
+    let text = stdout(&pgflow(&pool, &["graph", "skipping", "--run", &run_id]));
+    assert!(
+        text.contains("style notify fill:#d6e4f0,stroke-dasharray:5 5"),
+        "a skipped step is drawn dashed: {text}"
+    );
+    let text = stdout(&pgflow(
+        &pool,
+        &["graph", "skipping", "--run", &run_id, "--format", "dot"],
+    ));
+    assert!(text.contains("style=\"filled,dashed\""), "{text}");
+
+    sqlx::query("update pgflow.runs set completed_at = completed_at - interval '2 days'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let output = pgflow(&pool, &["prune", "--older-than", "1day", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let pruned: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(
+        (pruned["runs"].clone(), pruned["step_states"].clone()),
+        (json!(1), json!(2)),
+        "a run with skipped steps is pruned with them: {pruned}"
+    );
+}
+
 #[sqlx::test(migrations = false)]
 async fn ten_processes_install_at_the_same_moment(pool: PgPool) {
     let url = database_url(&pool);

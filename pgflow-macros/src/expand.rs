@@ -7,7 +7,7 @@ use syn::{Ident, ItemMod, Type};
 
 use crate::errors::{Errors, msg};
 use crate::model::{Flow, ParamKind, Step};
-use crate::parse::MapSource;
+use crate::parse::{MapSource, SkipMode};
 
 /// The module with the generated items appended.
 pub fn expand(flow: &Flow, order: &[usize], mut module: ItemMod, errors: &mut Errors) -> ItemMod {
@@ -265,6 +265,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
         let jitter_percent = option_tokens(step.jitter_percent);
         let timeout = option_tokens(step.timeout);
         let start_delay = option_tokens(step.start_delay);
+        let conditions = condition_fields(step);
         quote! {
             ::pgflow::__private::StepDecl {
                 slug: #slug,
@@ -277,6 +278,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
                 jitter_percent: #jitter_percent,
                 timeout: #timeout,
                 start_delay: #start_delay,
+                #conditions
                 ..::pgflow::__private::StepDecl::DEFAULT
             }
         }
@@ -297,6 +299,28 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
     }
 }
 
+/// The `StepDecl` fields of a step's condition and skip modes, only those it sets (the
+/// defaults come from `StepDecl::DEFAULT`).
+fn condition_fields(step: &Step) -> TokenStream {
+    let mut fields = TokenStream::new();
+    for (name, pattern) in [("when", &step.when), ("unless", &step.unless)] {
+        if let Some(pattern) = pattern {
+            let field = Ident::new(name, Span::call_site());
+            let text = pattern.json_text();
+            fields.extend(quote!(#field: ::core::option::Option::Some(#text),));
+        }
+    }
+    if step.has_condition() && step.when_unmet != SkipMode::Skip {
+        let variant = Ident::new(step.when_unmet.variant(), Span::call_site());
+        fields.extend(quote!(when_unmet: ::pgflow::__private::WhenUnmet::#variant,));
+    }
+    if step.when_exhausted != SkipMode::Fail {
+        let variant = Ident::new(step.when_exhausted.variant(), Span::call_site());
+        fields.extend(quote!(when_exhausted: ::pgflow::__private::WhenExhausted::#variant,));
+    }
+    fields
+}
+
 /// `Output`: one field per leaf step (a step nothing depends on), as the run output holds them.
 fn output_struct(flow: &Flow, steps: &[&Step]) -> TokenStream {
     let leaves = steps.iter().filter(|step| {
@@ -307,8 +331,18 @@ fn output_struct(flow: &Flow, steps: &[&Step]) -> TokenStream {
     });
     let fields = leaves.filter_map(|step| {
         let ident = &step.ident;
-        let ty = step_output_type(step)?;
-        let doc = format!("The output of step `{}`.", step.slug);
+        let output = step_output_type(step)?;
+        let (ty, doc) = if flow.may_end_skipped(step) {
+            (
+                quote!(::core::option::Option<#output>),
+                format!(
+                    "The output of step `{}`; `None` when the run skipped it.",
+                    step.slug
+                ),
+            )
+        } else {
+            (output, format!("The output of step `{}`.", step.slug))
+        };
         Some(quote! {
             #[doc = #doc]
             pub #ident: #ty
@@ -407,7 +441,16 @@ fn static_checks(flow: &Flow, step: &Step, input_ty: &Type) -> TokenStream {
         let span: Span = ty.span();
         match &param.kind {
             ParamKind::Dependency(dep) => {
+                let skippable = flow
+                    .step_named(dep)
+                    .is_some_and(|d| d.plain_skip_reason().is_some());
                 if let Some(dep_output) = output_of(dep) {
+                    // A dependency that may be skipped reaches its dependents as `None`.
+                    let dep_output = if skippable {
+                        quote!(::core::option::Option<#dep_output>)
+                    } else {
+                        dep_output
+                    };
                     checks.push(quote_spanned! {span=>
                         const _: () = ::pgflow::__private::assert_dependency_type::<
                             #ty,

@@ -16,6 +16,7 @@ mod expand;
 mod graph;
 mod model;
 mod parse;
+mod pattern;
 
 use errors::{Errors, msg};
 

@@ -5,7 +5,8 @@
 use syn::{FnArg, Ident, Item, ItemFn, ItemMod, Pat, ReturnType, Type};
 
 use crate::errors::{Errors, msg};
-use crate::parse::{self, FlowArgs, Located, MapSource, StepArgs};
+use crate::parse::{self, FlowArgs, Located, MapSource, SkipMode, StepArgs};
+use crate::pattern::Pattern;
 use pgflow_names::{validate_queue_name, validate_slug};
 
 /// Items `#[flow]` generates inside the module; user items may not take these names.
@@ -44,6 +45,14 @@ pub struct Step {
     pub jitter_percent: Option<u8>,
     pub timeout: Option<u64>,
     pub start_delay: Option<u64>,
+    /// Run only when the step's input contains this pattern.
+    pub when: Option<Pattern>,
+    /// Run only when the step's input does not contain this pattern.
+    pub unless: Option<Pattern>,
+    /// What an unmet condition does (default `skip`).
+    pub when_unmet: SkipMode,
+    /// What a task out of attempts does (default `fail`).
+    pub when_exhausted: SkipMode,
     /// Parameters that name no dependency: reported only when every dependency of the step
     /// exists (a misspelt dependency is the error to show, not its consequences).
     pub unmatched_params: Vec<syn::Error>,
@@ -78,6 +87,59 @@ impl Step {
 
     pub fn dep_names(&self) -> Vec<String> {
         self.deps.iter().map(Ident::to_string).collect()
+    }
+
+    pub fn has_condition(&self) -> bool {
+        self.when.is_some() || self.unless.is_some()
+    }
+
+    /// Why the step may end skipped with its dependents still running (they then get no
+    /// output from it), if it may.
+    pub fn plain_skip_reason(&self) -> Option<&'static str> {
+        if self.has_condition() && self.when_unmet == SkipMode::Skip {
+            Some("its condition may not hold, and `when_unmet` is `skip`")
+        } else if self.when_exhausted == SkipMode::Skip {
+            Some("`when_exhausted = skip`")
+        } else {
+            None
+        }
+    }
+
+    /// Whether the step may be skipped together with everything downstream of it.
+    pub fn skips_cascading(&self) -> bool {
+        (self.has_condition() && self.when_unmet == SkipMode::SkipCascade)
+            || self.when_exhausted == SkipMode::SkipCascade
+    }
+}
+
+impl Flow {
+    pub fn step_named(&self, name: &Ident) -> Option<&Step> {
+        self.steps.iter().find(|s| s.ident == *name)
+    }
+
+    /// Whether a run may end with `step` skipped: it may skip itself, or a step upstream of it
+    /// may skip everything downstream.
+    pub fn may_end_skipped(&self, step: &Step) -> bool {
+        if step.plain_skip_reason().is_some() || step.skips_cascading() {
+            return true;
+        }
+        // Walk the steps upstream; `seen` also stops at a cycle, which the graph check reports.
+        let mut seen: Vec<&str> = vec![&step.slug];
+        let mut pending: Vec<&Ident> = step.deps.iter().collect();
+        while let Some(dep) = pending.pop() {
+            let Some(upstream) = self.step_named(dep) else {
+                continue;
+            };
+            if seen.contains(&upstream.slug.as_str()) {
+                continue;
+            }
+            if upstream.skips_cascading() {
+                return true;
+            }
+            seen.push(&upstream.slug);
+            pending.extend(upstream.deps.iter());
+        }
+        false
     }
 }
 
@@ -125,6 +187,7 @@ pub fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) -> Flow {
     if steps.is_empty() {
         errors.at(&module.ident, msg::no_steps());
     }
+    check_skippable_dependencies(&steps, errors);
     let names: Vec<String> = steps.iter().map(|s: &Step| s.slug.clone()).collect();
     for step in &mut steps {
         if step.deps.iter().all(|d| names.contains(&d.to_string())) {
@@ -257,6 +320,22 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
         errors.push(syn::Error::new(*span, msg::map_with_other_deps(&slug)));
     }
 
+    check_patterns(
+        &slug,
+        &deps,
+        [("when", &args.when), ("unless", &args.unless)],
+        errors,
+    );
+    if let Some(when_unmet) = &args.when_unmet
+        && args.when.is_none()
+        && args.unless.is_none()
+    {
+        errors.push(syn::Error::new(
+            when_unmet.span,
+            msg::when_unmet_without_condition(&slug),
+        ));
+    }
+
     let mut unmatched_params = Vec::new();
     let params = read_params(
         function,
@@ -281,8 +360,80 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
         jitter_percent: args.jitter_percent.map(|v| v.value),
         timeout: args.timeout.map(|v| v.value),
         start_delay: args.start_delay.map(|v| v.value),
+        when: args.when,
+        unless: args.unless,
+        when_unmet: args.when_unmet.map_or(SkipMode::Skip, |m| m.value),
+        when_exhausted: args.when_exhausted.map_or(SkipMode::Fail, |m| m.value),
         unmatched_params,
     }
+}
+
+/// A step with dependencies matches its patterns against the object of their outputs: each
+/// pattern must be an object keyed by dependency names.
+fn check_patterns<'a>(
+    slug: &str,
+    deps: &[Ident],
+    patterns: impl IntoIterator<Item = (&'static str, &'a Option<Pattern>)>,
+    errors: &mut Errors,
+) {
+    if deps.is_empty() {
+        return;
+    }
+    let dep_names: Vec<String> = deps.iter().map(Ident::to_string).collect();
+    for (key, pattern) in patterns {
+        let Some(pattern) = pattern else { continue };
+        if !pattern.value.is_object() {
+            errors.push(syn::Error::new(
+                pattern.span,
+                msg::pattern_not_object(slug, key, &dep_names),
+            ));
+            continue;
+        }
+        for (name, span) in &pattern.keys {
+            if !dep_names.contains(name) {
+                errors.push(syn::Error::new(
+                    *span,
+                    msg::pattern_unknown_dependency(slug, key, name, &dep_names),
+                ));
+            }
+        }
+    }
+}
+
+/// A dependency that may be skipped while its dependents still run reaches them as `None`:
+/// their parameter for it must be written `Option<T>`.
+fn check_skippable_dependencies(steps: &[Step], errors: &mut Errors) {
+    for step in steps {
+        for param in &step.params {
+            let ParamKind::Dependency(dep) = &param.kind else {
+                continue;
+            };
+            let Some(reason) = steps
+                .iter()
+                .find(|s| s.ident == *dep)
+                .and_then(Step::plain_skip_reason)
+            else {
+                continue;
+            };
+            if !is_option_type(&param.ty) {
+                errors.at(
+                    &param.ty,
+                    msg::skippable_dependency(
+                        &step.slug,
+                        &param.ident.to_string(),
+                        &dep.to_string(),
+                        reason,
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Whether `ty` is written as an `Option<..>` (a path whose last segment is `Option`).
+fn is_option_type(ty: &Type) -> bool {
+    matches!(ty, Type::Path(path) if path.qself.is_none()
+        && path.path.segments.last().is_some_and(|s| s.ident == "Option"))
 }
 
 /// Whether `ty` is written as a `Result` (a path whose last segment is `Result`).

@@ -9,6 +9,7 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Ident, Lit, LitInt, LitStr, Token, Type};
 
 use crate::errors::{Errors, msg};
+use crate::pattern::{self, Pattern};
 
 /// A value with the span it was written at.
 #[derive(Clone, Debug)]
@@ -53,6 +54,32 @@ pub struct StepArgs {
     pub jitter_percent: Option<Located<u8>>,
     pub timeout: Option<Located<u64>>,
     pub start_delay: Option<Located<u64>>,
+    pub when: Option<Pattern>,
+    pub unless: Option<Pattern>,
+    pub when_unmet: Option<Located<SkipMode>>,
+    pub when_exhausted: Option<Located<SkipMode>>,
+}
+
+/// A value of `when_unmet` or `when_exhausted`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SkipMode {
+    /// `skip`: the step is skipped; its dependents run without its output.
+    Skip,
+    /// `skip_cascade`: the step and everything downstream are skipped.
+    SkipCascade,
+    /// `fail`: the step and its run fail.
+    Fail,
+}
+
+impl SkipMode {
+    /// The variant's name in `pgflow::definition::WhenUnmet` / `WhenExhausted`.
+    pub fn variant(self) -> &'static str {
+        match self {
+            Self::Skip => "Skip",
+            Self::SkipCascade => "SkipCascade",
+            Self::Fail => "Fail",
+        }
+    }
 }
 
 const FLOW_KEYS: &[&str] = &[
@@ -78,6 +105,10 @@ const STEP_KEYS: &[&str] = &[
     "jitter_percent",
     "timeout",
     "start_delay",
+    "when",
+    "unless",
+    "when_unmet",
+    "when_exhausted",
 ];
 
 /// Parses `#[flow(...)]` arguments, recording problems in `errors`.
@@ -144,6 +175,16 @@ pub fn step_args(tokens: TokenStream, errors: &mut Errors) -> StepArgs {
             "start_delay" => set_once(&mut args.start_delay, &meta, &key, errors, |m, k, e| {
                 duration_value(m, k, e, 0)
             }),
+            "when" => set_once(&mut args.when, &meta, &key, errors, pattern_value),
+            "unless" => set_once(&mut args.unless, &meta, &key, errors, pattern_value),
+            "when_unmet" => set_once(&mut args.when_unmet, &meta, &key, errors, skip_mode_value),
+            "when_exhausted" => set_once(
+                &mut args.when_exhausted,
+                &meta,
+                &key,
+                errors,
+                skip_mode_value,
+            ),
             _ => unknown_key(&meta, &key, STEP_KEYS, errors),
         }
     });
@@ -332,6 +373,61 @@ fn duration_value(
         }
         None => {
             errors.at(&expr, msg::bad_duration(key));
+            Ok(None)
+        }
+    }
+}
+
+fn pattern_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<Pattern>> {
+    if !meta.input.peek(Token![=]) {
+        errors.at(&meta.path, msg::expected_pattern(key));
+        return Ok(None);
+    }
+    match pattern::read(&expr_value(meta)?, key) {
+        Ok(pattern) => Ok(Some(pattern)),
+        Err(error) => {
+            errors.push(error);
+            Ok(None)
+        }
+    }
+}
+
+/// `skip`, `skip_cascade` or `fail`.
+fn skip_mode_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<Located<SkipMode>>> {
+    const ACCEPTED: &[&str] = &["skip", "skip_cascade", "fail"];
+    if !meta.input.peek(Token![=]) {
+        errors.at(&meta.path, msg::expected_skip_mode(key, ACCEPTED));
+        return Ok(None);
+    }
+    let expr = expr_value(meta)?;
+    let mode = match &expr {
+        Expr::Path(path) if path.qself.is_none() => {
+            path.path
+                .get_ident()
+                .and_then(|ident| match ident.to_string().as_str() {
+                    "skip" => Some(SkipMode::Skip),
+                    "skip_cascade" => Some(SkipMode::SkipCascade),
+                    "fail" => Some(SkipMode::Fail),
+                    _ => None,
+                })
+        }
+        _ => None,
+    };
+    match mode {
+        Some(value) => Ok(Some(Located {
+            value,
+            span: expr.span(),
+        })),
+        None => {
+            errors.at(&expr, msg::expected_skip_mode(key, ACCEPTED));
             Ok(None)
         }
     }

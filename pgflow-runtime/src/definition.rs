@@ -80,6 +80,73 @@ pub struct StepOptions {
     pub start_delay: Option<Duration>,
 }
 
+/// What a step does when its [condition](StepCondition) does not hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum WhenUnmet {
+    /// Skip the step; its dependents run and receive `None` for it. The default.
+    #[default]
+    Skip,
+    /// Skip the step and every step downstream of it.
+    SkipCascade,
+    /// Fail the step and its run.
+    Fail,
+}
+
+impl WhenUnmet {
+    /// The SQL core's name for the mode.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Skip => "skip",
+            Self::SkipCascade => "skip_cascade",
+            Self::Fail => "fail",
+        }
+    }
+}
+
+/// What a step does when one of its tasks fails its last attempt (or fails permanently).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum WhenExhausted {
+    /// Fail the step and its run. The default.
+    #[default]
+    Fail,
+    /// Skip the step (its other tasks are dropped); its dependents run and receive `None`.
+    Skip,
+    /// Skip the step and every step downstream of it.
+    SkipCascade,
+}
+
+impl WhenExhausted {
+    /// The SQL core's name for the mode.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fail => "fail",
+            Self::Skip => "skip",
+            Self::SkipCascade => "skip_cascade",
+        }
+    }
+
+    /// Whether a step in this mode may end skipped.
+    pub fn skips(self) -> bool {
+        self != Self::Fail
+    }
+}
+
+/// When a step runs: JSON containment patterns matched, when the step is ready, against its
+/// input: the flow input for a root step, otherwise the object of its dependencies' outputs
+/// keyed by step slug (a skipped dependency is `null` there). The step runs when the input
+/// contains `when` (if set) and does not contain `unless` (if set), as Postgres' jsonb `@>`
+/// decides: an object contains the keys of the pattern with contained values, an array
+/// contains the pattern's elements, a scalar equals it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepCondition {
+    /// The pattern the input must contain.
+    pub when: Option<Value>,
+    /// The pattern the input must not contain.
+    pub unless: Option<Value>,
+    /// What happens when the condition does not hold.
+    pub when_unmet: WhenUnmet,
+}
+
 /// One step of a flow.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepDefinition {
@@ -93,6 +160,10 @@ pub struct StepDefinition {
     pub queue: Option<QueueName>,
     /// Option overrides.
     pub options: StepOptions,
+    /// When the step runs; `None` runs it whenever its dependencies are done.
+    pub condition: Option<StepCondition>,
+    /// What a task out of attempts does to the step and its run.
+    pub when_exhausted: WhenExhausted,
 }
 
 impl StepDefinition {
@@ -104,6 +175,8 @@ impl StepDefinition {
             depends_on: Vec::new(),
             queue: None,
             options: StepOptions::default(),
+            condition: None,
+            when_exhausted: WhenExhausted::Fail,
         }
     }
 
@@ -133,6 +206,20 @@ impl StepDefinition {
     #[must_use]
     pub fn options(mut self, options: StepOptions) -> Self {
         self.options = options;
+        self
+    }
+
+    /// Sets when the step runs.
+    #[must_use]
+    pub fn condition(mut self, condition: StepCondition) -> Self {
+        self.condition = Some(condition);
+        self
+    }
+
+    /// Sets what a task out of attempts does.
+    #[must_use]
+    pub fn when_exhausted(mut self, mode: WhenExhausted) -> Self {
+        self.when_exhausted = mode;
         self
     }
 }
@@ -231,6 +318,10 @@ impl FlowDefinition {
                         "jitter": step.options.jitter_percent,
                         "timeout": step.options.timeout.map(|d| d.as_secs()),
                         "start_delay": step.options.start_delay.map(|d| d.as_secs()),
+                        "when": step.condition.as_ref().and_then(|c| c.when.clone()),
+                        "unless": step.condition.as_ref().and_then(|c| c.unless.clone()),
+                        "when_unmet": step.condition.as_ref().map(|c| c.when_unmet.as_str()),
+                        "when_exhausted": step.when_exhausted.as_str(),
                     })
                 })
                 .collect(),

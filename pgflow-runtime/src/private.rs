@@ -19,7 +19,8 @@ pub use crate::error::EngineError;
 pub use crate::handler::{HandlerFuture, StepFailure, StepHandler, TaskInput};
 pub use crate::state::State;
 
-use crate::definition::{FlowOptions, StepDefinition, StepOptions, StepType};
+use crate::definition::{FlowOptions, StepCondition, StepDefinition, StepOptions, StepType};
+pub use crate::definition::{WhenExhausted, WhenUnmet};
 use crate::names::{FlowSlug, QueueName, StepSlug};
 
 /// A flow as the macro writes it down: literals only, validated at compile time.
@@ -83,6 +84,14 @@ pub struct StepDecl {
     pub timeout: Option<u64>,
     /// `start_delay` in seconds, if set.
     pub start_delay: Option<u64>,
+    /// `when`: the condition pattern as JSON text (checked at compile time), if set.
+    pub when: Option<&'static str>,
+    /// `unless`: the condition pattern as JSON text, if set.
+    pub unless: Option<&'static str>,
+    /// `when_unmet`.
+    pub when_unmet: WhenUnmet,
+    /// `when_exhausted`.
+    pub when_exhausted: WhenExhausted,
 }
 
 impl StepDecl {
@@ -98,7 +107,16 @@ impl StepDecl {
         jitter_percent: None,
         timeout: None,
         start_delay: None,
+        when: None,
+        unless: None,
+        when_unmet: WhenUnmet::Skip,
+        when_exhausted: WhenExhausted::Fail,
     };
+}
+
+/// A condition pattern the macro wrote down as JSON text.
+fn pattern(text: &'static str) -> Value {
+    serde_json::from_str(text).expect("condition pattern checked by #[pgflow::flow]")
 }
 
 /// Turns a declaration into a [`FlowDefinition`].
@@ -141,6 +159,12 @@ pub fn definition(decl: &FlowDecl) -> FlowDefinition {
                 timeout: step.timeout.map(Duration::from_secs),
                 start_delay: step.start_delay.map(Duration::from_secs),
             },
+            condition: (step.when.is_some() || step.unless.is_some()).then(|| StepCondition {
+                when: step.when.map(pattern),
+                unless: step.unless.map(pattern),
+                when_unmet: step.when_unmet,
+            }),
+            when_exhausted: step.when_exhausted,
         });
     }
     flow

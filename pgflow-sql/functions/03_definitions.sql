@@ -2,7 +2,8 @@
 -- stored one (define_flow), with the helpers that validate it and compare shapes.
 
 -- The shape of a stored flow in the normalized form that `define_flow` compares:
--- [{"slug", "type", "deps": [sorted], "queue"}] in step_index order.
+-- [{"slug", "type", "deps": [sorted], "queue", "skip": {"when", "unless", "when_unmet",
+-- "when_exhausted"}}] in step_index order.
 create or replace function pgflow.flow_shape(p_flow_slug text)
 returns jsonb
 language sql
@@ -15,7 +16,11 @@ as $$
                              from pgflow.deps d
                              where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug),
                             '[]'::jsonb),
-           'queue', s.queue_name) order by s.step_index), '[]'::jsonb)
+           'queue', s.queue_name,
+           'skip', jsonb_build_object('when', s.condition_when, 'unless', s.condition_unless,
+                                      'when_unmet', s.when_unmet,
+                                      'when_exhausted', s.when_exhausted))
+           order by s.step_index), '[]'::jsonb)
   from pgflow.steps s
   where s.flow_slug = p_flow_slug
 $$;
@@ -79,20 +84,87 @@ begin
 end;
 $$;
 
+-- Checks a step's condition pattern (`when` or `unless`): absent or null means none. A root
+-- step's pattern is matched against the flow input and may be any JSON value; any other
+-- step's is matched against the object of its dependencies' outputs, so it must be an object
+-- whose keys are dependencies of the step.
+create or replace function pgflow.condition_pattern(
+  p_flow_slug text, p_step_slug text, p_step jsonb, p_key text, p_deps text[]
+)
+returns jsonb
+language plpgsql
+immutable
+as $$
+declare
+  v_pattern jsonb := p_step -> p_key;
+  v_key text;
+begin
+  if v_pattern is null or v_pattern = 'null'::jsonb then
+    return null;
+  end if;
+  if cardinality(p_deps) = 0 then
+    return v_pattern;
+  end if;
+  if jsonb_typeof(v_pattern) <> 'object' then
+    perform pgflow.raise_invalid_definition(p_flow_slug, format(
+      'step `%s`: `%s` is matched against the object of its dependencies'' outputs, so it '
+      || 'must be a JSON object keyed by dependency slugs (%s), got %s',
+      p_step_slug, p_key, array_to_string(p_deps, ', '), v_pattern));
+  end if;
+  for v_key in select jsonb_object_keys(v_pattern) loop
+    if not (v_key = any(p_deps)) then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s`: `%s` names `%s`, which is not one of its dependencies (%s)',
+        p_step_slug, p_key, v_key, array_to_string(p_deps, ', ')));
+    end if;
+  end loop;
+  return v_pattern;
+end;
+$$;
+
+-- Checks a skip mode option: absent/null gives p_default, else one of p_allowed.
+create or replace function pgflow.skip_mode_option(
+  p_flow_slug text, p_step_slug text, p_step jsonb, p_key text, p_allowed text[],
+  p_default text
+)
+returns text
+language plpgsql
+immutable
+as $$
+declare
+  v_value jsonb := p_step -> p_key;
+begin
+  if v_value is null or v_value = 'null'::jsonb then
+    return p_default;
+  end if;
+  if jsonb_typeof(v_value) <> 'string' or not (v_value #>> '{}' = any(p_allowed)) then
+    perform pgflow.raise_invalid_definition(p_flow_slug, format(
+      'step `%s` option `%s` must be one of %s, got %s',
+      p_step_slug, p_key, array_to_string(p_allowed, ', '), v_value));
+  end if;
+  return v_value #>> '{}';
+end;
+$$;
+
 -- define_flow: compile a concrete flow, or verify it against the stored one.
 --
 -- p_options: {"max_attempts", "base_delay", "max_delay", "jitter", "timeout"} (delays and
 --            timeout in seconds, jitter a percentage from 0 to 100; each optional).
 -- p_steps:   [{"slug", "type": "single"|"map", "deps": [slug], "queue",
---              "max_attempts", "base_delay", "max_delay", "jitter", "timeout", "start_delay"}]
+--              "max_attempts", "base_delay", "max_delay", "jitter", "timeout", "start_delay",
+--              "when", "unless", "when_unmet", "when_exhausted"}]
 --            in topological order
 --            (every dependency listed before its dependents). "queue" defaults to the
---            lowercased flow slug; "type" to "single"; "deps" to [].
+--            lowercased flow slug; "type" to "single"; "deps" to []. "when"/"unless" are
+--            JSON containment patterns (see condition_pattern); "when_unmet" is "skip"
+--            (default), "skip_cascade" or "fail" and needs a condition; "when_exhausted" is
+--            "fail" (default), "skip" or "skip_cascade".
 --
 -- Returns 'compiled' (created now) or 'verified' (same shape already stored; its options are
 -- brought up to date with the definition). A different shape (steps, order, types, deps,
 -- queues) or a different alias/version for an existing slug raises PF002 listing every
--- difference: a changed DAG needs a new concrete slug.
+-- difference: a changed DAG needs a new concrete slug. Conditions and skip modes are part of
+-- the shape: they decide which steps run and what their dependents receive.
 --
 -- Creates every routed PGMQ queue that does not exist yet; queues are never dropped here.
 -- Locks: advisory lock (namespace, hashtext(flow_slug)) for the transaction.
@@ -127,6 +199,10 @@ declare
   v_jitter integer;
   v_timeout integer;
   v_status text;
+  v_when jsonb;
+  v_unless jsonb;
+  v_when_unmet text;
+  v_when_exhausted text;
 begin
   -- 1. Validate the definition completely before touching anything.
   if not pgflow.is_valid_slug(p_flow_slug) then
@@ -215,12 +291,28 @@ begin
         || 'exactly one dependency', v_slug, cardinality(v_deps)));
     end if;
 
+    v_when := pgflow.condition_pattern(p_flow_slug, v_slug, v_step, 'when', v_deps);
+    v_unless := pgflow.condition_pattern(p_flow_slug, v_slug, v_step, 'unless', v_deps);
+    if v_when is null and v_unless is null and v_step ? 'when_unmet'
+       and v_step -> 'when_unmet' <> 'null'::jsonb then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` sets `when_unmet` but has no condition; add `when` or `unless`, or drop it',
+        v_slug));
+    end if;
+    v_when_unmet := pgflow.skip_mode_option(p_flow_slug, v_slug, v_step, 'when_unmet',
+      array['skip', 'skip_cascade', 'fail'], 'skip');
+    v_when_exhausted := pgflow.skip_mode_option(p_flow_slug, v_slug, v_step, 'when_exhausted',
+      array['fail', 'skip', 'skip_cascade'], 'fail');
+
     v_seen := v_seen || v_slug;
     v_shape := v_shape || jsonb_build_array(jsonb_build_object(
       'slug', v_slug,
       'type', v_type,
       'deps', (select coalesce(jsonb_agg(d order by d), '[]'::jsonb) from unnest(v_deps) d),
-      'queue', v_queue));
+      'queue', v_queue,
+      'skip', jsonb_build_object('when', v_when, 'unless', v_unless,
+                                 'when_unmet', v_when_unmet,
+                                 'when_exhausted', v_when_exhausted)));
     v_settings := v_settings || jsonb_build_array(jsonb_build_object(
       'slug', v_slug,
       'deps', to_jsonb(v_deps),
@@ -272,6 +364,12 @@ begin
         v_differences := v_differences || format(
           'step `%s` queue: stored `%s`, definition `%s`', v_shape -> v_index ->> 'slug',
           v_stored_shape -> v_index ->> 'queue', v_shape -> v_index ->> 'queue');
+      end if;
+      if v_stored_shape -> v_index -> 'skip' <> v_shape -> v_index -> 'skip' then
+        v_differences := v_differences || format(
+          'step `%s` condition and skip modes: stored %s, definition %s',
+          v_shape -> v_index ->> 'slug',
+          v_stored_shape -> v_index -> 'skip', v_shape -> v_index -> 'skip');
       end if;
     end loop;
     for v_index in v_count .. jsonb_array_length(v_stored_shape) - 1 loop
@@ -327,7 +425,8 @@ begin
 
     insert into pgflow.steps (flow_slug, step_slug, step_index, step_type, deps_count, queue_name,
                               opt_max_attempts, opt_base_delay, opt_max_delay, opt_jitter,
-                              opt_timeout, opt_start_delay)
+                              opt_timeout, opt_start_delay, condition_when, condition_unless,
+                              when_unmet, when_exhausted)
     select p_flow_slug,
            shape.value ->> 'slug',
            (shape.ordinality - 1)::integer,
@@ -339,7 +438,11 @@ begin
            (settings ->> 'max_delay')::integer,
            (settings ->> 'jitter')::integer,
            (settings ->> 'timeout')::integer,
-           (settings ->> 'start_delay')::integer
+           (settings ->> 'start_delay')::integer,
+           nullif(shape.value -> 'skip' -> 'when', 'null'::jsonb),
+           nullif(shape.value -> 'skip' -> 'unless', 'null'::jsonb),
+           shape.value -> 'skip' ->> 'when_unmet',
+           shape.value -> 'skip' ->> 'when_exhausted'
     from jsonb_array_elements(v_shape) with ordinality as shape(value, ordinality)
     join lateral (select v_settings -> (shape.ordinality::integer - 1) as settings) s on true;
 

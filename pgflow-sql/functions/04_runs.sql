@@ -119,12 +119,14 @@ end;
 $$;
 
 -- What follows the completion of steps (parallel arrays: run, step, flow of each step that just
--- became 'completed'): releases their dependents, starting in the same write each dependent
--- left with nothing to wait for (a single step with one task, a map step with one task per
--- element of its dependency's array); counts the steps down on their runs and completes the
--- runs with nothing left (output: an object of the leaf steps' outputs); then creates the
--- started steps' tasks. A ready map step whose dependency's output is not an array is left to
--- start_ready_steps, which fails it and its run; no other step of that run starts.
+-- became 'completed' or 'skipped'): releases their dependents, starting in the same write each
+-- dependent left with nothing to wait for (a single step with one task, a map step with one
+-- task per element of its dependency's array, or none when that dependency was skipped);
+-- counts the steps down on their runs and completes the runs with nothing left (output: an
+-- object of the leaf steps' outputs, null for a skipped leaf); then creates the started steps'
+-- tasks. A ready step with a condition, and a ready map step whose dependency's output is not
+-- an array, are left to start_ready_steps (which decides the condition, or fails the step and
+-- its run); the other ready steps of that run are left to it too.
 -- Locks: step_states of the dependents (order), then runs (order).
 create or replace function pgflow.finish_completed_steps(
   p_run_ids uuid[], p_step_slugs text[], p_flow_slugs text[]
@@ -161,8 +163,11 @@ begin
     select l.row_ctid, l.run_id, l.step_slug, l.n, l.ready, s.queue_name,
            coalesce(s.opt_start_delay, 0) as start_delay,
            case when not l.ready then null
+                -- a condition is evaluated by start_ready_steps
+                when s.condition_when is not null or s.condition_unless is not null then null
                 when s.step_type = 'single' then 1
-                else (select case when jsonb_typeof(dss.output) = 'array'
+                else (select case when dss.status = 'skipped' then 0
+                                  when jsonb_typeof(dss.output) = 'array'
                                   then jsonb_array_length(dss.output) end
                       from pgflow.deps d
                       join pgflow.step_states dss
@@ -297,11 +302,20 @@ begin
 end;
 $$;
 
--- Starts every step of the given (started) runs whose dependencies are all complete and that
--- is still 'created': the slow path behind the starts that finish_completed_steps and
--- start_flows make in the writes that release steps or create runs. A map over something
--- that is not an array fails the step and its run, and the run's other ready steps are left
--- as they are; the other runs' ready steps start (see enqueue_step_tasks).
+-- Starts every step of the given (started) runs whose dependencies are all done (completed or
+-- skipped) and that is still 'created': the slow path behind the starts that
+-- finish_completed_steps and start_flows make in the writes that release steps or create runs.
+--
+-- A step with a condition is decided here. Its input is the flow input (a root step) or the
+-- object of its dependencies' outputs, keyed by step slug (null for a skipped one); the
+-- condition holds when the input contains the `when` pattern (if any) and does not contain
+-- the `unless` pattern (if any), as jsonb `@>` decides. When it does not hold, `when_unmet`
+-- skips the step (reason condition_unmet; see skip_steps), skips it and everything downstream,
+-- or fails the step and its run.
+--
+-- A map over something that is not an array fails the step and its run (a map over a skipped
+-- dependency has no tasks). In a run that fails, the other ready steps are left as they are;
+-- the other runs' ready steps start (see enqueue_step_tasks) or are skipped.
 create or replace function pgflow.start_ready_steps(p_run_ids uuid[])
 returns void
 language plpgsql
@@ -309,63 +323,226 @@ as $$
 declare
   v_started pgflow.started_step[];
   v_bad_runs uuid[];
+  v_unmet_runs uuid[];
+  v_skip_runs uuid[];
+  v_skip_steps text[];
+  v_skip_cascade boolean[];
 begin
   with ready as (
     select ss.ctid as row_ctid, ss.run_id, ss.step_slug, s.step_type, s.queue_name,
+           s.when_unmet,
            coalesce(s.opt_start_delay, 0) as start_delay,
            jsonb_typeof(src.value) as got,
            case when s.step_type = 'single' then 1
+                when src.source_skipped then 0
                 when jsonb_typeof(src.value) = 'array' then jsonb_array_length(src.value)
-           end as task_count
+           end as task_count,
+           (s.condition_when is null or cond.input @> s.condition_when)
+             and (s.condition_unless is null or not cond.input @> s.condition_unless) as met
     from pgflow.step_states ss
     join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
     join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
     cross join lateral (
+      -- what a map step maps over, and whether that is a skipped dependency
       select case when s.step_type = 'single' then null
                   when s.deps_count = 0 then r.input
                   else (select dss.output from pgflow.deps d
                         join pgflow.step_states dss
                           on dss.run_id = ss.run_id and dss.step_slug = d.dep_slug
                         where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
-             end as value
+             end as value,
+             s.step_type = 'map' and s.deps_count > 0
+               and exists (select 1 from pgflow.deps d
+                           join pgflow.step_states dss
+                             on dss.run_id = ss.run_id and dss.step_slug = d.dep_slug
+                           where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug
+                             and dss.status = 'skipped') as source_skipped
     ) src
+    cross join lateral (
+      -- what the condition is matched against
+      select case when s.condition_when is null and s.condition_unless is null then null
+                  when s.deps_count = 0 then r.input
+                  else (select jsonb_object_agg(d.dep_slug, dss.output)
+                        from pgflow.deps d
+                        join pgflow.step_states dss
+                          on dss.run_id = ss.run_id and dss.step_slug = d.dep_slug
+                        where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
+             end as input
+    ) cond
     where ss.run_id = any(p_run_ids) and ss.status = 'created' and ss.remaining_deps = 0
     order by ss.run_id, ss.step_slug
     for no key update of ss
   ),
-  decided as (
+  outcomes as (
     select ready.*,
-           bool_or(ready.task_count is null) over (partition by ready.run_id) as run_has_bad_map
+           case when not ready.met and ready.when_unmet = 'fail' then 'unmet'
+                when not ready.met then 'skip'
+                when ready.task_count is null then 'bad_map'
+                else 'start'
+           end as outcome
     from ready
+  ),
+  decided as (
+    select outcomes.*,
+           bool_or(outcomes.outcome in ('unmet', 'bad_map'))
+             over (partition by outcomes.run_id) as run_fails
+    from outcomes
   ),
   changed as (
     update pgflow.step_states ss
-    set status = case when d.task_count is null then 'failed' else 'started' end,
-        started_at = case when d.task_count is not null then now() end,
-        failed_at = case when d.task_count is null then now() end,
-        error_message = case when d.task_count is null then
-          format('map step `%s` needs an array to map over, got %s',
-                 d.step_slug, coalesce(d.got, 'nothing')) end,
-        initial_tasks = d.task_count,
-        remaining_tasks = d.task_count
+    set status = case when d.outcome = 'start' then 'started' else 'failed' end,
+        started_at = case when d.outcome = 'start' then now() end,
+        failed_at = case when d.outcome <> 'start' then now() end,
+        error_message = case
+          when d.outcome = 'unmet' then
+            format('step `%s`: its condition was not met (when_unmet = fail)', d.step_slug)
+          when d.outcome = 'bad_map' then
+            format('map step `%s` needs an array to map over, got %s',
+                   d.step_slug, coalesce(d.got, 'nothing')) end,
+        initial_tasks = case when d.outcome = 'start' then d.task_count end,
+        remaining_tasks = case when d.outcome = 'start' then d.task_count end
     from decided d
     where ss.ctid = d.row_ctid
-      and (d.task_count is null or not d.run_has_bad_map)
-    returning ss.run_id, ss.step_slug, ss.status, d.task_count, ss.flow_slug,
+      and (d.outcome in ('unmet', 'bad_map') or (d.outcome = 'start' and not d.run_fails))
+    returning ss.run_id, ss.step_slug, ss.status, d.outcome, d.task_count, ss.flow_slug,
               d.queue_name, d.start_delay
+  ),
+  started as (
+    select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
+                     ::pgflow.started_step) filter (where status = 'started') as steps,
+           array_agg(distinct run_id) filter (where outcome = 'bad_map') as bad_runs,
+           array_agg(distinct run_id) filter (where outcome = 'unmet') as unmet_runs
+    from changed
+  ),
+  skipping as (
+    select array_agg(d.run_id order by d.run_id, d.step_slug) as runs,
+           array_agg(d.step_slug order by d.run_id, d.step_slug) as steps,
+           array_agg(d.when_unmet = 'skip_cascade' order by d.run_id, d.step_slug) as cascade
+    from decided d
+    where d.outcome = 'skip' and not d.run_fails
   )
-  select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
-                   ::pgflow.started_step) filter (where status = 'started'),
-         array_agg(distinct run_id) filter (where status = 'failed')
-  into v_started, v_bad_runs
-  from changed;
+  select started.steps, started.bad_runs, started.unmet_runs, skipping.runs, skipping.steps,
+         skipping.cascade
+  into v_started, v_bad_runs, v_unmet_runs, v_skip_runs, v_skip_steps, v_skip_cascade
+  from started, skipping;
 
   if v_bad_runs is not null then
     perform pgflow.fail_runs(v_bad_runs, 'run failed: a map step received a non-array input');
   end if;
+  if v_unmet_runs is not null then
+    perform pgflow.fail_runs(v_unmet_runs, 'run failed: a step''s condition was not met');
+  end if;
+  if v_skip_runs is not null then
+    perform pgflow.skip_steps(v_skip_runs, v_skip_steps,
+                              array_fill('condition_unmet'::text, array[cardinality(v_skip_runs)]),
+                              v_skip_cascade, null);
+  end if;
   if v_started is not null then
     perform pgflow.enqueue_step_tasks(v_started);
   end if;
+end;
+$$;
+
+-- Skips steps of started runs (parallel arrays: run, step, reason, whether the skip cascades,
+-- and optionally an error message each). Each step still 'created' or 'started' becomes
+-- 'skipped' with its reason; a cascading skip also skips every step downstream of it that is
+-- still 'created' (reason dependency_skipped). The live tasks of a skipped step become
+-- 'skipped': queued ones never reach a handler (their messages are archived), and the result
+-- of a running one is discarded when it arrives. Skipped steps then count as done, as
+-- completed ones do: finish_completed_steps releases their dependents (which receive null for
+-- them), counts them down on their runs and completes the runs with nothing left.
+-- Locks: the queued tasks' messages, then the live tasks of the steps (a claim in flight holds
+-- its messages before their tasks, so taking them in this order cannot deadlock with it), then
+-- step_states of the steps and everything downstream (order), then as finish_completed_steps.
+-- A caller skipping steps that have tasks holds their runs' locks.
+create or replace function pgflow.skip_steps(
+  p_run_ids uuid[],
+  p_step_slugs text[],
+  p_reasons text[],
+  p_cascade boolean[],
+  p_error_messages text[]
+)
+returns void
+language plpgsql
+as $$
+declare
+  v_queues text[];
+  v_messages bigint[];
+  v_runs uuid[];
+  v_steps text[];
+  v_flows text[];
+begin
+  select array_agg(t.queue_name), array_agg(t.message_id)
+  into v_queues, v_messages
+  from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
+  join pgflow.step_tasks t on t.run_id = u.run_id and t.step_slug = u.step_slug
+  where t.status = 'queued';
+  if v_queues is not null then
+    perform pgflow.archive_messages(v_queues, v_messages);
+  end if;
+
+  with live as (
+    select t.ctid as row_ctid
+    from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
+    join pgflow.step_tasks t on t.run_id = u.run_id and t.step_slug = u.step_slug
+    join pgflow.step_states ss on ss.run_id = t.run_id and ss.step_slug = t.step_slug
+    join pgflow.runs r on r.run_id = t.run_id
+    where t.status in ('queued', 'started') and ss.status = 'started' and r.status = 'started'
+    order by t.run_id, t.step_slug, t.task_index
+    for no key update of t
+  )
+  update pgflow.step_tasks t
+  set status = 'skipped', skipped_at = now()
+  from live
+  where t.ctid = live.row_ctid and t.status in ('queued', 'started');
+
+  with recursive target as (
+    select u.run_id, u.step_slug, u.reason, u.cascade, u.error_message, r.flow_slug
+    from unnest(p_run_ids, p_step_slugs, p_reasons, p_cascade, p_error_messages)
+      as u(run_id, step_slug, reason, cascade, error_message)
+    join pgflow.runs r on r.run_id = u.run_id and r.status = 'started'
+  ),
+  downstream(run_id, flow_slug, step_slug) as (
+    select t.run_id, t.flow_slug, d.step_slug
+    from target t
+    join pgflow.deps d on d.flow_slug = t.flow_slug and d.dep_slug = t.step_slug
+    where t.cascade
+    union
+    select ds.run_id, ds.flow_slug, d.step_slug
+    from downstream ds
+    join pgflow.deps d on d.flow_slug = ds.flow_slug and d.dep_slug = ds.step_slug
+  ),
+  wanted as (
+    -- a step both named and downstream of another keeps its own reason
+    select distinct on (w.run_id, w.step_slug) w.run_id, w.step_slug, w.reason, w.error_message
+    from (select run_id, step_slug, reason, error_message, 0 as rank from target
+          union all
+          select run_id, step_slug, 'dependency_skipped', null, 1 from downstream) w
+    order by w.run_id, w.step_slug, w.rank
+  ),
+  locked as (
+    select ss.ctid as row_ctid, wanted.reason, wanted.error_message
+    from pgflow.step_states ss
+    join wanted on wanted.run_id = ss.run_id and wanted.step_slug = ss.step_slug
+    where ss.status in ('created', 'started')
+    order by ss.run_id, ss.step_slug
+    for no key update of ss
+  ),
+  skipped as (
+    update pgflow.step_states ss
+    set status = 'skipped', skipped_at = now(), skip_reason = locked.reason,
+        error_message = coalesce(locked.error_message, ss.error_message)
+    from locked
+    where ss.ctid = locked.row_ctid
+    returning ss.run_id, ss.step_slug, ss.flow_slug
+  )
+  select coalesce(array_agg(run_id), array[]::uuid[]),
+         coalesce(array_agg(step_slug), array[]::text[]),
+         coalesce(array_agg(flow_slug), array[]::text[])
+  into v_runs, v_steps, v_flows
+  from skipped;
+
+  perform pgflow.finish_completed_steps(v_runs, v_steps, v_flows);
 end;
 $$;
 
@@ -393,7 +570,7 @@ declare
   v_run_ids uuid[];
   v_inputs jsonb[];
   v_started pgflow.started_step[];
-  v_bad_runs uuid[];
+  v_slow_runs uuid[];
 begin
   if p_resolve_alias then
     select a.flow_slug into v_flow_slug from pgflow.aliases a where a.alias = p_flow_slug;
@@ -429,20 +606,24 @@ begin
   end if;
 
   -- Every step state in one write, the root steps already started and sized: a single step
-  -- gets one task, a root map step one per element of the run's input. A run whose input a
-  -- root map step cannot map over (not an array) gets all its steps 'created' and is left to
-  -- start_ready_steps, which fails it.
+  -- gets one task, a root map step one per element of the run's input. A root step with a
+  -- condition stays 'created' and is decided by start_ready_steps. A run whose input a root
+  -- map step cannot map over (not an array) gets all its steps 'created' and is left to
+  -- start_ready_steps, which fails it (unless the map step's condition skips it).
   with planned as (
     select r.run_id, s.step_slug, s.flow_slug, s.deps_count, s.queue_name,
            coalesce(s.opt_start_delay, 0) as start_delay,
-           case when s.deps_count > 0 then null
+           case when s.deps_count > 0 or c.conditional then null
                 when s.step_type = 'single' then 1
                 when jsonb_typeof(r.input) = 'array' then jsonb_array_length(r.input)
            end as task_count,
-           s.deps_count = 0 and s.step_type = 'map'
-             and jsonb_typeof(r.input) is distinct from 'array' as bad
+           s.deps_count = 0 and s.step_type = 'map' and not c.conditional
+             and jsonb_typeof(r.input) is distinct from 'array' as bad,
+           s.deps_count = 0 and c.conditional as decided_later
     from unnest(v_run_ids, v_inputs) as r(run_id, input)
     cross join pgflow.steps s
+    cross join lateral (select s.condition_when is not null
+                               or s.condition_unless is not null as conditional) c
     where s.flow_slug = v_flow_slug
   ),
   decided as materialized (
@@ -463,12 +644,12 @@ begin
   )
   select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
                    ::pgflow.started_step) filter (where start),
-         array_agg(distinct run_id) filter (where bad)
-  into v_started, v_bad_runs
+         array_agg(distinct run_id) filter (where bad or decided_later)
+  into v_started, v_slow_runs
   from decided;
 
-  if v_bad_runs is not null then
-    perform pgflow.start_ready_steps(v_bad_runs);
+  if v_slow_runs is not null then
+    perform pgflow.start_ready_steps(v_slow_runs);
   end if;
   if v_started is not null then
     perform pgflow.enqueue_step_tasks(v_started);

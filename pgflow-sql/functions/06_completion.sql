@@ -107,8 +107,11 @@ begin
 end;
 $$;
 
--- Fails tasks for good: the tasks, their steps and their runs become 'failed'; the runs' other
--- live tasks are failed too and every affected message is archived.
+-- Fails tasks for good: the tasks become 'failed' and their messages are archived. Then, by
+-- the step's `when_exhausted`: `fail` fails the step and its run (the run's other live tasks
+-- are failed too and their messages archived); `skip` and `skip_cascade` skip the step
+-- (reason handler_failed, the task's error kept on the step) and, for `skip_cascade`,
+-- everything downstream of it, and the run goes on (see skip_steps).
 -- Expects the caller to hold the runs' and the tasks' locks.
 create or replace function pgflow.fail_tasks_permanently(
   p_run_ids uuid[],
@@ -123,6 +126,10 @@ declare
   v_queues text[];
   v_messages bigint[];
   v_runs uuid[];
+  v_skip_runs uuid[];
+  v_skip_steps text[];
+  v_skip_errors text[];
+  v_skip_cascade boolean[];
 begin
   with failed as (
     update pgflow.step_tasks t
@@ -139,6 +146,29 @@ begin
     perform pgflow.archive_messages(v_queues, v_messages);
   end if;
 
+  -- Steps that skip rather than fail, skipped first: the steps that fail then fail their runs
+  -- (a run with a step of each fails).
+  with failing as (
+    select distinct on (f.run_id, f.step_slug) f.run_id, f.step_slug, f.error_message,
+           s.when_exhausted
+    from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_error_messages)
+      as f(run_id, step_slug, task_index, error_message)
+    join pgflow.runs r on r.run_id = f.run_id
+    join pgflow.steps s on s.flow_slug = r.flow_slug and s.step_slug = f.step_slug
+    order by f.run_id, f.step_slug, f.task_index
+  )
+  select array_agg(run_id), array_agg(step_slug), array_agg(error_message),
+         array_agg(when_exhausted = 'skip_cascade')
+  into v_skip_runs, v_skip_steps, v_skip_errors, v_skip_cascade
+  from failing
+  where when_exhausted <> 'fail';
+
+  if v_skip_runs is not null then
+    perform pgflow.skip_steps(v_skip_runs, v_skip_steps,
+                              array_fill('handler_failed'::text, array[cardinality(v_skip_runs)]),
+                              v_skip_cascade, v_skip_errors);
+  end if;
+
   with failing as (
     select distinct on (f.run_id, f.step_slug) f.run_id, f.step_slug, f.error_message
     from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_error_messages)
@@ -150,7 +180,8 @@ begin
     from pgflow.step_states ss
     join failing on failing.run_id = ss.run_id and failing.step_slug = ss.step_slug
     join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
-    where ss.status = 'started'
+    join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+    where ss.status = 'started' and s.when_exhausted = 'fail'
     order by ss.run_id, ss.step_slug
     for no key update of ss
   ),

@@ -8,6 +8,7 @@
 mod app_state;
 mod claim;
 mod concurrency;
+mod conditions;
 mod define;
 mod dsl;
 mod flows;

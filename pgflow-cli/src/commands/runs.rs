@@ -106,7 +106,10 @@ pub async fn show(pool: &PgPool, out: &Output, run_id: &str) -> Result<(), Failu
                 let dash = || "-".to_owned();
                 table.add_row(vec![
                     Cell::new(&s.step_slug),
-                    out.status(&s.status),
+                    match &s.skip_reason {
+                        Some(reason) => out.coloured(&format!("{} ({reason})", s.status), &s.status),
+                        None => out.status(&s.status),
+                    },
                     Cell::new(&s.queue_name),
                     Cell::new(s.tasks.map_or_else(dash, |t| t.to_string())),
                     Cell::new(s.max_attempt.map_or_else(dash, |a| a.to_string())),

@@ -270,8 +270,10 @@ pub async fn recent_runs(
 pub struct RunStep {
     /// The step.
     pub step_slug: String,
-    /// Its state in the run (`created`, `started`, `completed`, `failed`).
+    /// Its state in the run (`created`, `started`, `completed`, `failed`, `skipped`).
     pub status: String,
+    /// Why it was skipped (`condition_unmet`, `handler_failed`, `dependency_skipped`).
+    pub skip_reason: Option<String>,
     /// The queue its tasks go to.
     pub queue_name: String,
     /// How many tasks it has (`None` until it started).
@@ -282,7 +284,7 @@ pub struct RunStep {
     pub error: Option<String>,
     /// When its first task started.
     pub started_at: Option<DateTime<Utc>>,
-    /// When it completed or failed.
+    /// When it completed, failed or was skipped.
     pub ended_at: Option<DateTime<Utc>>,
     /// The size of its output as JSON text, in bytes (`None` until it completed).
     pub output_bytes: Option<i32>,
@@ -294,7 +296,7 @@ pub async fn run_steps(
     run_id: Uuid,
 ) -> Result<Vec<RunStep>, EngineError> {
     let rows = sqlx::query_as(
-        "select ss.step_slug, ss.status, s.queue_name, ss.initial_tasks as tasks,
+        "select ss.step_slug, ss.status, ss.skip_reason, s.queue_name, ss.initial_tasks as tasks,
                 (select max(t.attempts_count) from pgflow.step_tasks t
                  where t.run_id = ss.run_id and t.step_slug = ss.step_slug) as max_attempt,
                 coalesce(ss.error_message,
@@ -302,7 +304,7 @@ pub async fn run_steps(
                           where t.run_id = ss.run_id and t.step_slug = ss.step_slug
                             and t.error_message is not null
                           order by t.task_index limit 1)) as error,
-                ss.started_at, coalesce(ss.completed_at, ss.failed_at) as ended_at,
+                ss.started_at, coalesce(ss.completed_at, ss.failed_at, ss.skipped_at) as ended_at,
                 octet_length(ss.output::text) as output_bytes
          from pgflow.step_states ss
          join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
@@ -322,7 +324,7 @@ pub struct TaskAttempts {
     pub step_slug: String,
     /// Its index (0 for a single step, the element for a map step).
     pub task_index: i32,
-    /// `queued`, `started`, `completed` or `failed`.
+    /// `queued`, `started`, `completed`, `failed` or `skipped`.
     pub status: String,
     /// How many attempts it has had.
     pub attempts: i32,
