@@ -146,7 +146,13 @@ fn generated_items(
         quote!(#slug => ::core::option::Option::Some(#adapter as ::pgflow::__private::StepHandler))
     });
     let slug = &flow.slug;
+    let alias = &flow.alias;
     let doc_flow = format!("The concrete flow `{slug}` as a type.");
+    let doc_start_alias = format!(
+        "Starts a run of the alias `{alias}`, typed: its active version, which must take and \
+         produce this flow's types (every version declaring the same `input` and `output`); \
+         see `Client::start_alias_typed`."
+    );
 
     quote! {
         #queue_enum
@@ -168,6 +174,7 @@ fn generated_items(
             type Queue = Queue;
             type State = #state_ty;
             const SLUG: &'static str = #slug;
+            const ALIAS: &'static str = #alias;
 
             // `..DEFAULT` lets the runtime add fields without breaking generated code.
             #[allow(clippy::needless_update)]
@@ -196,6 +203,18 @@ fn generated_items(
             ::pgflow::__private::EngineError,
         > {
             client.start::<Flow>(input).await
+        }
+
+        #[doc = #doc_start_alias]
+        #[allow(dead_code)]
+        pub async fn start_alias(
+            client: &::pgflow::__private::Client,
+            input: &#input_ty,
+        ) -> ::core::result::Result<
+            ::pgflow::__private::RunHandle<Output>,
+            ::pgflow::__private::EngineError,
+        > {
+            client.start_alias_typed::<Flow>(input).await
         }
 
         #(#adapters)*
@@ -321,19 +340,23 @@ fn condition_fields(step: &Step) -> TokenStream {
     fields
 }
 
-/// `Output`: one field per leaf step (a step nothing depends on), as the run output holds them.
-fn output_struct(flow: &Flow, steps: &[&Step]) -> TokenStream {
+/// The run output's fields: one per leaf step (a step nothing depends on), as the run output
+/// holds them, with its type and doc.
+fn output_fields<'a>(
+    flow: &'a Flow,
+    steps: &'a [&'a Step],
+) -> impl Iterator<Item = (&'a Ident, TokenStream, String)> + 'a {
     let leaves = steps.iter().filter(|step| {
         !flow
             .steps
             .iter()
             .any(|other| other.deps.contains(&step.ident))
     });
-    let fields = leaves.filter_map(|step| {
-        let ident = &step.ident;
+    leaves.filter_map(|step| {
         let output = step_output_type(step)?;
-        let (ty, doc) = if flow.may_end_skipped(step) {
+        Some(if flow.may_end_skipped(step) {
             (
+                &step.ident,
                 quote!(::core::option::Option<#output>),
                 format!(
                     "The output of step `{}`; `None` when the run skipped it.",
@@ -341,12 +364,45 @@ fn output_struct(flow: &Flow, steps: &[&Step]) -> TokenStream {
                 ),
             )
         } else {
-            (output, format!("The output of step `{}`.", step.slug))
+            (
+                &step.ident,
+                output,
+                format!("The output of step `{}`.", step.slug),
+            )
+        })
+    })
+}
+
+/// `Output`: the generated struct of the leaf steps' outputs, or the user's `output = T`,
+/// checked at compile time to have exactly those fields with those types.
+fn output_struct(flow: &Flow, steps: &[&Step]) -> TokenStream {
+    if let Some(declared) = &flow.output {
+        let span = declared.span();
+        let (names, types): (Vec<Ident>, Vec<TokenStream>) = output_fields(flow, steps)
+            .map(|(ident, ty, _)| (Ident::new(&ident.to_string(), span), ty))
+            .unzip();
+        return quote_spanned! {span=>
+            /// The output of a completed run: the type this flow declares with `output`, whose
+            /// fields are the outputs of the steps nothing depends on.
+            #[allow(dead_code)]
+            pub type Output = #declared;
+
+            // `output = T` must have exactly one field per step nothing depends on (the struct
+            // expression names them all), named after the step and of its output type (each
+            // field is checked against the step). Never called.
+            #[doc(hidden)]
+            #[allow(dead_code)]
+            fn __pgflow_output_fields(output: Output) -> Output {
+                #(::pgflow::__private::assert_output_field::<#types, _>(&output.#names);)*
+                Output { #(#names: ::pgflow::__private::type_checked_only()),* }
+            }
         };
-        Some(quote! {
+    }
+    let fields = output_fields(flow, steps).map(|(ident, ty, doc)| {
+        quote! {
             #[doc = #doc]
             pub #ident: #ty
-        })
+        }
     });
     quote! {
         /// The output of a completed run: the outputs of the steps nothing depends on (`Debug`, so

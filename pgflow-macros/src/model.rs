@@ -10,7 +10,15 @@ use crate::pattern::Pattern;
 use pgflow_names::{validate_queue_name, validate_slug};
 
 /// Items `#[flow]` generates inside the module; user items may not take these names.
-pub const RESERVED: &[&str] = &["Queue", "Flow", "Output", "deployment", "start", "SLUG"];
+pub const RESERVED: &[&str] = &[
+    "Queue",
+    "Flow",
+    "Output",
+    "deployment",
+    "start",
+    "start_alias",
+    "SLUG",
+];
 
 /// One flow.
 pub struct Flow {
@@ -18,6 +26,9 @@ pub struct Flow {
     pub alias: String,
     pub version: u32,
     pub input: Option<Type>,
+    /// The run output type the user declares (shared by an alias's versions) instead of the
+    /// generated `Output` struct.
+    pub output: Option<Type>,
     /// The application state type its handlers may take as `State<T>`.
     pub state: Option<Type>,
     pub max_attempts: Option<u32>,
@@ -202,6 +213,7 @@ pub fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) -> Flow {
         alias: alias.value,
         version: args.version.map_or(1, |v| v.value),
         input: args.input,
+        output: args.output,
         state: args.state,
         max_attempts: args.max_attempts.map(|v| v.value),
         base_delay: args.base_delay.map(|v| v.value),

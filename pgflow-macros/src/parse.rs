@@ -25,6 +25,7 @@ pub struct FlowArgs {
     pub alias: Option<Located<String>>,
     pub version: Option<Located<u32>>,
     pub input: Option<Type>,
+    pub output: Option<Type>,
     pub state: Option<Type>,
     pub max_attempts: Option<Located<u32>>,
     pub base_delay: Option<Located<u64>>,
@@ -87,6 +88,7 @@ const FLOW_KEYS: &[&str] = &[
     "alias",
     "version",
     "input",
+    "output",
     "state",
     "max_attempts",
     "base_delay",
@@ -123,6 +125,7 @@ pub fn flow_args(tokens: TokenStream, errors: &mut Errors) -> FlowArgs {
                 integer_value(m, k, e, 1)
             }),
             "input" => set_once(&mut args.input, &meta, &key, errors, type_value),
+            "output" => set_once(&mut args.output, &meta, &key, errors, type_value),
             "state" => set_once(&mut args.state, &meta, &key, errors, type_value),
             "max_attempts" => set_once(&mut args.max_attempts, &meta, &key, errors, |m, k, e| {
                 integer_value(m, k, e, 1)

@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::definition::FlowTypes;
 use crate::deployment::{Deployment, FlowSpec};
 use crate::engine::{self, CompileStatus, Run, RunStatus};
 use crate::error::EngineError;
@@ -68,6 +69,8 @@ impl Client {
 
     /// Starts a run of an alias: its active concrete version at this moment (the run keeps
     /// it). The output is untyped since versions may differ; the run records which version ran.
+    /// Versions that share their input and output types start typed with
+    /// [`start_alias_typed`](Self::start_alias_typed).
     pub async fn start_alias<I: serde::Serialize>(
         &self,
         alias: &str,
@@ -79,6 +82,41 @@ impl Client {
         })?;
         let run = engine::start_flow(&self.pool, alias, &input).await?;
         Ok(RunHandle::new(run.run_id))
+    }
+
+    /// Starts a run of `F`'s alias, typed: the alias's active version at this moment (the run
+    /// keeps it), which may be `F` or another version taking `F::Input` and producing
+    /// `F::Output`. Versions share those types when each declares the same `input` and
+    /// `output` (`#[flow(alias = "triage", input = TriageInput, output = TriageOutput)]`); the
+    /// SQL core checks the active version's recorded types in the same call, and a version
+    /// with other types (or a generated `Output` of its own) is refused with
+    /// [`EngineError::AliasTypeMismatch`] before anything starts.
+    pub async fn start_alias_typed<F: FlowSpec>(
+        &self,
+        input: &F::Input,
+    ) -> Result<RunHandle<F::Output>, EngineError> {
+        let mut handles = self
+            .start_alias_typed_many::<F>(std::slice::from_ref(input))
+            .await?;
+        handles.pop().ok_or_else(|| EngineError::UnknownFlow {
+            flow_slug: F::ALIAS.to_owned(),
+        })
+    }
+
+    /// Starts one typed run of `F`'s alias per input, in one transaction, in input order, all
+    /// on the alias's active version (see [`start_alias_typed`](Self::start_alias_typed)).
+    pub async fn start_alias_typed_many<F: FlowSpec>(
+        &self,
+        inputs: &[F::Input],
+    ) -> Result<Vec<RunHandle<F::Output>>, EngineError> {
+        let runs = engine::start_alias_typed(
+            &self.pool,
+            F::ALIAS,
+            &encode_inputs(inputs)?,
+            &FlowTypes::of::<F::Input, F::Output>(),
+        )
+        .await?;
+        Ok(runs.iter().map(|r| RunHandle::new(r.run_id)).collect())
     }
 
     /// Starts one run of an alias per input, in one transaction, in input order: all on the

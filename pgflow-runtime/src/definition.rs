@@ -224,6 +224,26 @@ impl StepDefinition {
     }
 }
 
+/// The Rust types a flow takes and produces, by name (`std::any::type_name`), as the SQL core
+/// records them for typed starts through an alias.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FlowTypes {
+    /// The flow input type.
+    pub input: String,
+    /// The run output type.
+    pub output: String,
+}
+
+impl FlowTypes {
+    /// The names of `I` and `O`.
+    pub fn of<I: ?Sized, O: ?Sized>() -> Self {
+        Self {
+            input: std::any::type_name::<I>().to_owned(),
+            output: std::any::type_name::<O>().to_owned(),
+        }
+    }
+}
+
 /// A concrete flow: an immutable DAG under a slug, with its alias and version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlowDefinition {
@@ -237,6 +257,9 @@ pub struct FlowDefinition {
     pub options: FlowOptions,
     /// The steps in topological order.
     pub steps: Vec<StepDefinition>,
+    /// The Rust input and output types, when the definition comes from a typed flow (a
+    /// [`Deployment`](crate::Deployment) sets them).
+    pub types: Option<FlowTypes>,
 }
 
 impl FlowDefinition {
@@ -248,7 +271,15 @@ impl FlowDefinition {
             version: 1,
             options: FlowOptions::DEFAULT,
             steps: Vec::new(),
+            types: None,
         }
+    }
+
+    /// Records the flow's Rust input and output types.
+    #[must_use]
+    pub fn types(mut self, types: FlowTypes) -> Self {
+        self.types = Some(types);
+        self
     }
 
     /// Sets the alias and version.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::definition::FlowDefinition;
+use crate::definition::{FlowDefinition, FlowTypes};
 use crate::handler::StepHandler;
 
 /// A queue of a flow: the generated `Queue` enum implements it.
@@ -33,6 +33,9 @@ pub trait FlowSpec: Send + Sync + 'static {
 
     /// The concrete slug.
     const SLUG: &'static str;
+
+    /// The alias the flow is a version of (its own slug for a plain flow).
+    const ALIAS: &'static str;
 
     /// The flow's shape, options and routes.
     fn definition() -> FlowDefinition;
@@ -67,7 +70,7 @@ impl<F: FlowSpec> Deployment<F> {
     /// The deployment of `F` carrying state that is already shared.
     pub fn with_shared_state(state: Arc<F::State>) -> Self {
         Self {
-            definition: Arc::new(F::definition()),
+            definition: Arc::new(F::definition().types(FlowTypes::of::<F::Input, F::Output>())),
             state,
             flow: PhantomData,
         }

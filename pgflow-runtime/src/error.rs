@@ -13,6 +13,32 @@ pub struct UnsupportedPair {
     pub message_ids: Vec<i64>,
 }
 
+/// The types a typed alias start expected, and those the alias's active version records.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, thiserror::Error)]
+#[error(
+    "alias `{alias}` is active at `{flow_slug}`, which takes `{}` and produces `{}`; this caller \
+     expects `{expected_input_type}` and `{expected_output_type}`: give every version of the \
+     alias the same `input` and `output` types (`#[flow(input = T, output = U)]`), or start \
+     the concrete flow",
+    input_type.as_deref().unwrap_or("(unrecorded)"),
+    output_type.as_deref().unwrap_or("(unrecorded)")
+)]
+#[non_exhaustive]
+pub struct AliasTypeMismatch {
+    /// The alias started.
+    pub alias: String,
+    /// Its active version.
+    pub flow_slug: String,
+    /// The input type that version records.
+    pub input_type: Option<String>,
+    /// The output type that version records.
+    pub output_type: Option<String>,
+    /// The caller's input type.
+    pub expected_input_type: String,
+    /// The caller's output type.
+    pub expected_output_type: String,
+}
+
 /// Why a call into the SQL core failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -63,6 +89,11 @@ pub enum EngineError {
         /// The slug that was asked for.
         flow_slug: String,
     },
+
+    /// A typed start through an alias found its active version taking or producing other
+    /// types than the caller's (or types never recorded). Nothing was started.
+    #[error("{0}")]
+    AliasTypeMismatch(Box<AliasTypeMismatch>),
 
     /// A flow was asked to join an alias it does not belong to.
     #[error("{0}")]
@@ -161,6 +192,10 @@ impl From<sqlx::Error> for EngineError {
             Some("PF005") => Self::InvalidArguments(message),
             Some("PF006") => Self::AliasMismatch(message),
             Some("PF007") => Self::Rollout(message),
+            Some("PF008") => match serde_json::from_str::<AliasTypeMismatch>(&detail) {
+                Ok(mismatch) => Self::AliasTypeMismatch(Box::new(mismatch)),
+                Err(_) => Self::Database(error),
+            },
             // undefined function / schema / table: the schema is missing or incomplete
             Some("42883" | "3F000" | "42P01") if message.contains("pgflow") => {
                 Self::NotInstalled(message)

@@ -35,7 +35,7 @@ pub use engine::{
     Activation, ClaimedTask, CompileStatus, DrainStatus, FailureOutcome, Pruned, Run, RunStatus,
     StalledTask, SupportedPairs, TaskCompletion, TaskFailure,
 };
-pub use error::{EngineError, UnsupportedPair};
+pub use error::{AliasTypeMismatch, EngineError, UnsupportedPair};
 pub use failure::StepFailure;
 pub use handler::{HandlerFuture, StepHandler, TaskInput};
 pub use names::{FlowSlug, NameError, QueueName, StepSlug};

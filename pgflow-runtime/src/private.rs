@@ -245,6 +245,28 @@ impl<T> MapSource for Vec<T> {
 pub trait ElementType<Expected> {}
 impl<T> ElementType<T> for T {}
 
+/// `Self` (a field of a flow's declared `output` type) has the output type of the step it is
+/// named after.
+#[diagnostic::on_unimplemented(
+    message = "this field of the flow's `output` type has type `{Self}`, but the step it is named after produces `{Expected}`",
+    label = "expected `{Expected}`",
+    note = "the `output` type has one field per step nothing depends on, of that step's output type (an `Option` for a step a run may skip)"
+)]
+pub trait OutputField<Expected> {}
+impl<T> OutputField<T> for T {}
+
+/// Type check: a field of a declared `output` type has its step's output type.
+pub fn assert_output_field<Expected, Field: OutputField<Expected>>(_field: &Field) {}
+
+/// A value of any type, for code that is type-checked and never run (the generated check of a
+/// declared `output` type's field names).
+///
+/// # Panics
+/// Always: nothing calls it.
+pub fn type_checked_only<T>() -> T {
+    unreachable!("generated for type checking only, never called")
+}
+
 /// Compile-time check: a dependency parameter has the dependency's output type.
 pub const fn assert_dependency_type<Param: DependencyType<Expected>, Expected>() {}
 

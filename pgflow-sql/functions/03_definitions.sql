@@ -160,8 +160,12 @@ $$;
 --            (default), "skip_cascade" or "fail" and needs a condition; "when_exhausted" is
 --            "fail" (default), "skip" or "skip_cascade".
 --
--- Returns 'compiled' (created now) or 'verified' (same shape already stored; its options are
--- brought up to date with the definition). A different shape (steps, order, types, deps,
+-- p_input_type, p_output_type: the Rust type names of the flow's input and output as the
+--            caller's code names them (null: not known); recorded on compile and brought up to
+--            date on verify when given. They are not part of the shape.
+--
+-- Returns 'compiled' (created now) or 'verified' (same shape already stored; its options and
+-- recorded types are brought up to date with the definition). A different shape (steps, order, types, deps,
 -- queues) or a different alias/version for an existing slug raises PF002 listing every
 -- difference: a changed DAG needs a new concrete slug. Conditions and skip modes are part of
 -- the shape: they decide which steps run and what their dependents receive.
@@ -173,7 +177,9 @@ create or replace function pgflow.define_flow(
   p_alias text,
   p_version integer,
   p_options jsonb,
-  p_steps jsonb
+  p_steps jsonb,
+  p_input_type text default null,
+  p_output_type text default null
 )
 returns text
 language plpgsql
@@ -395,10 +401,15 @@ begin
         opt_base_delay = v_base_delay,
         opt_max_delay = v_max_delay,
         opt_jitter = v_jitter,
-        opt_timeout = v_timeout
+        opt_timeout = v_timeout,
+        input_type = coalesce(p_input_type, input_type),
+        output_type = coalesce(p_output_type, output_type)
     where flow_slug = p_flow_slug
-      and (opt_max_attempts, opt_base_delay, opt_max_delay, opt_jitter, opt_timeout)
-          is distinct from (v_max_attempts, v_base_delay, v_max_delay, v_jitter, v_timeout);
+      and (opt_max_attempts, opt_base_delay, opt_max_delay, opt_jitter, opt_timeout,
+           input_type, output_type)
+          is distinct from (v_max_attempts, v_base_delay, v_max_delay, v_jitter, v_timeout,
+                            coalesce(p_input_type, input_type),
+                            coalesce(p_output_type, output_type));
 
     update pgflow.steps s
     set opt_max_attempts = (x ->> 'max_attempts')::integer,
@@ -419,9 +430,9 @@ begin
   else
     -- 3b. Compile.
     insert into pgflow.flows (flow_slug, alias, version, opt_max_attempts, opt_base_delay,
-                              opt_max_delay, opt_jitter, opt_timeout)
+                              opt_max_delay, opt_jitter, opt_timeout, input_type, output_type)
     values (p_flow_slug, p_alias, p_version, v_max_attempts, v_base_delay, v_max_delay, v_jitter,
-            v_timeout);
+            v_timeout, p_input_type, p_output_type);
 
     insert into pgflow.steps (flow_slug, step_slug, step_index, step_type, deps_count, queue_name,
                               opt_max_attempts, opt_base_delay, opt_max_delay, opt_jitter,

@@ -677,3 +677,48 @@ language sql
 as $$
   select * from pgflow.start_flows(p_flow_slug, array[p_input], array[p_run_id], p_resolve_alias)
 $$;
+
+-- start_alias_typed: starts one run per input on an alias's active version, like start_flows,
+-- for a caller that decodes inputs and outputs as Rust types: the version must record exactly
+-- the input and output type names the caller gives (see define_flow). Otherwise raises PF008
+-- naming the alias, the version and both pairs of types, and starts nothing; PF004 when the
+-- alias has no active version. The runs start on the version that was checked.
+create or replace function pgflow.start_alias_typed(
+  p_alias text,
+  p_inputs jsonb[],
+  p_input_type text,
+  p_output_type text
+)
+returns setof pgflow.runs
+language plpgsql
+as $$
+declare
+  v_flow pgflow.flows;
+begin
+  select f.* into v_flow
+  from pgflow.aliases a
+  join pgflow.flows f on f.flow_slug = a.flow_slug
+  where a.alias = p_alias;
+  if not found then
+    raise exception 'no alias `%` has an active version; a worker carrying one of its versions '
+      'activates it at startup', p_alias
+      using errcode = 'PF004', detail = jsonb_build_object('flow_slug', p_alias)::text;
+  end if;
+  if v_flow.input_type is distinct from p_input_type
+     or v_flow.output_type is distinct from p_output_type then
+    raise exception 'alias `%` is active at `%`, which takes `%` and produces `%`; this caller '
+      'expects `%` and `%`', p_alias, v_flow.flow_slug,
+      coalesce(v_flow.input_type, '(unrecorded)'), coalesce(v_flow.output_type, '(unrecorded)'),
+      p_input_type, p_output_type
+      using errcode = 'PF008',
+            detail = jsonb_build_object('alias', p_alias, 'flow_slug', v_flow.flow_slug,
+                                        'input_type', v_flow.input_type,
+                                        'output_type', v_flow.output_type,
+                                        'expected_input_type', p_input_type,
+                                        'expected_output_type', p_output_type)::text,
+            hint = 'give every version of the alias the same `input` and `output` types '
+                   '(#[flow(input = T, output = U)]), or start the concrete flow';
+  end if;
+  return query select * from pgflow.start_flows(v_flow.flow_slug, p_inputs, null, false);
+end;
+$$;

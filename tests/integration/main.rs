@@ -24,5 +24,6 @@ mod stalled;
 mod statistics;
 mod support;
 mod tls;
+mod typed_alias;
 mod upgrade;
 mod worker;

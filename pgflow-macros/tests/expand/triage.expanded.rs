@@ -81,6 +81,7 @@ pub mod triage_v2 {
         type Queue = Queue;
         type State = ();
         const SLUG: &'static str = "triage_v2";
+        const ALIAS: &'static str = "triage";
         #[allow(clippy::needless_update)]
         fn definition() -> ::pgflow::__private::FlowDefinition {
             const DECL: ::pgflow::__private::FlowDecl = ::pgflow::__private::FlowDecl {
@@ -193,6 +194,17 @@ pub mod triage_v2 {
         ::pgflow::__private::EngineError,
     > {
         client.start::<Flow>(input).await
+    }
+    ///Starts a run of the alias `triage`, typed: its active version, which must take and produce this flow's types (every version declaring the same `input` and `output`); see `Client::start_alias_typed`.
+    #[allow(dead_code)]
+    pub async fn start_alias(
+        client: &::pgflow::__private::Client,
+        input: &TriageInput,
+    ) -> ::core::result::Result<
+        ::pgflow::__private::RunHandle<Output>,
+        ::pgflow::__private::EngineError,
+    > {
+        client.start_alias_typed::<Flow>(input).await
     }
     #[doc(hidden)]
     fn __pgflow_step_fetch(

@@ -20,14 +20,17 @@ pub async fn compile_flow(
     executor: impl PgExecutor<'_>,
     flow: &FlowDefinition,
 ) -> Result<CompileStatus, EngineError> {
-    let status: String = sqlx::query_scalar("select pgflow.define_flow($1, $2, $3, $4, $5)")
-        .bind(flow.slug.as_str())
-        .bind(flow.alias.as_str())
-        .bind(i32::try_from(flow.version).unwrap_or(i32::MAX))
-        .bind(flow.options_json())
-        .bind(flow.steps_json())
-        .fetch_one(executor)
-        .await?;
+    let status: String =
+        sqlx::query_scalar("select pgflow.define_flow($1, $2, $3, $4, $5, $6, $7)")
+            .bind(flow.slug.as_str())
+            .bind(flow.alias.as_str())
+            .bind(i32::try_from(flow.version).unwrap_or(i32::MAX))
+            .bind(flow.options_json())
+            .bind(flow.steps_json())
+            .bind(flow.types.as_ref().map(|t| t.input.as_str()))
+            .bind(flow.types.as_ref().map(|t| t.output.as_str()))
+            .fetch_one(executor)
+            .await?;
     Ok(if status == "compiled" {
         CompileStatus::Compiled
     } else {

@@ -32,7 +32,8 @@ pub use maintenance::{refresh_statistics, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};
 pub use retention::{Pruned, prune, prune_all};
 pub use runs::{
-    Run, RunStatus, run, run_error, run_input, start_concrete_flows, start_flow, start_flows,
+    Run, RunStatus, run, run_error, run_input, start_alias_typed, start_concrete_flows, start_flow,
+    start_flows,
 };
 pub use workers::{
     CoverageGap, deprecate_workers, function_enabled, heartbeat, queue_channel,

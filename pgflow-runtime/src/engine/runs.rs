@@ -5,6 +5,7 @@ use serde_json::Value;
 use sqlx::{FromRow, PgExecutor};
 use uuid::Uuid;
 
+use crate::definition::FlowTypes;
 use crate::error::EngineError;
 
 /// The state of a run.
@@ -105,6 +106,24 @@ async fn start_flows_as(
         .bind(name)
         .bind(inputs)
         .bind(resolve_alias)
+        .fetch_all(executor)
+        .await?;
+    Ok(runs)
+}
+
+/// Starts one run per input on `alias`'s active version, which must record exactly `types`
+/// (see [`FlowTypes`]); otherwise [`EngineError::AliasTypeMismatch`] and nothing starts.
+pub async fn start_alias_typed(
+    executor: impl PgExecutor<'_>,
+    alias: &str,
+    inputs: &[Value],
+    types: &FlowTypes,
+) -> Result<Vec<Run>, EngineError> {
+    let runs = sqlx::query_as::<_, Run>("select * from pgflow.start_alias_typed($1, $2, $3, $4)")
+        .bind(alias)
+        .bind(inputs)
+        .bind(&types.input)
+        .bind(&types.output)
         .fetch_all(executor)
         .await?;
     Ok(runs)
