@@ -208,7 +208,9 @@ $$;
 -- part of up to jitter percent. A task out of attempts, or whose attempt failed permanently
 -- (p_permanent[i]; null or absent means not), fails for good, with its step and run (see
 -- fail_tasks_permanently). Tasks of runs that already failed are failed without retry.
--- Returns, per task handled, whether it will be retried and after how many seconds.
+-- Returns, per task handled, whether it will be retried and after how many seconds, and, for
+-- a task that will not, whether its step was skipped (when_exhausted) rather than its run
+-- failed.
 -- Locks: runs, step_tasks, then as fail_tasks_permanently.
 create or replace function pgflow.fail_tasks(
   p_run_ids uuid[],
@@ -218,7 +220,14 @@ create or replace function pgflow.fail_tasks(
   p_error_messages text[],
   p_permanent boolean[] default null
 )
-returns table (run_id uuid, step_slug text, task_index integer, will_retry boolean, retry_delay_seconds integer)
+returns table (
+  run_id uuid,
+  step_slug text,
+  task_index integer,
+  will_retry boolean,
+  retry_delay_seconds integer,
+  step_skipped boolean
+)
 language plpgsql
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
@@ -316,9 +325,11 @@ begin
 
   return query
   select f.run_id, f.step_slug, f.task_index, f.will_retry,
-         case when f.will_retry then f.delay end
+         case when f.will_retry then f.delay end,
+         not f.will_retry and coalesce(ss.status = 'skipped', false)
   from unnest(v_runs, v_steps, v_indexes, v_retry, v_delays)
     as f(run_id, step_slug, task_index, will_retry, delay)
+  left join pgflow.step_states ss on ss.run_id = f.run_id and ss.step_slug = f.step_slug
   order by f.run_id, f.step_slug, f.task_index;
 end;
 $$;

@@ -514,12 +514,16 @@ async fn exhaustion_with_skip_cascade_drops_a_map_steps_other_tasks_and_its_down
         .into_iter()
         .partition(|t| t.step_slug.as_str() == "each");
 
-    engine::fail_tasks(
+    let outcome = engine::fail_tasks(
         &pool,
         &[TaskFailure::permanent(&each[0], "element 0 is bad")],
     )
     .await
     .unwrap();
+    assert!(
+        !outcome[0].will_retry && outcome[0].step_skipped,
+        "the outcome says the step was skipped, not the run failed: {outcome:?}"
+    );
     assert_eq!(
         skips(&pool, run.run_id).await,
         vec![

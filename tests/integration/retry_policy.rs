@@ -258,6 +258,10 @@ async fn a_permanent_failure_reported_through_sql_fails_the_run_with_attempts_le
         .unwrap();
     assert!(!outcome[0].will_retry);
     assert_eq!(outcome[0].retry_delay_seconds, None);
+    assert!(
+        !outcome[0].step_skipped,
+        "when_exhausted = fail fails the run"
+    );
     let status: String = sqlx::query_scalar("select status from pgflow.runs where run_id = $1")
         .bind(started.run_id)
         .fetch_one(&pool)

@@ -71,6 +71,9 @@ pub struct FailureOutcome {
     pub will_retry: bool,
     /// After how many seconds the retry becomes visible.
     pub retry_delay_seconds: Option<i32>,
+    /// For a task that will not be retried: whether its step was skipped (its
+    /// `when_exhausted` says so) rather than its run failed.
+    pub step_skipped: bool,
 }
 
 /// Records finished attempts (one call for the whole batch). Returns how many tasks were

@@ -74,9 +74,19 @@ pub async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceive
 }
 
 /// A retry is routine (the attempt was logged as a warning when it failed); a task out of
-/// attempts failed its run, which someone has to look at.
+/// attempts whose step was skipped is worth a warning; one that failed its run is an error
+/// someone has to look at.
 fn log_failure_outcome(queue: &str, outcome: &FailureOutcome) {
-    if outcome.will_retry {
+    if outcome.step_skipped {
+        tracing::warn!(
+            queue,
+            run_id = %outcome.run_id,
+            step = outcome.step_slug.as_str(),
+            task_index = outcome.task_index,
+            "task failed for good (permanent failure or no attempts left); its step was skipped \
+             (when_exhausted) and the run goes on"
+        );
+    } else if outcome.will_retry {
         tracing::debug!(
             queue,
             run_id = %outcome.run_id,
