@@ -84,7 +84,9 @@ impl Output {
         }
         match status {
             "completed" | "alive" | "safe" | "finished" => cell.fg(Color::Green),
-            "failed" | "permanent" | "stale" | "stalled" | "cancelled" => cell.fg(Color::Red),
+            "failed" | "permanent" | "stale" | "stalled" | "cancelled" | "lost" => {
+                cell.fg(Color::Red)
+            }
             "started" | "queued" | "draining" | "open" | "created" => cell.fg(Color::Yellow),
             "skipped" => cell.fg(Color::Cyan),
             _ => cell,

@@ -143,6 +143,21 @@ async fn drain_status_reports_the_truth_as_text_and_json(pool: PgPool) {
         "error: `no_such_flow` is neither a flow nor an alias in this database (`pgflow alias \
          list` shows the aliases and their flows)"
     );
+
+    // A queue the flow does not route to (a typo) is refused, not reported safe.
+    let output = pgflow(
+        &pool,
+        &["drain-status", "triage_v1", "--queue", "clasify_threads"],
+    );
+    assert!(!output.status.success(), "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains(
+            "flow `triage_v1` routes no step to queue `clasify_threads`; its queues are \
+             `classify_threads`, `deliver_slack_alerts`"
+        ),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[sqlx::test(migrations = false)]
@@ -751,6 +766,27 @@ async fn status_and_workers_list_agree_on_a_worker_that_went_silent(pool: PgPool
             "{args:?}: {value}"
         );
     }
+
+    // Silent for more than ten intervals: the next maintenance sweep declares it lost.
+    sqlx::query("select * from pgflow.mark_lost_workers()")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let text = stdout(&pgflow(&pool, &["workers", "list"]));
+    assert!(
+        text.starts_with("no workers running"),
+        "a lost worker is not running: {text}"
+    );
+    let text = stdout(&pgflow(&pool, &["workers", "list", "--all"]));
+    let row = row_of(&text, &worker_id.simple().to_string()[..8]);
+    assert_eq!(row[3], "lost", "{text}");
+    let value: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["status", "--json"]))).unwrap();
+    assert_eq!(
+        value.pointer("/queues/0/workers"),
+        Some(&json!([])),
+        "status lists running workers only: {value}"
+    );
 }
 
 #[sqlx::test(migrations = false)]

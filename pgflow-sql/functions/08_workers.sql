@@ -1,7 +1,8 @@
 -- Workers: registering, heartbeats, stopping and deprecating worker instances, and the check
 -- that the workers of a queue carry every flow and step routed to it.
 
--- register_worker: records a started worker (and its function, enabled, if new). Returns false,
+-- register_worker: records a started worker (and its function, enabled, if new), with its
+-- heartbeat interval in milliseconds (null: unknown, taken as 5 s). Returns false,
 -- registering nothing, when the function is disabled (a rollout is in progress): the worker
 -- must wait until it is enabled. Locks the function row (FOR SHARE) so that a concurrent
 -- rollout either sees this worker (and deprecates it) or this call sees the function disabled.
@@ -9,7 +10,8 @@ create or replace function pgflow.register_worker(
   p_worker_id uuid,
   p_queue_name text,
   p_function_name text,
-  p_flow_slugs text[]
+  p_flow_slugs text[],
+  p_heartbeat_interval_ms integer default null
 )
 returns boolean
 language plpgsql
@@ -26,8 +28,9 @@ begin
   if not v_enabled then
     return false;
   end if;
-  insert into pgflow.workers (worker_id, queue_name, function_name, flow_slugs)
-  values (p_worker_id, p_queue_name, p_function_name, p_flow_slugs);
+  insert into pgflow.workers (worker_id, queue_name, function_name, flow_slugs,
+                              heartbeat_interval_ms)
+  values (p_worker_id, p_queue_name, p_function_name, p_flow_slugs, p_heartbeat_interval_ms);
   return true;
 end;
 $$;
@@ -63,6 +66,24 @@ as $$
   set stopped_at = now(),
       deprecated_at = coalesce(deprecated_at, now())
   where worker_id = p_worker_id and stopped_at is null
+$$;
+
+-- mark_lost_workers: declares lost every worker that has not stopped and has been silent for
+-- ten of its heartbeat intervals (5 s when unrecorded), and at least 60 s: it is stopped and
+-- deprecated as of now, with the time it was declared lost. Its started tasks are recovered
+-- by requeue_stalled_tasks once their timeout passes, as before. Returns the workers marked.
+create or replace function pgflow.mark_lost_workers()
+returns table (worker_id uuid, queue_name text, function_name text, last_heartbeat_at timestamptz)
+language sql
+as $$
+  update pgflow.workers w
+  set lost_at = now(),
+      stopped_at = now(),
+      deprecated_at = coalesce(w.deprecated_at, now())
+  where w.stopped_at is null
+    and w.last_heartbeat_at < now() - make_interval(
+          secs => greatest(60, 10 * coalesce(w.heartbeat_interval_ms, 5000) / 1000.0))
+  returning w.worker_id, w.queue_name, w.function_name, w.last_heartbeat_at
 $$;
 
 -- deprecate_workers: asks every live worker of a function to drain and stop; returns how many.

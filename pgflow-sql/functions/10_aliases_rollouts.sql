@@ -103,6 +103,8 @@ $$;
 -- (or of every queue when null): no started run of it can still reach the queue, no task of it
 -- is queued or started there, and it is not an alias's active target (new runs would start
 -- on it). Steps lists the flow's not-yet-completed steps of started runs that route there.
+-- Raises PF004 for an unknown flow and PF005 for a queue the flow routes no step to (a
+-- misspelt queue would otherwise read as "safe to remove").
 create or replace function pgflow.drain_status(p_flow_slug text, p_queue_name text default null)
 returns table (
   flow_slug text,
@@ -122,6 +124,16 @@ begin
   if not exists (select 1 from pgflow.flows f where f.flow_slug = p_flow_slug) then
     raise exception 'flow `%` is not defined', p_flow_slug
       using errcode = 'PF004', detail = jsonb_build_object('flow_slug', p_flow_slug)::text;
+  end if;
+  if p_queue_name is not null and not exists (
+       select 1 from pgflow.steps s
+       where s.flow_slug = p_flow_slug and s.queue_name = p_queue_name) then
+    raise exception 'flow `%` routes no step to queue `%`; its queues are %', p_flow_slug,
+      p_queue_name,
+      (select string_agg(format('`%s`', q.queue_name), ', ' order by q.queue_name)
+       from (select distinct s.queue_name from pgflow.steps s
+             where s.flow_slug = p_flow_slug) q)
+      using errcode = 'PF005';
   end if;
   return query
   with active as (

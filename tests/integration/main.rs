@@ -15,6 +15,7 @@ mod flows;
 mod handles;
 mod install;
 mod integrity;
+mod lost_workers;
 mod outputs;
 mod retention;
 mod retry;

@@ -79,16 +79,20 @@ pub enum WorkerLiveness {
     Stale,
     /// Stopped cleanly.
     Stopped,
+    /// Declared lost by the maintenance sweep: silent for ten of its heartbeat intervals (at
+    /// least 60 s) without stopping; counted as stopped from then on.
+    Lost,
 }
 
 impl WorkerLiveness {
-    /// `alive`, `draining`, `stale` or `stopped`.
+    /// `alive`, `draining`, `stale`, `stopped` or `lost`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Alive => "alive",
             Self::Draining => "draining",
             Self::Stale => "stale",
             Self::Stopped => "stopped",
+            Self::Lost => "lost",
         }
     }
 }
@@ -113,12 +117,16 @@ pub struct WorkerEntry {
     pub deprecated: bool,
     /// It has stopped.
     pub stopped: bool,
+    /// When the maintenance sweep declared it lost (it is then stopped too).
+    pub lost_at: Option<DateTime<Utc>>,
 }
 
 impl WorkerEntry {
     /// What the worker is doing, by the one liveness rule.
     pub fn liveness(&self) -> WorkerLiveness {
-        if self.stopped {
+        if self.lost_at.is_some() {
+            WorkerLiveness::Lost
+        } else if self.stopped {
             WorkerLiveness::Stopped
         } else if self.heartbeat_age_seconds > LIVE_HEARTBEAT_WITHIN.as_secs_f64() {
             WorkerLiveness::Stale
@@ -154,7 +162,8 @@ pub async fn workers(
     let rows = sqlx::query_as(
         "select worker_id, queue_name, function_name, flow_slugs, last_heartbeat_at,
                 extract(epoch from now() - last_heartbeat_at)::float8 as heartbeat_age_seconds,
-                deprecated_at is not null as deprecated, stopped_at is not null as stopped
+                deprecated_at is not null as deprecated, stopped_at is not null as stopped,
+                lost_at
          from pgflow.workers
          where ($1 or stopped_at is null)
            and ($2::integer is null or last_heartbeat_at > now() - make_interval(secs => $2))

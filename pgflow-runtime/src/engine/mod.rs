@@ -36,6 +36,6 @@ pub use runs::{
     start_flows,
 };
 pub use workers::{
-    CoverageGap, deprecate_workers, function_enabled, heartbeat, queue_channel,
-    queue_coverage_gaps, register_worker, stop_worker,
+    CoverageGap, LostWorker, deprecate_workers, function_enabled, heartbeat, mark_lost_workers,
+    queue_channel, queue_coverage_gaps, register_worker, stop_worker,
 };

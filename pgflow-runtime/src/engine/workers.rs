@@ -40,23 +40,55 @@ pub async fn queue_coverage_gaps(
     Ok(gaps)
 }
 
-/// Records a started worker of `function_name` on `queue` carrying `flow_slugs`. Returns
-/// `false`, registering nothing, when the function is disabled by a rollout.
+/// Records a started worker of `function_name` on `queue` carrying `flow_slugs`, beating every
+/// `heartbeat_interval`. Returns `false`, registering nothing, when the function is disabled
+/// by a rollout.
 pub async fn register_worker(
     executor: impl PgExecutor<'_>,
     worker_id: Uuid,
     queue: &QueueName,
     function_name: &str,
     flow_slugs: &[String],
+    heartbeat_interval: std::time::Duration,
 ) -> Result<bool, EngineError> {
-    let registered = sqlx::query_scalar("select pgflow.register_worker($1, $2, $3, $4)")
+    let interval_ms = i32::try_from(heartbeat_interval.as_millis())
+        .unwrap_or(i32::MAX)
+        .max(1);
+    let registered = sqlx::query_scalar("select pgflow.register_worker($1, $2, $3, $4, $5)")
         .bind(worker_id)
         .bind(queue.as_str())
         .bind(function_name)
         .bind(flow_slugs)
+        .bind(interval_ms)
         .fetch_one(executor)
         .await?;
     Ok(registered)
+}
+
+/// A worker the maintenance sweep declared lost: silent for ten of its heartbeat intervals
+/// (at least 60 s) without having stopped.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+#[non_exhaustive]
+pub struct LostWorker {
+    /// The worker.
+    pub worker_id: Uuid,
+    /// The queue it served.
+    pub queue_name: String,
+    /// Its worker function.
+    pub function_name: String,
+    /// Its last heartbeat.
+    pub last_heartbeat_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Declares lost (stopped and deprecated, with the time) every worker silent for ten of its
+/// heartbeat intervals and at least 60 s; returns them.
+pub async fn mark_lost_workers(
+    executor: impl PgExecutor<'_>,
+) -> Result<Vec<LostWorker>, EngineError> {
+    let lost = sqlx::query_as("select * from pgflow.mark_lost_workers()")
+        .fetch_all(executor)
+        .await?;
+    Ok(lost)
 }
 
 /// Whether workers of `function_name` may start (no rollout has disabled it).

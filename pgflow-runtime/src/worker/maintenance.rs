@@ -19,6 +19,7 @@ pub async fn maintain(rt: Arc<Runtime>) {
             () = tokio::time::sleep(rt.settings.stalled_check_interval) => {}
             () = rt.shutdown.cancelled() => return,
         }
+        mark_lost_workers(&rt).await;
         recover_stalled(&rt).await;
         refresh_statistics(&rt).await;
         vacuum(&rt).await;
@@ -28,6 +29,30 @@ pub async fn maintain(rt: Arc<Runtime>) {
             prune(&rt, retention).await;
             last_pruned = Some(Instant::now());
         }
+    }
+}
+
+/// Declares lost the workers that went silent without stopping (see
+/// [`engine::mark_lost_workers`]), one warning each.
+async fn mark_lost_workers(rt: &Runtime) {
+    match engine::mark_lost_workers(&rt.started.pool).await {
+        Ok(lost) => {
+            for worker in lost {
+                tracing::warn!(
+                    queue = worker.queue_name.as_str(),
+                    lost_worker_id = %worker.worker_id,
+                    function = worker.function_name.as_str(),
+                    last_heartbeat_at = %worker.last_heartbeat_at,
+                    "declared a silent worker lost (no heartbeat for ten of its intervals); its \
+                     started tasks are recovered once their timeout passes"
+                );
+            }
+        }
+        Err(error) => tracing::warn!(
+            queue = rt.started.queue.as_str(),
+            %error,
+            "could not look for lost workers"
+        ),
     }
 }
 

@@ -121,7 +121,16 @@ pub async fn start(
 
         // 6. Register (unless a rollout disabled the function meanwhile) and announce.
         let worker_id = Uuid::new_v4();
-        if !engine::register_worker(&pool, worker_id, &queue, &function_name, &order).await? {
+        if !engine::register_worker(
+            &pool,
+            worker_id,
+            &queue,
+            &function_name,
+            &order,
+            settings.heartbeat_interval,
+        )
+        .await?
+        {
             tracing::info!(
                 queue = queue.as_str(),
                 function = function_name.as_str(),
