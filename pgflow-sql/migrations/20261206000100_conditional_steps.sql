@@ -9,10 +9,6 @@
 --   step, or skip it and everything downstream.
 -- * Step states and tasks gain the status `skipped`, with the time and (on step states) the
 --   reason. A skipped step counts as done for its run.
---
--- `fail_tasks` also says, per task out of attempts, whether its step was skipped rather than
--- its run failed; its return type changes, so the old function is dropped here and the
--- functions file creates the new one.
 
 alter table pgflow.steps
   add column condition_when jsonb,
@@ -65,5 +61,3 @@ alter table pgflow.step_tasks
     or (status = 'skipped' and completed_at is null and failed_at is null and output is null)
   ),
   add constraint step_tasks_skipped_fields check ((status = 'skipped') = (skipped_at is not null));
-
-drop function if exists pgflow.fail_tasks(uuid[], text[], integer[], integer[], text[], boolean[]);

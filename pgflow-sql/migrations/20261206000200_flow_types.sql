@@ -13,3 +13,8 @@ alter table pgflow.flows
   add column output_type text;
 
 drop function if exists pgflow.define_flow(text, text, integer, jsonb, jsonb);
+
+-- `fail_tasks` now also says, per task out of attempts, whether its step was skipped
+-- (`when_exhausted`) rather than its run failed; its return type changes, so the old function
+-- is dropped here as well and the functions file creates the new one.
+drop function if exists pgflow.fail_tasks(uuid[], text[], integer[], integer[], text[], boolean[]);
