@@ -165,3 +165,53 @@ pub(crate) fn encode<T: Serialize>(step_slug: &str, output: &T) -> Result<Value,
         type_name: std::any::type_name::<T>(),
     })
 }
+
+/// The longest error text stored on a task or step, in characters, marker included (the SQL
+/// core cuts longer texts from SQL callers the same way).
+pub const STORED_ERROR_CHARS: usize = 8192;
+
+/// The longest error text a worker writes into one log line, in characters, marker included.
+pub const LOGGED_ERROR_CHARS: usize = 1024;
+
+/// `text` cut to at most `max_chars` characters, with a marker saying that and how long the
+/// whole text was: `… [truncated, 1048576 bytes]`. Shorter texts are returned as they are.
+pub fn bounded(text: &str, max_chars: usize) -> std::borrow::Cow<'_, str> {
+    if text.chars().count() <= max_chars {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let marker = format!("… [truncated, {} bytes]", text.len());
+    let keep = max_chars.saturating_sub(marker.chars().count());
+    let cut = text
+        .char_indices()
+        .nth(keep)
+        .map_or(text.len(), |(at, _)| at);
+    std::borrow::Cow::Owned(format!("{}{marker}", &text[..cut]))
+}
+
+/// [`bounded`] for an owned text: a text within the limit is returned without a copy.
+pub fn bounded_owned(text: String, max_chars: usize) -> String {
+    match bounded(&text, max_chars) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(cut) => cut,
+    }
+}
+
+#[cfg(test)]
+mod bounded_tests {
+    use super::bounded;
+
+    #[test]
+    fn a_long_text_is_cut_with_a_marker_naming_its_length_and_a_short_one_is_kept() {
+        let long = "é".repeat(600);
+        let cut = bounded(&long, 100);
+        assert_eq!(cut.chars().count(), 100);
+        assert!(cut.ends_with("… [truncated, 1200 bytes]"), "{cut}");
+        assert!(cut.starts_with("éé"));
+        assert_eq!(bounded("short", 100), "short");
+        assert_eq!(
+            bounded(&"x".repeat(100), 100).len(),
+            100,
+            "exactly the limit is kept"
+        );
+    }
+}

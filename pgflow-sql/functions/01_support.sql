@@ -25,6 +25,22 @@ select
 from pgflow.steps s
 join pgflow.flows f on f.flow_slug = s.flow_slug;
 
+-- An error text as stored on a task or step: at most 8,192 characters; a longer one is cut
+-- and ends with a marker giving its whole length (`… [truncated, 1048576 bytes]`), as
+-- `pgflow_runtime::failure::bounded` does for workers.
+create or replace function pgflow.bounded_error(p_text text)
+returns text
+language sql
+immutable
+parallel safe
+as $$
+  select case
+    when length(p_text) <= 8192 then p_text
+    else left(p_text, 8192 - length(format('… [truncated, %s bytes]', octet_length(p_text))))
+         || format('… [truncated, %s bytes]', octet_length(p_text))
+  end
+$$;
+
 -- Archives messages given as parallel arrays (queue_name[i], message_id[i]), one PGMQ call per
 -- queue.
 create or replace function pgflow.archive_messages(p_queue_names text[], p_message_ids bigint[])

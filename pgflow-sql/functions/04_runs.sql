@@ -531,7 +531,7 @@ begin
   skipped as (
     update pgflow.step_states ss
     set status = 'skipped', skipped_at = now(), skip_reason = locked.reason,
-        error_message = coalesce(locked.error_message, ss.error_message)
+        error_message = coalesce(pgflow.bounded_error(locked.error_message), ss.error_message)
     from locked
     where ss.ctid = locked.row_ctid
     returning ss.run_id, ss.step_slug, ss.flow_slug

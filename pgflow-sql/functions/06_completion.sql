@@ -257,7 +257,7 @@ begin
 
   with failing as (
     select t.run_id, t.step_slug, t.task_index, t.status,
-           left(coalesce(i.error_message, 'unknown error'), 8192) as error_message,
+           pgflow.bounded_error(coalesce(i.error_message, 'unknown error')) as error_message,
            r.status = 'started' and t.attempts_count < o.max_attempts
              and not coalesce(i.permanent, false) as will_retry,
            case when coalesce(i.permanent, false) then 'permanent' else 'failed' end as outcome,

@@ -11,6 +11,7 @@ mod concurrency;
 mod conditions;
 mod define;
 mod dsl;
+mod error_bounds;
 mod flows;
 mod handles;
 mod install;

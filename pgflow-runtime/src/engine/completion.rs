@@ -38,12 +38,16 @@ pub struct TaskFailure {
 }
 
 impl TaskFailure {
-    /// The failure of `task`'s current attempt with `error_message`; retried while attempts
-    /// remain.
+    /// The failure of `task`'s current attempt with `error_message` (cut to
+    /// [`STORED_ERROR_CHARS`](crate::failure::STORED_ERROR_CHARS) with a marker when longer);
+    /// retried while attempts remain.
     pub fn of(task: &ClaimedTask, error_message: impl Into<String>) -> Self {
         Self {
             task: task.key(),
-            error_message: error_message.into(),
+            error_message: crate::failure::bounded_owned(
+                error_message.into(),
+                crate::failure::STORED_ERROR_CHARS,
+            ),
             permanent: false,
         }
     }

@@ -86,7 +86,7 @@ pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
                 duration_ms,
                 outcome = "failed",
                 permanent = failure.is_permanent(),
-                error = %failure,
+                error = %crate::failure::bounded(&failure.to_string(), crate::failure::LOGGED_ERROR_CHARS),
                 "task attempt failed"
             ),
         }

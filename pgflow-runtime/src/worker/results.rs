@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::engine::{self, FailureOutcome, TaskCompletion, TaskFailure};
+use crate::failure::{STORED_ERROR_CHARS, bounded_owned};
 use crate::worker::execute::Outcome;
 use crate::worker::runtime::{Runtime, retry};
 
@@ -34,7 +35,7 @@ pub async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceive
                 }),
                 Err(failure) => failures.push(TaskFailure {
                     task: outcome.key,
-                    error_message: failure.to_string(),
+                    error_message: bounded_owned(failure.to_string(), STORED_ERROR_CHARS),
                     permanent: failure.is_permanent(),
                 }),
             }
