@@ -164,3 +164,53 @@ pub(crate) async fn apply_pending(conn: &mut PgConnection) -> Result<Applied, In
         functions,
     })
 }
+
+#[cfg(test)]
+mod frozen {
+    //! Every migration, once committed, is frozen: a database that applied it refuses an edited
+    //! file (`InstallError::ChecksumMismatch`), so a change goes into a new migration instead.
+    //! `migrations.lock` records each migration's checksum; this test fails when a recorded
+    //! migration changes, and names the line to add when a new one is not recorded yet.
+
+    use super::MIGRATOR;
+
+    const LOCK: &str = include_str!("../migrations.lock");
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn no_recorded_migration_has_changed_and_every_migration_is_recorded() {
+        let recorded: Vec<(i64, &str)> = LOCK
+            .lines()
+            .filter(|line| !line.is_empty() && !line.starts_with('#'))
+            .map(|line| {
+                let (version, checksum) = line.split_once(' ').expect("`version checksum`");
+                (version.parse().expect("a version number"), checksum)
+            })
+            .collect();
+        for migration in MIGRATOR.iter() {
+            let checksum = hex(&migration.checksum);
+            match recorded.iter().find(|(v, _)| *v == migration.version) {
+                Some((_, frozen)) => assert_eq!(
+                    *frozen, checksum,
+                    "migration {} ({}) changed after it was recorded in migrations.lock; a \
+                     database that applied it would refuse this code. Restore it and put the \
+                     change in a new migration.",
+                    migration.version, migration.description
+                ),
+                None => panic!(
+                    "migration {} ({}) is not recorded: append `{} {checksum}` to \
+                     pgflow-sql/migrations.lock",
+                    migration.version, migration.description, migration.version
+                ),
+            }
+        }
+        assert_eq!(
+            recorded.len(),
+            MIGRATOR.iter().count(),
+            "migrations.lock records a migration that no longer exists"
+        );
+    }
+}
