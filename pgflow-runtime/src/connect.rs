@@ -31,12 +31,23 @@ pub enum ConnectError {
     },
 }
 
+/// `url` as Postgres connect options. sqlx reads any scheme; a URL of another database
+/// (`mysql://...`) is refused here rather than tried as Postgres.
+pub(crate) fn parse_url(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
+    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+    if !matches!(scheme, Some("postgres" | "postgresql")) {
+        return Err(sqlx::Error::Configuration(
+            "the scheme must be postgres:// or postgresql://".into(),
+        ));
+    }
+    PgConnectOptions::from_str(url)
+}
+
 /// A pool of at most `max_connections` on `url`. One connection is tried first, once, so an
 /// unreachable server or a refused login fails at once with its cause (a pool would retry it
 /// until its acquire timeout, 30 s, and then report only the timeout).
 pub async fn pool(url: &str, max_connections: u32) -> Result<PgPool, ConnectError> {
-    let options =
-        PgConnectOptions::from_str(url).map_err(|source| ConnectError::InvalidUrl { source })?;
+    let options = parse_url(url).map_err(|source| ConnectError::InvalidUrl { source })?;
     let target = pgflow_sql::connection_target(&options);
     let unreachable = |source| ConnectError::Unreachable {
         target: target.clone(),

@@ -9,6 +9,7 @@ mod app_state;
 mod claim;
 mod concurrency;
 mod conditions;
+mod connections;
 mod define;
 mod dsl;
 mod error_bounds;

@@ -55,6 +55,25 @@ impl From<&crate::Client> for Connection {
     }
 }
 
+/// How idle workers learn that tasks became visible.
+///
+/// By default they `LISTEN` on a connection of their own to the worker's database (one per
+/// queue and process, outside the worker's pool). A transaction-mode pooler such as PgBouncer
+/// cannot carry `LISTEN`: the session that listens is handed to other clients between
+/// transactions. Behind one, give the listener a direct (or session-mode) URL, or turn
+/// notifications off and let idle workers poll every `poll_interval`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Notifications {
+    /// `LISTEN` on a connection of its own, opened with the worker pool's connect options.
+    #[default]
+    SameDatabase,
+    /// `LISTEN` through this URL: a direct or session-mode connection to the same database.
+    Url(String),
+    /// No `LISTEN`: idle workers poll every `poll_interval`.
+    Off,
+}
+
 /// The untyped settings of a worker; [`WorkerConfig`] wraps them with a typed queue.
 #[derive(Debug, Clone)]
 pub struct WorkerSettings {
@@ -62,8 +81,11 @@ pub struct WorkerSettings {
     pub max_concurrent: usize,
     /// Messages read per poll, at most (never more than the free slots). Default 10.
     pub batch_size: usize,
-    /// Size of the worker's connection pool (plus one listening connection). Default 4.
+    /// Size of the worker's connection pool. Default 4. The notification listener's connection
+    /// is not taken from it (one more per queue and process; see [`Notifications`]).
     pub max_pg_connections: u32,
+    /// How idle workers learn of new tasks. Default: `LISTEN` on the worker's database.
+    pub notifications: Notifications,
     /// How long an idle worker waits before reading again when no new-message notification
     /// wakes it sooner (notifications wake it at once; this catches delayed retries). Default 1 s.
     pub poll_interval: Duration,
@@ -102,6 +124,7 @@ impl Default for WorkerSettings {
             max_concurrent: 10,
             batch_size: 10,
             max_pg_connections: 4,
+            notifications: Notifications::SameDatabase,
             poll_interval: Duration::from_secs(1),
             visibility_timeout: Duration::from_secs(10),
             heartbeat_interval: Duration::from_secs(5),
@@ -183,6 +206,22 @@ impl<Q: FlowQueue> WorkerConfig<Q> {
     #[must_use]
     pub fn max_pg_connections(mut self, n: u32) -> Self {
         self.settings.max_pg_connections = n.max(1);
+        self
+    }
+
+    /// `LISTEN` for new tasks through `url` (a direct or session-mode connection to the same
+    /// database) while the worker's pool goes through a transaction-mode pooler.
+    #[must_use]
+    pub fn listen_url(mut self, url: impl Into<String>) -> Self {
+        self.settings.notifications = Notifications::Url(url.into());
+        self
+    }
+
+    /// No `LISTEN`: idle workers poll every `poll_interval` (behind a transaction-mode pooler
+    /// with no direct URL for the listener).
+    #[must_use]
+    pub fn without_notifications(mut self) -> Self {
+        self.settings.notifications = Notifications::Off;
         self
     }
 

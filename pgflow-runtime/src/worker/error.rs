@@ -15,6 +15,17 @@ pub enum WorkerError {
     #[error("worker cannot connect: {0}")]
     Connect(#[from] ConnectError),
 
+    /// The notification listener's URL (`WorkerConfig::listen_url`) does not parse.
+    #[error(
+        "the listen URL is not a valid Postgres URL ({source}); give a direct or session-mode \
+         URL of the worker's database, e.g. postgres://user@db-host:5432/app"
+    )]
+    InvalidListenUrl {
+        /// sqlx's parse error.
+        #[source]
+        source: sqlx::Error,
+    },
+
     /// `DATABASE_URL` is not set and no connection was configured.
     #[error(
         "no database configured: set DATABASE_URL, or pass a URL, a pool or a client with \

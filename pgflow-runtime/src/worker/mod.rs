@@ -47,7 +47,7 @@ use std::future::Future;
 use crate::deployment::{Deployment, FlowQueue, FlowSpec};
 use crate::names::QueueName;
 
-pub use config::{Connection, PRUNE_EVERY, WorkerConfig, WorkerSettings};
+pub use config::{Connection, Notifications, PRUNE_EVERY, WorkerConfig, WorkerSettings};
 pub use error::{COVERAGE_LIST_LIMIT, WorkerError};
 pub use registry::{RegisteredFlow, Registry, Routes, at};
 pub use startup::FlowStartup;

@@ -21,7 +21,11 @@ pub async fn poll(
     results: mpsc::UnboundedSender<Outcome>,
 ) -> Result<(), WorkerError> {
     let started = &rt.started;
-    let wakeup = QueueWakeup::subscribe(&started.pool, &engine::queue_channel(&started.queue));
+    let wakeup = QueueWakeup::subscribe(
+        &started.pool,
+        &engine::queue_channel(&started.queue),
+        &rt.settings.notifications,
+    )?;
     let mut backoff = Duration::from_millis(50);
     loop {
         if rt.shutdown.is_cancelled() {

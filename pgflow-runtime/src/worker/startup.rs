@@ -240,6 +240,10 @@ async fn wait_until_enabled(
 const LOG_WHILE_DISABLED_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn connect(settings: &WorkerSettings) -> Result<PgPool, WorkerError> {
+    if let crate::worker::config::Notifications::Url(url) = &settings.notifications {
+        crate::connect::parse_url(url)
+            .map_err(|source| WorkerError::InvalidListenUrl { source })?;
+    }
     let url = match &settings.connection {
         Connection::Pool(pool) => return Ok(pool.clone()),
         Connection::Url(url) => url.clone(),

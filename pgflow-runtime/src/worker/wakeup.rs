@@ -8,18 +8,24 @@
 //! worker per notification; a worker whose claim came back full wakes the next one
 //! ([`QueueWakeup::pass_on`]), so a burst still reaches every worker, one claim at a time.
 //!
-//! The listener reconnects on its own; while it is down, and after it comes back (when
-//! notifications may have been missed), workers fall back to their poll interval and are all
-//! woken once.
+//! The listener holds a connection of its own, outside the workers' pools (so a worker with
+//! `max_pg_connections(1)` keeps its one connection for work), opened with the pool's connect
+//! options or a URL of its own ([`Notifications`]). It reconnects on its own; while it is
+//! down, and after it comes back (when notifications may have been missed), workers fall back
+//! to their poll interval and are all woken once. With notifications off there is no listener:
+//! workers poll, and still pass work on to each other.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use sqlx::PgPool;
-use sqlx::postgres::PgListener;
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+use crate::worker::config::Notifications;
+use crate::worker::error::WorkerError;
 
 /// The longest pause between attempts to (re)connect the listener.
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
@@ -32,26 +38,53 @@ pub struct QueueWakeup {
 }
 
 impl QueueWakeup {
-    /// The shared wake-up of `channel` on the database `pool` points at, started on first use.
-    pub fn subscribe(pool: &PgPool, channel: &str) -> Arc<Self> {
-        let key = format!("{}\u{0}{channel}", database_identity(pool));
+    /// The shared wake-up of `channel` on the database `pool` points at, started on first use;
+    /// `notifications` says where its listener connects, if anywhere.
+    pub fn subscribe(
+        pool: &PgPool,
+        channel: &str,
+        notifications: &Notifications,
+    ) -> Result<Arc<Self>, WorkerError> {
+        let listen_options = match notifications {
+            Notifications::SameDatabase => Some((*pool.connect_options()).clone()),
+            Notifications::Url(url) => Some(
+                crate::connect::parse_url(url)
+                    .map_err(|source| WorkerError::InvalidListenUrl { source })?,
+            ),
+            Notifications::Off => None,
+        };
+        let listener_identity = listen_options
+            .as_ref()
+            .map_or_else(|| "no listener".to_owned(), database_identity);
+        let key = format!(
+            "{}\u{0}{listener_identity}\u{0}{channel}",
+            database_identity(&pool.connect_options())
+        );
         let mut registry = registry().lock().unwrap_or_else(|e| e.into_inner());
         registry.retain(|_, wakeup| wakeup.strong_count() > 0);
         if let Some(existing) = registry.get(&key).and_then(Weak::upgrade) {
-            return existing;
+            return Ok(existing);
         }
         let wakeup = Arc::new(Self {
             notify: Notify::new(),
             stop: CancellationToken::new(),
         });
         registry.insert(key, Arc::downgrade(&wakeup));
-        tokio::spawn(listen(
-            pool.clone(),
-            channel.to_owned(),
-            Arc::downgrade(&wakeup),
-            wakeup.stop.clone(),
-        ));
-        wakeup
+        if let Some(options) = listen_options {
+            // A pool of one, made lazily: the listener's connection is its own, never one of
+            // the workers'.
+            let listener_pool = PgPoolOptions::new()
+                .max_connections(1)
+                .min_connections(0)
+                .connect_lazy_with(options);
+            tokio::spawn(listen(
+                listener_pool,
+                channel.to_owned(),
+                Arc::downgrade(&wakeup),
+                wakeup.stop.clone(),
+            ));
+        }
+        Ok(wakeup)
     }
 
     /// Waits until this worker is woken: a notification arrived, another worker passed work
@@ -79,8 +112,7 @@ fn registry() -> &'static Mutex<HashMap<String, Weak<QueueWakeup>>> {
 }
 
 /// Host, port, user and database: pools that reach the same database share a listener.
-fn database_identity(pool: &PgPool) -> String {
-    let options = pool.connect_options();
+fn database_identity(options: &PgConnectOptions) -> String {
     format!(
         "{}:{}/{}@{}",
         options.get_host(),
