@@ -69,6 +69,7 @@ async fn claim(
     pgflow::engine::read_and_start_tasks(pool, queue, uuid::Uuid::new_v4(), pairs, 100, 30)
         .await
         .expect("claim tasks")
+        .tasks
 }
 
 fn pgflow(pool: &PgPool, args: &[&str]) -> Output {

@@ -18,7 +18,10 @@
 --
 -- Returns one row per claimed task, in message order, possibly of several concrete flows,
 -- with the handler input: the flow input (root single step), the element (map step), or an
--- object of the dependencies' outputs keyed by step slug.
+-- object of the dependencies' outputs keyed by step slug. After them, one row per stale
+-- message (no queued task behind it: sent by hand, for an unknown run, or left over), with
+-- only `message_id` and `queue_name` set, so the caller can report it; a caller that only
+-- wants tasks skips rows whose `run_id` is null.
 -- Locks: the matched queued step_tasks (key order); no run locks.
 create or replace function pgflow.start_tasks(
   p_queue_name text,
@@ -45,6 +48,7 @@ as $$
 #variable_conflict use_column
 declare
   v_row_ctids tid[];
+  v_matched_ids bigint[];
   v_unsupported jsonb;
 begin
   if cardinality(coalesce(p_flow_slugs, array[]::text[]))
@@ -80,12 +84,13 @@ begin
     group by m.flow_slug, m.step_slug
   )
   select (select array_agg(row_ctid) from matched),
+         (select array_agg(message_id) from matched),
          (select jsonb_agg(jsonb_build_object('flow_slug', u.flow_slug,
                                               'step_slug', u.step_slug,
                                               'message_ids', u.message_ids)
                            order by u.flow_slug, u.step_slug)
           from unsupported u)
-  into v_row_ctids, v_unsupported;
+  into v_row_ctids, v_matched_ids, v_unsupported;
 
   if v_unsupported is not null then
     raise exception 'queue `%`: the claimed batch has tasks this worker does not support: %; '
@@ -103,12 +108,8 @@ begin
 
   perform pgmq.archive(p_queue_name, p_message_ids);
 
-  if v_row_ctids is null then
-    return;
-  end if;
-
-  -- Claim the locked tasks, found by row address: a task of a live run becomes 'started'; a
-  -- task of a run that ended while it waited becomes 'failed' and is not returned.
+  -- Claim the locked tasks (if any), found by row address: a task of a live run becomes
+  -- 'started'; a task of a run that ended while it waited becomes 'failed' and is not returned.
   return query
   with changed as (
     update pgflow.step_tasks t
@@ -146,6 +147,14 @@ begin
   join pgflow.step_options o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug
   where c.status = 'started'
   order by c.message_id;
+
+  -- Stale messages: no queued task was behind them.
+  return query
+  select null::text, null::text, null::uuid, null::integer, m.id, p_queue_name, null::integer,
+         null::integer, null::jsonb
+  from unnest(p_message_ids) as m(id)
+  where m.id <> all(coalesce(v_matched_ids, array[]::bigint[]))
+  order by m.id;
 end;
 $$;
 

@@ -241,7 +241,8 @@ async fn a_claim_never_matches_by_flow_only_by_queue_and_message(pool: PgPool) {
         &pairs_for(&[&v1, &v2], &alerts),
     )
     .await
-    .unwrap();
+    .unwrap()
+    .tasks;
     assert!(tasks.is_empty());
 }
 
@@ -267,7 +268,8 @@ async fn concurrent_claimers_never_get_the_same_task(pool: PgPool) {
                     let batch =
                         engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 7, 30)
                             .await
-                            .unwrap();
+                            .unwrap()
+                            .tasks;
                     if batch.is_empty() {
                         return mine;
                     }
@@ -337,14 +339,32 @@ async fn a_claim_archives_every_message_it_read(pool: PgPool) {
     .await
     .unwrap();
 
-    let claimed = engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 10, 30)
+    let left_over: i64 =
+        sqlx::query_scalar("select message_id from pgflow.step_tasks where run_id = $1")
+            .bind(runs[1].run_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    // Another: sent by hand, with no task at all.
+    let hand_sent: i64 = sqlx::query_scalar("select pgmq.send('hidden', '{\"x\": 1}')")
+        .fetch_one(&pool)
         .await
         .unwrap();
+
+    let claim = engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 10, 30)
+        .await
+        .unwrap();
+    let claimed = claim.tasks;
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].run_id, runs[0].run_id);
+    assert_eq!(
+        claim.stale_message_ids,
+        vec![left_over, hand_sent],
+        "the claim names the stale messages it archived"
+    );
     // The claimed task is tracked by its row now; the queue holds only waiting messages.
     assert!(messages(&pool, "hidden").await.is_empty());
-    assert_eq!(archived(&pool, "hidden").await, 2);
+    assert_eq!(archived(&pool, "hidden").await, 3);
     assert_eq!(
         task_rows(&pool, runs[0].run_id).await,
         vec![("work".into(), 0, "started".into(), 1)]

@@ -38,7 +38,8 @@ async fn concurrent_batched_completions_of_shared_runs_finish_every_run_once(poo
                 while idle_rounds < 20 {
                     let tasks = engine::read_and_start_tasks(&pool, &q, worker, &pairs, 5, 30)
                         .await
-                        .unwrap();
+                        .unwrap()
+                        .tasks;
                     if tasks.is_empty() {
                         idle_rounds += 1;
                         tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -586,7 +586,8 @@ async fn a_skip_archives_the_queued_messages_of_the_skipped_steps_tasks(pool: Pg
     // Claim one element; the other two stay queued behind their messages.
     let first = engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 1, 30)
         .await
-        .unwrap();
+        .unwrap()
+        .tasks;
     assert_eq!(first.len(), 1);
     assert_eq!(messages(&pool, "cond_queued").await.len(), 2);
 

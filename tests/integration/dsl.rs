@@ -92,7 +92,8 @@ async fn run_until_idle<F: FlowSpec>(pool: &PgPool, deployment: &Deployment<F>) 
             let pairs = SupportedPairs::routed_to(definition, queue);
             let tasks = engine::read_and_start_tasks(pool, queue, Uuid::new_v4(), &pairs, 50, 30)
                 .await
-                .unwrap();
+                .unwrap()
+                .tasks;
             for task in tasks {
                 progressed = true;
                 match deployment.execute(task.clone(), pool).await {

@@ -121,7 +121,8 @@ async fn exhausted_attempts_fail_the_task_step_and_run(pool: PgPool) {
         let ids: Vec<i64> = vec![if attempt == 0 { 1 } else { 3 }];
         let tasks = engine::start_tasks(&pool, &q, &ids, uuid::Uuid::new_v4(), &only_flaky)
             .await
-            .unwrap();
+            .unwrap()
+            .tasks;
         assert_eq!(tasks.len(), 1);
         engine::fail_tasks(&pool, &[TaskFailure::of(&tasks[0], "boom")])
             .await
@@ -228,4 +229,45 @@ async fn duplicate_and_late_reports_change_nothing(pool: PgPool) {
             .await
             .unwrap();
     assert_eq!(next_tasks, 1);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_repeated_completion_is_told_apart_from_a_late_one(pool: PgPool) {
+    install(&pool).await;
+    let f = compiled(&pool, retrying("again", 3, 0)).await;
+    let q = f.slug.default_queue();
+    engine::start_flow(&pool, "again", &json!(null))
+        .await
+        .unwrap();
+    let first = claim(&pool, &q, &pairs_for(&[&f], &q)).await;
+    engine::fail_tasks(&pool, &[TaskFailure::of(&first[0], "flaky")])
+        .await
+        .unwrap();
+    make_visible(&pool, q.as_str()).await;
+    let second = claim(&pool, &q, &pairs_for(&[&f], &q)).await;
+
+    let late = TaskCompletion::of(&first[0], json!("from attempt 1"));
+    let current = TaskCompletion::of(&second[0], json!("from attempt 2"));
+    assert_eq!(
+        engine::complete_tasks(&pool, std::slice::from_ref(&current))
+            .await
+            .unwrap(),
+        1
+    );
+    // The same call again (as after a lost reply) stores nothing more, and the completion
+    // counts as stored; the first attempt's completion never was.
+    let both = [late, current];
+    assert_eq!(engine::complete_tasks(&pool, &both).await.unwrap(), 0);
+    assert_eq!(
+        engine::count_stored_completions(&pool, &both)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        engine::count_stored_completions(&pool, &both[..1])
+            .await
+            .unwrap(),
+        0
+    );
 }

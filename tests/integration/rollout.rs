@@ -591,7 +591,8 @@ async fn coverage_requires_every_started_task(pool: PgPool) {
     let pairs = SupportedPairs::routed_to(triage_v1::deployment().definition(), &queue);
     let claimed = engine::read_and_start_tasks(&pool, &queue, Uuid::new_v4(), &pairs, 10, 30)
         .await
-        .unwrap();
+        .unwrap()
+        .tasks;
     assert_eq!(claimed.len(), 1);
     let gaps = refused_gaps(
         &pool,

@@ -257,7 +257,8 @@ async fn batches_planned_while_the_tables_were_small_reach_their_rows_by_key(poo
         let tasks =
             engine::read_and_start_tasks(&mut *tx, &queue, uuid::Uuid::new_v4(), &pairs, 10, 30)
                 .await
-                .unwrap();
+                .unwrap()
+                .tasks;
         assert_eq!(
             tasks.len(),
             1,

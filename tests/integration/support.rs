@@ -73,6 +73,7 @@ pub async fn claim(pool: &PgPool, queue: &QueueName, pairs: &SupportedPairs) -> 
     engine::read_and_start_tasks(pool, queue, Uuid::new_v4(), pairs, 100, 30)
         .await
         .expect("claim tasks")
+        .tasks
 }
 
 /// Runs every visible task of `flow` until none is left, answering each with `handler`.

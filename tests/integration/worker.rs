@@ -729,3 +729,38 @@ async fn sigterm_drains_the_worker(pool: PgPool) {
     );
     assert!(worker_stopped(&pool, worker_id).await);
 }
+
+// ------------------------------------------------------------------ stale messages
+
+#[sqlx::test(migrations = false)]
+async fn a_worker_archives_and_counts_messages_with_no_task(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = Worker::start_with(
+        simple::deployment(),
+        worker_config(simple::Queue::Simple, &pool),
+    )
+    .await
+    .unwrap();
+    for _ in 0..3 {
+        sqlx::query("select pgmq.send('simple', '{\"forged\": true}')")
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    let output = simple::start(&client, &json!(1))
+        .await
+        .unwrap()
+        .wait(&client, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(output.only, json!({"echo": 1}));
+    assert!(
+        eventually(5, async || worker.stale_messages_archived() == 3).await,
+        "counted: {}",
+        worker.stale_messages_archived()
+    );
+    assert!(messages(&pool, "simple").await.is_empty());
+    worker.shutdown();
+    worker.wait().await.unwrap();
+}

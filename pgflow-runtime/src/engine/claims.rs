@@ -44,6 +44,53 @@ impl ClaimedTask {
     }
 }
 
+/// What one claim got: the tasks to run, and the stale messages it archived (messages with no
+/// queued task behind them: sent by hand, for an unknown run, or left over).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Claim {
+    /// The claimed tasks, in message order.
+    pub tasks: Vec<ClaimedTask>,
+    /// The ids of the stale messages, in order.
+    pub stale_message_ids: Vec<i64>,
+}
+
+/// A row of `start_tasks`: a claimed task, or (with only `message_id` set) a stale message.
+#[derive(FromRow)]
+struct ClaimRow {
+    flow_slug: Option<FlowSlug>,
+    step_slug: Option<StepSlug>,
+    run_id: Option<Uuid>,
+    task_index: Option<i32>,
+    message_id: i64,
+    queue_name: QueueName,
+    attempt: Option<i32>,
+    timeout_seconds: Option<i32>,
+    input: Option<Value>,
+}
+
+impl Claim {
+    fn from_rows(rows: Vec<ClaimRow>) -> Self {
+        let mut claim = Self::default();
+        for row in rows {
+            match (row.flow_slug, row.step_slug, row.run_id) {
+                (Some(flow_slug), Some(step_slug), Some(run_id)) => claim.tasks.push(ClaimedTask {
+                    flow_slug,
+                    step_slug,
+                    run_id,
+                    task_index: row.task_index.unwrap_or_default(),
+                    message_id: row.message_id,
+                    queue_name: row.queue_name,
+                    attempt: row.attempt.unwrap_or_default(),
+                    timeout_seconds: row.timeout_seconds.unwrap_or_default(),
+                    input: row.input.unwrap_or(Value::Null),
+                }),
+                _ => claim.stale_message_ids.push(row.message_id),
+            }
+        }
+        claim
+    }
+}
+
 /// One attempt of one task: the run, the step, the task's index and the attempt's number.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TaskKey {
@@ -114,9 +161,9 @@ pub async fn start_tasks(
     message_ids: &[i64],
     worker_id: Uuid,
     supported: &SupportedPairs,
-) -> Result<Vec<ClaimedTask>, EngineError> {
-    let tasks =
-        sqlx::query_as::<_, ClaimedTask>("select * from pgflow.start_tasks($1, $2, $3, $4, $5)")
+) -> Result<Claim, EngineError> {
+    let rows =
+        sqlx::query_as::<_, ClaimRow>("select * from pgflow.start_tasks($1, $2, $3, $4, $5)")
             .bind(queue.as_str())
             .bind(message_ids)
             .bind(worker_id)
@@ -124,7 +171,7 @@ pub async fn start_tasks(
             .bind(&supported.step_slugs)
             .fetch_all(executor)
             .await?;
-    Ok(tasks)
+    Ok(Claim::from_rows(rows))
 }
 
 /// Reads up to `quantity` visible messages of `queue` (hidden from other readers for
@@ -138,8 +185,8 @@ pub async fn read_and_start_tasks(
     supported: &SupportedPairs,
     quantity: i32,
     visibility_timeout_seconds: i32,
-) -> Result<Vec<ClaimedTask>, EngineError> {
-    let tasks = sqlx::query_as::<_, ClaimedTask>(
+) -> Result<Claim, EngineError> {
+    let rows = sqlx::query_as::<_, ClaimRow>(
         "select * from pgflow.read_and_start_tasks($1, $2, $3, $4, $5, $6)",
     )
     .bind(queue.as_str())
@@ -150,5 +197,5 @@ pub async fn read_and_start_tasks(
     .bind(visibility_timeout_seconds)
     .fetch_all(executor)
     .await?;
-    Ok(tasks)
+    Ok(Claim::from_rows(rows))
 }

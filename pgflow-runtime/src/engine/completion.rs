@@ -117,6 +117,50 @@ pub async fn complete_tasks(
     Ok(u64::try_from(count).unwrap_or(0))
 }
 
+/// How many of `completions` are stored: their task is completed by the attempt that produced
+/// them. After a retried [`complete_tasks`] call this tells apart completions an earlier try
+/// stored (its reply lost with the connection) from ones that came too late.
+pub async fn count_stored_completions(
+    executor: impl PgExecutor<'_>,
+    completions: &[TaskCompletion],
+) -> Result<u64, EngineError> {
+    let count: i64 = sqlx::query_scalar(
+        "select count(*)
+         from unnest($1::uuid[], $2::text[], $3::integer[], $4::integer[])
+           as k(run_id, step_slug, task_index, attempt)
+         join pgflow.step_tasks t
+           on t.run_id = k.run_id and t.step_slug = k.step_slug and t.task_index = k.task_index
+         where t.status = 'completed' and t.attempts_count = k.attempt",
+    )
+    .bind(
+        completions
+            .iter()
+            .map(|c| c.task.run_id)
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        completions
+            .iter()
+            .map(|c| c.task.step_slug.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        completions
+            .iter()
+            .map(|c| c.task.task_index)
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        completions
+            .iter()
+            .map(|c| c.task.attempt)
+            .collect::<Vec<_>>(),
+    )
+    .fetch_one(executor)
+    .await?;
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
 /// Records failed attempts (one call for the whole batch): retried with backoff while
 /// attempts remain and the failure is not permanent, otherwise the task, its step and its run
 /// fail.

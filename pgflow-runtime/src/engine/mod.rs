@@ -25,8 +25,11 @@ pub use aliases_rollouts::{
     Activation, DrainStatus, LiveWorker, Rollout, activate_flow, alias_state, begin_rollout,
     drain_status, finish_rollout, functions_serving_queues, rollout_progress, rollouts, set_alias,
 };
-pub use claims::{ClaimedTask, SupportedPairs, TaskKey, read_and_start_tasks, start_tasks};
-pub use completion::{FailureOutcome, TaskCompletion, TaskFailure, complete_tasks, fail_tasks};
+pub use claims::{Claim, ClaimedTask, SupportedPairs, TaskKey, read_and_start_tasks, start_tasks};
+pub use completion::{
+    FailureOutcome, TaskCompletion, TaskFailure, complete_tasks, count_stored_completions,
+    fail_tasks,
+};
 pub use definitions::{CompileStatus, compile_flow};
 pub use maintenance::{refresh_statistics, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};

@@ -135,8 +135,10 @@ async fn launch(
     let flow_states = started.flow_states.clone();
     let read_visibility_seconds =
         i32::try_from(settings.visibility_timeout.as_secs()).unwrap_or(i32::MAX);
+    let stale_messages = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let runtime = Arc::new(runtime::Runtime {
         read_visibility_seconds,
+        stale_messages: Arc::clone(&stale_messages),
         slots: Arc::new(Semaphore::new(settings.max_concurrent)),
         started,
         settings,
@@ -152,6 +154,7 @@ async fn launch(
         flow_states,
         shutdown,
         hard_stop,
+        stale_messages,
         join,
         detached: false,
     })
@@ -173,6 +176,7 @@ pub struct WorkerHandle {
     flow_states: Vec<FlowStartup>,
     shutdown: CancellationToken,
     hard_stop: CancellationToken,
+    stale_messages: Arc<std::sync::atomic::AtomicU64>,
     join: JoinHandle<Result<(), WorkerError>>,
     detached: bool,
 }
@@ -200,6 +204,14 @@ impl WorkerHandle {
     /// inactive), in registry order.
     pub fn flows(&self) -> &[FlowStartup] {
         &self.flow_states
+    }
+
+    /// How many stale messages (no queued task behind them: sent by hand, for an unknown run,
+    /// or left over) this worker's claims have archived; each claim that meets some logs them
+    /// at WARN with their ids.
+    pub fn stale_messages_archived(&self) -> u64 {
+        self.stale_messages
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Asks the worker to stop polling, finish in-flight tasks (within its shutdown grace)

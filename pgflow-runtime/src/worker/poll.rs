@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::engine;
+use crate::engine::{self, Claim};
 use crate::error::EngineError;
 use crate::worker::error::WorkerError;
 use crate::worker::execute::{Outcome, execute};
@@ -50,14 +50,22 @@ pub async fn poll(
             rt.read_visibility_seconds,
         )
         .await;
+        if let Ok(claim) = &claimed
+            && !claim.stale_message_ids.is_empty()
+        {
+            report_stale(rt, &claim.stale_message_ids);
+        }
         match claimed {
-            Ok(tasks) if tasks.is_empty() => {
+            Ok(claim) if claim.tasks.is_empty() && claim.stale_message_ids.len() < quantity => {
                 backoff = Duration::from_millis(50);
                 wait_for_work(rt, &wakeup).await;
             }
-            Ok(tasks) => {
+            Ok(Claim {
+                tasks,
+                stale_message_ids,
+            }) => {
                 backoff = Duration::from_millis(50);
-                let drained = tasks.len() < quantity;
+                let drained = tasks.len() + stale_message_ids.len() < quantity;
                 if !drained {
                     wakeup.pass_on();
                 }
@@ -107,6 +115,23 @@ pub async fn poll(
             }
         }
     }
+}
+
+/// Says which stale messages (no queued task behind them) a claim archived, and counts them.
+fn report_stale(rt: &Runtime, message_ids: &[i64]) {
+    let count = message_ids.len() as u64;
+    let total = rt
+        .stale_messages
+        .fetch_add(count, std::sync::atomic::Ordering::Relaxed)
+        + count;
+    tracing::warn!(
+        queue = rt.started.queue.as_str(),
+        count,
+        total,
+        message_ids = ?message_ids,
+        "archived messages with no queued task behind them (sent by hand, for an unknown run, \
+         or left over); nothing was run for them"
+    );
 }
 
 /// Waits to be woken for new tasks, the poll interval, or shutdown.

@@ -41,23 +41,7 @@ pub async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceive
             }
         }
         if !completions.is_empty() {
-            let pool = rt.started.pool.clone();
-            let stored = retry(&rt, "storing completions", || {
-                let pool = pool.clone();
-                let completions = completions.clone();
-                async move { engine::complete_tasks(&pool, &completions).await }
-            })
-            .await;
-            if let Some(count) = stored {
-                let ignored = completions.len() as u64 - count;
-                if ignored > 0 {
-                    tracing::info!(
-                        queue = rt.started.queue.as_str(),
-                        ignored,
-                        "late completions ignored: those tasks were taken over"
-                    );
-                }
-            }
+            store_completions(&rt, &completions).await;
         }
         if !failures.is_empty() {
             let pool = rt.started.pool.clone();
@@ -71,6 +55,52 @@ pub async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceive
                 log_failure_outcome(rt.started.queue.as_str(), &outcome);
             }
         }
+    }
+}
+
+/// Stores `completions` in one call, retried until it succeeds, and says why any were not
+/// stored by the call that succeeded.
+async fn store_completions(rt: &Runtime, completions: &[TaskCompletion]) {
+    let pool = rt.started.pool.clone();
+    let tries = std::sync::atomic::AtomicU32::new(0);
+    let Some(count) = retry(rt, "storing completions", || {
+        tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let pool = pool.clone();
+        async move { engine::complete_tasks(&pool, completions).await }
+    })
+    .await
+    else {
+        return;
+    };
+    let not_stored_now = completions.len() as u64 - count;
+    if not_stored_now == 0 {
+        return;
+    }
+    let queue = rt.started.queue.as_str();
+    // Only a retried call can find its own completions already stored: an earlier try
+    // committed, and its reply was lost with the connection.
+    let stored_earlier = if tries.load(std::sync::atomic::Ordering::Relaxed) > 1 {
+        engine::count_stored_completions(&pool, completions)
+            .await
+            .map_or(0, |stored| stored.saturating_sub(count))
+    } else {
+        0
+    };
+    if stored_earlier > 0 {
+        tracing::info!(
+            queue,
+            count = stored_earlier,
+            "completions were already stored by an earlier try of the same call, whose reply \
+             was lost with the connection; nothing was stored twice"
+        );
+    }
+    let late = not_stored_now - stored_earlier.min(not_stored_now);
+    if late > 0 {
+        tracing::info!(
+            queue,
+            count = late,
+            "late completions ignored: another attempt took those tasks over, or their run ended"
+        );
     }
 }
 

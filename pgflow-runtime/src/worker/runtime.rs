@@ -31,6 +31,8 @@ pub struct Runtime {
     /// How long a read hides messages from other readers until its claim, which archives
     /// them, commits.
     pub read_visibility_seconds: i32,
+    /// Stale messages (no queued task behind them) this worker's claims archived, in all.
+    pub stale_messages: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Retries `call` with backoff until it succeeds; gives up only on a hard stop.
