@@ -102,8 +102,8 @@ $$;
 
 -- queue_coverage_gaps: the (flow_slug, step_slug) pairs that work on `p_queue_name` needs but
 -- the supported pairs (p_flow_slugs[i], p_step_slugs[i]) lack, with what needs them:
---   active         the pair's flow is an alias's active target and routes the step here
---                  (new runs will put tasks on this queue),
+--   active_alias   the alias whose active target the pair's flow is, when it routes the step
+--                  here (new runs will put tasks on this queue; it never drains), else null,
 --   queued_tasks   executable tasks of the pair on this queue,
 --   started_tasks  recoverable tasks (they may stall and be requeued),
 --   started_runs   started runs whose step of this pair has not completed yet and routes here
@@ -114,7 +114,7 @@ create or replace function pgflow.queue_coverage_gaps(
   p_flow_slugs text[],
   p_step_slugs text[]
 )
-returns table (flow_slug text, step_slug text, active boolean, queued_tasks bigint,
+returns table (flow_slug text, step_slug text, active_alias text, queued_tasks bigint,
                started_tasks bigint, started_runs bigint)
 language sql
 stable
@@ -123,7 +123,7 @@ as $$
     select * from unnest(p_flow_slugs, p_step_slugs) as p(flow_slug, step_slug)
   ),
   active_pairs as (
-    select s.flow_slug, s.step_slug
+    select s.flow_slug, s.step_slug, a.alias
     from pgflow.aliases a
     join pgflow.steps s on s.flow_slug = a.flow_slug
     where s.queue_name = p_queue_name
@@ -152,8 +152,8 @@ as $$
     union select flow_slug, step_slug from pending_steps
   )
   select p.flow_slug, p.step_slug,
-         exists (select 1 from active_pairs a
-                 where a.flow_slug = p.flow_slug and a.step_slug = p.step_slug),
+         (select a.alias from active_pairs a
+          where a.flow_slug = p.flow_slug and a.step_slug = p.step_slug),
          coalesce(l.queued_tasks, 0), coalesce(l.started_tasks, 0), coalesce(r.started_runs, 0)
   from pairs p
   left join live_tasks l on l.flow_slug = p.flow_slug and l.step_slug = p.step_slug

@@ -537,7 +537,7 @@ async fn coverage_requires_the_active_alias_target(pool: PgPool) {
         (gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()),
         ("triage_v2", "classify")
     );
-    assert!(gaps[0].active);
+    assert_eq!(gaps[0].active_alias.as_deref(), Some("triage"));
     assert_eq!(counts(&gaps[0]), (0, 0, 0));
 }
 
@@ -558,7 +558,7 @@ async fn coverage_requires_draining_versions_whose_runs_can_still_reach_the_queu
         (gaps[0].flow_slug.as_str(), gaps[0].step_slug.as_str()),
         ("triage_v1", "alert")
     );
-    assert!(!gaps[0].active);
+    assert_eq!(gaps[0].active_alias, None);
     assert_eq!(counts(&gaps[0]), (0, 0, 2));
 }
 

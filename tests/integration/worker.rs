@@ -282,6 +282,40 @@ async fn startup_fails_when_the_registry_misses_pairs_with_work_waiting(pool: Pg
 }
 
 #[sqlx::test(migrations = false)]
+async fn a_coverage_gap_of_an_active_target_names_its_alias_and_the_repair(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&shared_v1::deployment()).await.unwrap();
+    client.deploy(&shared_v2::deployment()).await.unwrap();
+    pgflow::engine::set_alias(&pool, "shared", "shared_v2")
+        .await
+        .unwrap();
+
+    // v2 is the alias's active target and routes `work` here; this worker carries only v1.
+    let error = Worker::start_with(
+        shared_v1::deployment(),
+        worker_config(shared_v1::Queue::SharedWork, &pool),
+    )
+    .await
+    .unwrap_err();
+    let WorkerError::Coverage { gaps, .. } = &error else {
+        panic!("expected a coverage error, got {error:?}");
+    };
+    assert_eq!(gaps.len(), 1);
+    assert_eq!(gaps[0].active_alias.as_deref(), Some("shared"));
+    let text = error.to_string();
+    assert!(
+        text.contains("shared_v2.work (active target of alias `shared`)"),
+        "{text}"
+    );
+    assert!(text.contains("pgflow alias set shared <flow>"), "{text}");
+    assert!(
+        !text.contains("drain-status"),
+        "an active target never drains: {text}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
 async fn startup_rejects_duplicate_concrete_slugs(pool: PgPool) {
     install(&pool).await;
     // Both positions match the queue's flow, so the position is named explicitly.

@@ -14,8 +14,9 @@ pub struct CoverageGap {
     pub flow_slug: String,
     /// Its step routed to the queue.
     pub step_slug: String,
-    /// The flow is an alias's active target: new runs will need the pair.
-    pub active: bool,
+    /// The alias whose active target the flow is, if any: new runs will need the pair, and it
+    /// never drains.
+    pub active_alias: Option<String>,
     /// Queued (executable) tasks of the pair on the queue.
     pub queued_tasks: i64,
     /// Started (recoverable) tasks of the pair on the queue.

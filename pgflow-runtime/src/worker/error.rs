@@ -98,6 +98,9 @@ fn coverage_message(queue_name: &str, gaps: &[CoverageGap]) -> String {
         .take(COVERAGE_LIST_LIMIT)
         .map(|gap| {
             let mut needs = Vec::new();
+            if let Some(alias) = &gap.active_alias {
+                needs.push(format!("active target of alias `{alias}`"));
+            }
             if gap.queued_tasks > 0 {
                 needs.push(format!("{} queued tasks", gap.queued_tasks));
             }
@@ -118,11 +121,33 @@ fn coverage_message(queue_name: &str, gaps: &[CoverageGap]) -> String {
     };
     let flows: std::collections::BTreeSet<&str> =
         gaps.iter().map(|g| g.flow_slug.as_str()).collect();
+    let aliases: std::collections::BTreeSet<&str> = gaps
+        .iter()
+        .filter_map(|g| g.active_alias.as_deref())
+        .collect();
+    let draining = gaps.iter().any(|g| g.active_alias.is_none());
+    let mut repairs = vec![format!(
+        "add the concrete flows ({}) to this worker's registry",
+        flows.into_iter().collect::<Vec<_>>().join(", ")
+    )];
+    if !aliases.is_empty() {
+        // An active target keeps getting new runs: it never drains while the alias points at it.
+        repairs.push(format!(
+            "for an active target, first point its alias at a version this worker carries \
+             (`pgflow alias set {} <flow>`) and let the old one drain",
+            aliases.into_iter().collect::<Vec<_>>().join("|")
+        ));
+    }
+    if draining {
+        repairs.push(format!(
+            "for the others, let them drain first (`pgflow drain-status <flow> --queue \
+             {queue_name}` shows progress)"
+        ));
+    }
     format!(
         "queue `{queue_name}`: this worker's registry lacks flow steps that work on the queue \
-         still needs: {}{more}; add the concrete flows ({}) to this worker's registry, or let \
-         them drain first (`pgflow drain-status <flow> --queue {queue_name}` shows progress)",
+         still needs: {}{more}; {}",
         listed.join(", "),
-        flows.into_iter().collect::<Vec<_>>().join(", ")
+        repairs.join("; or, ")
     )
 }
