@@ -68,7 +68,7 @@ pub use pgflow_macros::step;
 /// Not public API: what the macros expand to calls into this module.
 #[doc(hidden)]
 pub use pgflow_runtime::private as __private;
-pub use pgflow_sql::{InstallError, InstallReport, install, install_url};
+pub use pgflow_sql::{InstallError, InstallReport, PgflowRole, grant_role, install, install_url};
 
 /// The schema's state and this code's view of it: what `pgflow install` and worker startup
 /// check.

@@ -27,6 +27,14 @@ pub struct Cli {
 pub enum Command {
     /// Install or upgrade PGMQ and the pgflow schema (idempotent).
     Install,
+    /// Give a login one of pgflow's roles: worker, client or operator (run as the installer).
+    Grant {
+        /// The login role (it must exist: `create role app_worker login password '...'`).
+        login: String,
+        /// What the login is for.
+        #[arg(long = "as", value_enum)]
+        role: RoleArg,
+    },
     /// Aliases: the stable names callers start.
     #[command(subcommand)]
     Alias(AliasCommand),
@@ -95,6 +103,28 @@ pub enum Command {
         #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..))]
         batch: i32,
     },
+}
+
+/// The roles `pgflow grant --as` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RoleArg {
+    /// pgflow_worker: runs workers.
+    Worker,
+    /// pgflow_client: starts runs and reads them.
+    Client,
+    /// pgflow_operator: a client that also runs aliases, rollouts, drains and retention.
+    Operator,
+}
+
+impl RoleArg {
+    /// The library's role.
+    pub fn role(self) -> pgflow::PgflowRole {
+        match self {
+            Self::Worker => pgflow::PgflowRole::Worker,
+            Self::Client => pgflow::PgflowRole::Client,
+            Self::Operator => pgflow::PgflowRole::Operator,
+        }
+    }
 }
 
 /// The run statuses `--status` takes.

@@ -627,6 +627,60 @@ async fn cli_reports_missing_permission_in_one_line(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = false)]
+async fn grant_gives_a_login_its_role_and_the_cli_then_works_as_it(pool: PgPool) {
+    install(&pool).await;
+    let login = format!("pgflow_cli_ops_{}", std::process::id());
+    sqlx::raw_sql(&format!(
+        "drop role if exists {login}; create role {login} login"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let as_login =
+        database_url(&pool).replacen("postgres://postgres@", &format!("postgres://{login}@"), 1);
+    let as_login_run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_pgflow"))
+            .args(args)
+            .args(["--database-url", &as_login])
+            .output()
+            .unwrap()
+    };
+
+    // Before the grant: one line naming the login and the command that fixes it.
+    let before = as_login_run(&["status"]);
+    let err = stderr(&before);
+    assert!(!before.status.success());
+    assert!(
+        err.contains(&login) && err.contains("pgflow grant"),
+        "{err}"
+    );
+
+    let granted = pgflow(&pool, &["grant", &login, "--as", "operator"]);
+    assert!(granted.status.success(), "{}", stderr(&granted));
+    assert!(stdout(&granted).contains("pgflow_operator"));
+    let again = pgflow(&pool, &["--json", "grant", &login, "--as", "operator"]);
+    assert!(
+        again.status.success(),
+        "granting again is fine: {}",
+        stderr(&again)
+    );
+
+    let status = as_login_run(&["status"]);
+    assert!(status.status.success(), "{}", stderr(&status));
+    let unknown = pgflow(
+        &pool,
+        &["grant", "no_such_login_anywhere", "--as", "worker"],
+    );
+    assert!(!unknown.status.success());
+    assert!(stderr(&unknown).contains("no role named `no_such_login_anywhere`"));
+
+    sqlx::raw_sql(&format!("drop role {login}"))
+        .execute(&pool)
+        .await
+        .unwrap();
+}
+
+#[sqlx::test(migrations = false)]
 async fn alias_set_moves_an_alias_back_and_says_from_where(pool: PgPool) {
     install(&pool).await;
     let client = Client::new(pool.clone());

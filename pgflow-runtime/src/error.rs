@@ -132,9 +132,75 @@ pub enum EngineError {
     #[error(transparent)]
     Connect(#[from] crate::connect::ConnectError),
 
+    /// The connected role may not do this: it lacks the pgflow role the call needs.
+    #[error("permission denied: {message}; {advice}")]
+    PermissionDenied {
+        /// Postgres's message (`permission denied for function set_alias`).
+        message: String,
+        /// Which pgflow role the call needs, and how to get it.
+        advice: String,
+    },
+
     /// Any other database error.
     #[error(transparent)]
     Database(sqlx::Error),
+}
+
+/// The pgflow role each granted entry point needs (as `functions/13_privileges.sql` grants
+/// them); an operator is a client too.
+const FUNCTION_ROLES: &[(&str, &str)] = &[
+    ("define_flow", "pgflow_worker or pgflow_operator"),
+    ("activate_flow", "pgflow_worker or pgflow_operator"),
+    ("register_worker", "pgflow_worker"),
+    ("heartbeat", "pgflow_worker"),
+    ("function_enabled", "pgflow_worker"),
+    ("stop_worker", "pgflow_worker"),
+    ("mark_lost_workers", "pgflow_worker"),
+    ("queue_coverage_gaps", "pgflow_worker"),
+    ("read_and_start_tasks", "pgflow_worker"),
+    ("start_tasks", "pgflow_worker"),
+    ("complete_tasks", "pgflow_worker"),
+    ("fail_tasks", "pgflow_worker"),
+    ("stored_completions", "pgflow_worker"),
+    ("requeue_stalled_tasks", "pgflow_worker"),
+    ("refresh_statistics", "pgflow_worker"),
+    ("tables_to_vacuum", "pgflow_worker"),
+    ("lock_namespace", "pgflow_worker"),
+    ("start_flows", "pgflow_client"),
+    ("start_flow", "pgflow_client"),
+    ("start_alias_typed", "pgflow_client"),
+    ("set_alias", "pgflow_operator"),
+    ("alias_state", "pgflow_operator"),
+    ("drain_status", "pgflow_operator"),
+    ("begin_rollout", "pgflow_operator"),
+    ("functions_serving_queues", "pgflow_operator"),
+    ("rollout_progress", "pgflow_operator"),
+    ("finish_rollout", "pgflow_operator"),
+    ("deprecate_workers", "pgflow_operator"),
+    ("prune", "pgflow_operator"),
+    ("queue_overview", "pgflow_operator"),
+];
+
+/// Which pgflow role a denied call needs, from Postgres's message.
+fn privilege_advice(message: &str) -> String {
+    let grant = "grant it to this login with `pgflow grant <login> --as worker|client|operator`, \
+                 run as the installer";
+    if let Some(function) = message.strip_prefix("permission denied for function ") {
+        if let Some((_, role)) = FUNCTION_ROLES.iter().find(|(name, _)| *name == function) {
+            return format!("`pgflow.{function}` needs the role {role}: {grant}");
+        }
+        return format!("`{function}` is for pgflow's own functions only, not for any role");
+    }
+    if let Some(table) = message.strip_prefix("permission denied for table ") {
+        return format!(
+            "no role writes `{table}` directly (pgflow's functions do); reading runs needs \
+             pgflow_client, reading workers and rollouts pgflow_operator: {grant}"
+        );
+    }
+    if message.starts_with("permission denied for schema") {
+        return format!("this login holds none of pgflow's roles: {grant}");
+    }
+    format!("pgflow's roles are pgflow_worker, pgflow_client and pgflow_operator: {grant}")
 }
 
 #[derive(Deserialize)]
@@ -167,6 +233,10 @@ impl From<sqlx::Error> for EngineError {
             .unwrap_or_default()
             .to_owned();
         match db.code().as_deref() {
+            Some("42501") => Self::PermissionDenied {
+                advice: privilege_advice(&message),
+                message,
+            },
             Some("PF001") => Self::InvalidDefinition { message },
             Some("PF002") => match serde_json::from_str::<ShapeDetail>(&detail) {
                 Ok(d) => Self::ShapeMismatch {

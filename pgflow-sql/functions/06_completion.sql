@@ -333,3 +333,25 @@ begin
   order by f.run_id, f.step_slug, f.task_index;
 end;
 $$;
+
+-- stored_completions: how many of the given attempts' completions are stored, i.e. their task
+-- is completed by that very attempt. A worker whose completion call was retried (the first
+-- try's reply lost with the connection) asks this to tell completions that try committed
+-- apart from late ones. Reads only; no locks.
+create or replace function pgflow.stored_completions(
+  p_run_ids uuid[],
+  p_step_slugs text[],
+  p_task_indexes integer[],
+  p_attempts integer[]
+)
+returns bigint
+language sql
+stable
+as $$
+  select count(*)
+  from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_attempts)
+    as k(run_id, step_slug, task_index, attempt)
+  join pgflow.step_tasks t
+    on t.run_id = k.run_id and t.step_slug = k.step_slug and t.task_index = k.task_index
+  where t.status = 'completed' and t.attempts_count = k.attempt
+$$;

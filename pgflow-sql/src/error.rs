@@ -21,6 +21,33 @@ pub enum InstallError {
     )]
     PermissionDenied(String),
 
+    /// The connected login may not read the pgflow schema: it holds none of pgflow's roles.
+    #[error(
+        "login `{login}` may not use the pgflow schema of this database: grant it one of \
+         pgflow's roles, as the installer: `pgflow grant {login} --as worker|client|operator`"
+    )]
+    NoSchemaAccess {
+        /// The connected login.
+        login: String,
+    },
+
+    /// pgflow's group role does not exist: the install could not create it.
+    #[error(
+        "the role `{role}` does not exist: run `pgflow install` as a role with CREATEROLE (or \
+         superuser), which creates pgflow_worker, pgflow_client and pgflow_operator"
+    )]
+    RoleMissing {
+        /// The group role.
+        role: String,
+    },
+
+    /// The login to grant a role to does not exist.
+    #[error("no role named `{login}` exists: create the login first (`create role {login} login`)")]
+    UnknownLogin {
+        /// The login asked for.
+        login: String,
+    },
+
     /// PGMQ's own installer failed.
     #[error("installing PGMQ failed: {0}")]
     Pgmq(#[source] Box<dyn std::error::Error + Send + Sync>),

@@ -13,8 +13,10 @@ mod error;
 mod functions;
 mod install;
 mod migrations;
+mod roles;
 
 pub use error::{InstallError, connection_target};
 pub use functions::{FUNCTION_FILES, FunctionFile, code_functions_checksum, functions_current};
 pub use install::{InstallReport, PgmqSource, install, install_url};
 pub use migrations::{SchemaStatus, check_schema, code_migration_versions, code_schema_version};
+pub use roles::{PgflowRole, grant_role};

@@ -50,6 +50,7 @@ pub enum SchemaStatus {
 /// Reads the schema version of the database behind `pool` and compares it with this code.
 pub async fn check_schema(pool: &PgPool) -> Result<SchemaStatus, InstallError> {
     let mut conn = pool.acquire().await?;
+    ensure_schema_access(&mut conn).await?;
     let database = match applied_version(&mut conn).await? {
         None => return Ok(SchemaStatus::NotInstalled),
         Some(version) => version,
@@ -60,6 +61,24 @@ pub async fn check_schema(pool: &PgPool) -> Result<SchemaStatus, InstallError> {
         std::cmp::Ordering::Equal => SchemaStatus::Current,
         std::cmp::Ordering::Greater => SchemaStatus::Newer { database, code },
     })
+}
+
+/// Fails with [`InstallError::NoSchemaAccess`] when the schema exists but this login may not
+/// read its version (it holds none of pgflow's roles), rather than a bare permission error.
+pub(crate) async fn ensure_schema_access(conn: &mut PgConnection) -> Result<(), InstallError> {
+    let (login, denied): (String, bool) = sqlx::query_as(
+        "select current_user::text,
+                exists (select 1 from pg_namespace n where n.nspname = 'pgflow'
+                        and not has_schema_privilege(n.oid, 'usage'))
+                or (to_regclass('pgflow.schema_migrations') is not null
+                    and not has_table_privilege('pgflow.schema_migrations', 'select'))",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if denied {
+        return Err(InstallError::NoSchemaAccess { login });
+    }
+    Ok(())
 }
 
 /// Whether the table `name` (schema-qualified) exists: a ledger is read only once it does.

@@ -22,6 +22,7 @@ mod outputs;
 mod retention;
 mod retry;
 mod retry_policy;
+mod roles;
 mod rollout;
 mod stalled;
 mod statistics;

@@ -1,4 +1,4 @@
-//! `pgflow install`.
+//! `pgflow install` and `pgflow grant`.
 
 use serde_json::json;
 
@@ -30,5 +30,21 @@ pub async fn install(url: &str, out: &Output) -> Result<(), Failure> {
             )
         },
     );
+    Ok(())
+}
+
+/// Gives `login` one of pgflow's roles.
+pub async fn grant(
+    pool: &sqlx::PgPool,
+    out: &Output,
+    login: &str,
+    role: pgflow::PgflowRole,
+) -> Result<(), Failure> {
+    pgflow::grant_role(pool, login, role)
+        .await
+        .map_err(|error| Failure::runtime_chain(&error))?;
+    out.print(json!({ "login": login, "role": role.name() }), || {
+        format!("{login} is now a member of {}", role.name())
+    });
     Ok(())
 }

@@ -30,6 +30,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
     let pool = connect(&url).await?;
     match cli.command {
         Command::Install => unreachable!("handled above"),
+        Command::Grant { login, role } => install::grant(&pool, &out, &login, role.role()).await,
         Command::Alias(AliasCommand::Set { alias, flow }) => {
             aliases::set(&pool, &out, &alias, &flow).await
         }

@@ -124,40 +124,33 @@ pub async fn count_stored_completions(
     executor: impl PgExecutor<'_>,
     completions: &[TaskCompletion],
 ) -> Result<u64, EngineError> {
-    let count: i64 = sqlx::query_scalar(
-        "select count(*)
-         from unnest($1::uuid[], $2::text[], $3::integer[], $4::integer[])
-           as k(run_id, step_slug, task_index, attempt)
-         join pgflow.step_tasks t
-           on t.run_id = k.run_id and t.step_slug = k.step_slug and t.task_index = k.task_index
-         where t.status = 'completed' and t.attempts_count = k.attempt",
-    )
-    .bind(
-        completions
-            .iter()
-            .map(|c| c.task.run_id)
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        completions
-            .iter()
-            .map(|c| c.task.step_slug.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        completions
-            .iter()
-            .map(|c| c.task.task_index)
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        completions
-            .iter()
-            .map(|c| c.task.attempt)
-            .collect::<Vec<_>>(),
-    )
-    .fetch_one(executor)
-    .await?;
+    let count: i64 = sqlx::query_scalar("select pgflow.stored_completions($1, $2, $3, $4)")
+        .bind(
+            completions
+                .iter()
+                .map(|c| c.task.run_id)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            completions
+                .iter()
+                .map(|c| c.task.step_slug.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            completions
+                .iter()
+                .map(|c| c.task.task_index)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            completions
+                .iter()
+                .map(|c| c.task.attempt)
+                .collect::<Vec<_>>(),
+        )
+        .fetch_one(executor)
+        .await?;
     Ok(u64::try_from(count).unwrap_or(0))
 }
 

@@ -49,15 +49,9 @@ pub struct QueueOverview {
 
 /// Every PGMQ queue of the database, by name, with its depth and the tasks in flight on it.
 pub async fn queues(executor: impl PgExecutor<'_>) -> Result<Vec<QueueOverview>, EngineError> {
-    let rows = sqlx::query_as(
-        "select m.queue_name, m.queue_length as depth,
-                m.oldest_msg_age_sec as oldest_message_age_seconds,
-                (select count(*) from pgflow.step_tasks t
-                 where t.queue_name = m.queue_name and t.status = 'started') as in_flight_tasks
-         from pgmq.metrics_all() m order by m.queue_name",
-    )
-    .fetch_all(executor)
-    .await?;
+    let rows = sqlx::query_as("select * from pgflow.queue_overview()")
+        .fetch_all(executor)
+        .await?;
     Ok(rows)
 }
 
