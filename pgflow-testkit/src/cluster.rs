@@ -81,6 +81,28 @@ impl Cluster {
         Ok(self)
     }
 
+    /// Restarts the server in place (`pg_ctl restart -m <mode>`: `fast` or `immediate`, the
+    /// latter a crash as far as the server's clients and its recovery go), keeping its port
+    /// and settings; returns once it accepts connections again.
+    pub fn restart(&self, mode: &str) -> Result<(), Error> {
+        self.run(
+            "pg_ctl",
+            &[
+                "-D".into(),
+                self.data_dir(),
+                // The server's output goes to the log, never to this process's pipes (which
+                // would then stay open as long as the server runs).
+                "-l".into(),
+                self.dir.join("server.log").display().to_string(),
+                "-m".into(),
+                mode.into(),
+                "-w".into(),
+                "restart".into(),
+            ],
+            true,
+        )
+    }
+
     /// `data/` of the cluster, as a string for the tools.
     pub fn data_dir(&self) -> String {
         self.dir.join("data").display().to_string()

@@ -1,0 +1,333 @@
+//! The fault test: a few hundred runs of a chain flow and a map flow on a private cluster,
+//! while worker processes are SIGKILLed on a timer and respawned and Postgres is restarted
+//! (`-m immediate`, a crash) in the middle. Every run must complete with the right output,
+//! no attempt of any task may run its handler twice, the attempt that completed a task must be
+//! its last, and nothing may be left queued, started or in the queue.
+//!
+//! One binary, two parts (`harness = false`): run bare, it is the test; run as
+//! `faults worker <url>`, it is one worker process the test spawns and kills.
+
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use pgflow::{Client, Context, Worker, WorkerConfig};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+/// Runs of each flow.
+const CHAIN_RUNS: u32 = 200;
+const MAP_RUNS: u32 = 50;
+/// Elements of each map run.
+const MAP_WIDTH: u32 = 8;
+/// Worker processes alive at once.
+const WORKERS: usize = 3;
+/// How often one worker process is SIGKILLed (and a new one started).
+const KILL_EVERY: Duration = Duration::from_millis(1500);
+/// When, after the chaos begins, Postgres crashes and restarts.
+const RESTART_AFTER: Duration = Duration::from_secs(4);
+/// How long the runs may take in all.
+const DEADLINE: Duration = Duration::from_secs(100);
+
+/// Records this attempt's execution, then works for a while, so kills land mid-task.
+async fn record(ctx: &Context) -> Result<(), String> {
+    sqlx::query(
+        "insert into fault_log (run_id, step_slug, task_index, attempt) values ($1, $2, $3, $4)",
+    )
+    .bind(ctx.run_id())
+    .bind(ctx.step_slug().as_str())
+    .bind(ctx.task_index())
+    .bind(ctx.attempt())
+    .execute(ctx.pool())
+    .await
+    .map_err(|e| e.to_string())?;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    Ok(())
+}
+
+/// a → b → c, each recording its executions.
+#[pgflow::flow(slug = "fault_chain", input = u32, timeout = 2, base_delay = 0, max_attempts = 30)]
+pub mod fault_chain {
+    use super::*;
+
+    #[step(queue = "faults")]
+    /// Adds one.
+    pub async fn a(input: u32, ctx: Context) -> Result<u32, String> {
+        record(&ctx).await?;
+        Ok(input + 1)
+    }
+
+    #[step(depends_on = [a], queue = "faults")]
+    /// Doubles.
+    pub async fn b(a: u32, ctx: Context) -> Result<u32, String> {
+        record(&ctx).await?;
+        Ok(a * 2)
+    }
+
+    #[step(depends_on = [b], queue = "faults")]
+    /// Adds three.
+    pub async fn c(b: u32, ctx: Context) -> Result<u32, String> {
+        record(&ctx).await?;
+        Ok(b + 3)
+    }
+}
+
+/// spread → square (a map of 8) → total, each recording its executions.
+#[pgflow::flow(slug = "fault_map", input = u32, timeout = 2, base_delay = 0, max_attempts = 30)]
+pub mod fault_map {
+    use super::*;
+
+    #[step(queue = "faults")]
+    /// The input and the next seven numbers.
+    pub async fn spread(input: u32, ctx: Context) -> Result<Vec<u32>, String> {
+        record(&ctx).await?;
+        Ok((0..MAP_WIDTH).map(|i| input + i).collect())
+    }
+
+    #[step(map = spread, queue = "faults")]
+    /// Squares one element.
+    pub async fn square(element: u32, ctx: Context) -> Result<u64, String> {
+        record(&ctx).await?;
+        Ok(u64::from(element) * u64::from(element))
+    }
+
+    #[step(depends_on = [square], queue = "faults")]
+    /// Sums the squares.
+    pub async fn total(square: Vec<u64>, ctx: Context) -> Result<u64, String> {
+        record(&ctx).await?;
+        Ok(square.iter().sum())
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    if args.get(1).map(String::as_str) == Some("worker") {
+        return runtime.block_on(worker(&args[2]));
+    }
+    // `cargo test <filter>` hands the filter on; run only when it names this test.
+    if let Some(filter) = args.iter().skip(1).find(|a| !a.starts_with('-'))
+        && !"faults".contains(filter.as_str())
+    {
+        println!("faults: filtered out by `{filter}`");
+        return ExitCode::SUCCESS;
+    }
+    match runtime.block_on(scenario()) {
+        Ok(summary) => {
+            println!("faults: ok ({summary})");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("faults: FAILED: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One worker process: both flows on queue `faults`, quick sweeps, until it is killed.
+async fn worker(url: &str) -> ExitCode {
+    let config = WorkerConfig::new(fault_chain::Queue::Faults)
+        .connection(url)
+        .max_concurrent(5)
+        .poll_interval(Duration::from_millis(200))
+        .heartbeat_interval(Duration::from_millis(200))
+        .stalled_check_interval(Duration::from_millis(500))
+        .stalled_grace(Duration::from_secs(1))
+        .max_requeues(100)
+        .function_name("faults");
+    let started = Worker::start_with::<_, _, pgflow::worker::at::P0>(
+        (fault_chain::deployment(), fault_map::deployment()),
+        config,
+    )
+    .await;
+    match started {
+        // Runs until the test kills it; a fatal error ends it early (the test starts another).
+        Ok(handle) => match handle.wait().await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::FAILURE,
+        },
+        // The database may be down (restarting): the test starts another.
+        Err(_) => ExitCode::FAILURE,
+    }
+}
+
+/// A worker process.
+fn spawn_worker(url: &str, log: &std::path::Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("the worker log");
+    Command::new(std::env::current_exe().expect("this binary"))
+        .args(["worker", url])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn a worker process")
+}
+
+async fn scenario() -> Result<String, String> {
+    let cluster = pgflow_testkit::Cluster::start().map_err(|e| e.to_string())?;
+    let url = cluster.url();
+    let worker_log = cluster.dir.join("workers.log");
+    let admin = PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(&url)
+        .await
+        .map_err(|e| e.to_string())?;
+    pgflow::install(&admin).await.map_err(|e| e.to_string())?;
+    sqlx::raw_sql(
+        "create table fault_log (run_id uuid, step_slug text, task_index int, attempt int);
+         grant all on fault_log to public",
+    )
+    .execute(&admin)
+    .await
+    .map_err(|e| e.to_string())?;
+
+    let client = Client::new(admin.clone());
+    client
+        .deploy(&fault_chain::deployment())
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .deploy(&fault_map::deployment())
+        .await
+        .map_err(|e| e.to_string())?;
+    let chain_inputs: Vec<u32> = (0..CHAIN_RUNS).collect();
+    let map_inputs: Vec<u32> = (0..MAP_RUNS).collect();
+    client
+        .start_many::<fault_chain::Flow>(&chain_inputs)
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .start_many::<fault_map::Flow>(&map_inputs)
+        .await
+        .map_err(|e| e.to_string())?;
+    let total_runs = i64::from(CHAIN_RUNS + MAP_RUNS);
+
+    let mut workers: Vec<Child> = (0..WORKERS)
+        .map(|_| spawn_worker(&url, &worker_log))
+        .collect();
+    let began = Instant::now();
+    let mut last_kill = Instant::now();
+    let mut kills = 0;
+    let mut restarted = false;
+    let outcome = loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if began.elapsed() > DEADLINE {
+            break Err(format!("not done after {DEADLINE:?}"));
+        }
+        if !restarted && began.elapsed() >= RESTART_AFTER {
+            cluster.restart("immediate").map_err(|e| e.to_string())?;
+            restarted = true;
+        }
+        // A worker that ended by itself (a start while the server was down) is replaced.
+        for child in &mut workers {
+            if child.try_wait().ok().flatten().is_some() {
+                *child = spawn_worker(&url, &worker_log);
+            }
+        }
+        let ended: Result<i64, _> =
+            sqlx::query_scalar("select count(*) from pgflow.runs where status <> 'started'")
+                .fetch_one(&admin)
+                .await;
+        if ended.is_ok_and(|n| n == total_runs) {
+            break Ok(());
+        }
+        if last_kill.elapsed() >= KILL_EVERY {
+            let victim = kills % WORKERS;
+            let _ = workers[victim].kill(); // SIGKILL
+            let _ = workers[victim].wait();
+            workers[victim] = spawn_worker(&url, &worker_log);
+            kills += 1;
+            last_kill = Instant::now();
+        }
+    };
+    for child in &mut workers {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let log = || std::fs::read_to_string(&worker_log).unwrap_or_default();
+    outcome.map_err(|e| format!("{e}; worker log tail:\n{}", tail(&log(), 40)))?;
+    check(&admin).await?;
+    let executions: i64 = sqlx::query_scalar("select count(*) from fault_log")
+        .fetch_one(&admin)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(format!(
+        "{total_runs} runs, {executions} handler executions, {kills} workers killed, Postgres \
+         restarted once, {:.1} s",
+        began.elapsed().as_secs_f64()
+    ))
+}
+
+/// The guarantees, read back from the database.
+async fn check(pool: &PgPool) -> Result<(), String> {
+    let query = |sql: &'static str| async move {
+        sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(pool)
+            .await
+            .map_err(|e| format!("{sql}: {e}"))
+    };
+    let expect_zero = [
+        (
+            "runs not completed",
+            "select count(*) from pgflow.runs where status <> 'completed'",
+        ),
+        (
+            "tasks left queued or started",
+            "select count(*) from pgflow.step_tasks where status in ('queued', 'started')",
+        ),
+        (
+            "messages left in the queue",
+            "select count(*) from pgmq.q_faults",
+        ),
+        (
+            "attempts whose handler ran twice",
+            "select count(*) from (select 1 from fault_log
+               group by run_id, step_slug, task_index, attempt having count(*) > 1) d",
+        ),
+        (
+            "tasks completed by an attempt that never ran, or not by their last one",
+            "select count(*) from pgflow.step_tasks t
+             where t.status = 'completed' and t.attempts_count is distinct from
+               (select max(l.attempt) from fault_log l where l.run_id = t.run_id
+                  and l.step_slug = t.step_slug and l.task_index = t.task_index)",
+        ),
+        (
+            "chain runs with a wrong output",
+            "select count(*) from pgflow.runs
+             where flow_slug = 'fault_chain'
+               and output -> 'c' <> to_jsonb(((input::int + 1) * 2) + 3)",
+        ),
+        (
+            "map runs with a wrong output",
+            "select count(*) from pgflow.runs
+             where flow_slug = 'fault_map'
+               and output -> 'total' <> (select to_jsonb(sum((input::int + i) * (input::int + i)))
+                                         from generate_series(0, 7) i)",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (what, sql) in expect_zero {
+        let n = query(sql).await?;
+        if n != 0 {
+            failures.push(format!("{n} {what}"));
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("; "))
+    }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
