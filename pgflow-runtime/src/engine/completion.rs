@@ -80,37 +80,45 @@ pub struct FailureOutcome {
     pub step_skipped: bool,
 }
 
+/// Task keys as the parallel arrays the SQL core takes them in (`run_ids[i]`, `step_slugs[i]`,
+/// `task_indexes[i]`, `attempts[i]` name one attempt).
+struct KeyColumns<'a> {
+    run_ids: Vec<Uuid>,
+    step_slugs: Vec<&'a str>,
+    task_indexes: Vec<i32>,
+    attempts: Vec<i32>,
+}
+
+impl<'a> KeyColumns<'a> {
+    fn of(keys: impl Iterator<Item = &'a TaskKey>) -> Self {
+        let mut columns = Self {
+            run_ids: Vec::new(),
+            step_slugs: Vec::new(),
+            task_indexes: Vec::new(),
+            attempts: Vec::new(),
+        };
+        for key in keys {
+            columns.run_ids.push(key.run_id);
+            columns.step_slugs.push(key.step_slug.as_str());
+            columns.task_indexes.push(key.task_index);
+            columns.attempts.push(key.attempt);
+        }
+        columns
+    }
+}
+
 /// Records finished attempts (one call for the whole batch). Returns how many tasks were
 /// completed; late or duplicate completions are ignored.
 pub async fn complete_tasks(
     executor: impl PgExecutor<'_>,
     completions: &[TaskCompletion],
 ) -> Result<u64, EngineError> {
+    let keys = KeyColumns::of(completions.iter().map(|c| &c.task));
     let count: i32 = sqlx::query_scalar("select pgflow.complete_tasks($1, $2, $3, $4, $5)")
-        .bind(
-            completions
-                .iter()
-                .map(|c| c.task.run_id)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            completions
-                .iter()
-                .map(|c| c.task.step_slug.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            completions
-                .iter()
-                .map(|c| c.task.task_index)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            completions
-                .iter()
-                .map(|c| c.task.attempt)
-                .collect::<Vec<_>>(),
-        )
+        .bind(keys.run_ids)
+        .bind(keys.step_slugs)
+        .bind(keys.task_indexes)
+        .bind(keys.attempts)
         .bind(completions.iter().map(|c| &c.output).collect::<Vec<_>>())
         .fetch_one(executor)
         .await?;
@@ -124,31 +132,12 @@ pub async fn count_stored_completions(
     executor: impl PgExecutor<'_>,
     completions: &[TaskCompletion],
 ) -> Result<u64, EngineError> {
+    let keys = KeyColumns::of(completions.iter().map(|c| &c.task));
     let count: i64 = sqlx::query_scalar("select pgflow.stored_completions($1, $2, $3, $4)")
-        .bind(
-            completions
-                .iter()
-                .map(|c| c.task.run_id)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            completions
-                .iter()
-                .map(|c| c.task.step_slug.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            completions
-                .iter()
-                .map(|c| c.task.task_index)
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            completions
-                .iter()
-                .map(|c| c.task.attempt)
-                .collect::<Vec<_>>(),
-        )
+        .bind(keys.run_ids)
+        .bind(keys.step_slugs)
+        .bind(keys.task_indexes)
+        .bind(keys.attempts)
         .fetch_one(executor)
         .await?;
     Ok(u64::try_from(count).unwrap_or(0))
@@ -161,23 +150,14 @@ pub async fn fail_tasks(
     executor: impl PgExecutor<'_>,
     failures: &[TaskFailure],
 ) -> Result<Vec<FailureOutcome>, EngineError> {
+    let keys = KeyColumns::of(failures.iter().map(|f| &f.task));
     let outcomes = sqlx::query_as::<_, FailureOutcome>(
         "select * from pgflow.fail_tasks($1, $2, $3, $4, $5, $6)",
     )
-    .bind(failures.iter().map(|f| f.task.run_id).collect::<Vec<_>>())
-    .bind(
-        failures
-            .iter()
-            .map(|f| f.task.step_slug.as_str())
-            .collect::<Vec<_>>(),
-    )
-    .bind(
-        failures
-            .iter()
-            .map(|f| f.task.task_index)
-            .collect::<Vec<_>>(),
-    )
-    .bind(failures.iter().map(|f| f.task.attempt).collect::<Vec<_>>())
+    .bind(keys.run_ids)
+    .bind(keys.step_slugs)
+    .bind(keys.task_indexes)
+    .bind(keys.attempts)
     .bind(
         failures
             .iter()
