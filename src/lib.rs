@@ -48,12 +48,12 @@
 //!   call per SQL function), [`names`] (validated slugs and queue names), [`schema`].
 
 pub use pgflow_runtime::{
-    Client, ConnectError, Connection, Context, Deployment, EngineError, FlowQueue, FlowSpec, Run,
-    RunError, RunHandle, RunStatus, State, StepError, Worker, WorkerConfig, WorkerError,
-    WorkerHandle, sqlx,
+    Client, ConnectError, Connection, Context, Db, Deployment, EngineError, FlowQueue, FlowSpec,
+    Pooling, Run, RunError, RunHandle, RunStatus, State, StepError, Worker, WorkerConfig,
+    WorkerError, WorkerHandle, sqlx,
 };
 pub use pgflow_runtime::{
-    client, connect, context, definition, deployment, engine, error, failure, handler, names,
+    client, connect, context, db, definition, deployment, engine, error, failure, handler, names,
     rollout, worker,
 };
 

@@ -563,7 +563,7 @@ where
     // warm-up's dead rows vacuumed. It reads the server's activity counters, which backends
     // publish within a second.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    pgflow::engine::vacuum_tables(pool, true).await?;
+    pgflow::engine::vacuum_tables(&pool.into(), true).await?;
     pgflow::engine::refresh_statistics(pool, true).await?;
 
     let window_start = database_clock(pool).await?;

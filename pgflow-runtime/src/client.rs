@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::db::Db;
 use crate::definition::FlowTypes;
 use crate::deployment::{Deployment, FlowSpec};
 use crate::engine::{self, CompileStatus, Run, RunStatus};
@@ -15,21 +16,23 @@ use crate::error::EngineError;
 /// A handle on a pgflow database for callers: deploys flows and starts typed runs.
 #[derive(Debug, Clone)]
 pub struct Client {
-    pool: PgPool,
+    db: Db,
 }
 
 impl Client {
     /// How many connections [`Client::connect`] keeps at most.
     pub const DEFAULT_MAX_CONNECTIONS: u32 = 10;
 
-    /// A client over `pool`.
-    pub fn new(pool: PgPool) -> Self {
-        Self { pool }
+    /// A client over `pool`: a `PgPool` (direct) or a [`Db`] (which says whether it goes
+    /// through a transaction-mode pooler).
+    pub fn new(pool: impl Into<Db>) -> Self {
+        Self { db: pool.into() }
     }
 
     /// Connects to the database at `url` (a pool of at most
     /// [`DEFAULT_MAX_CONNECTIONS`](Self::DEFAULT_MAX_CONNECTIONS); `?sslmode=require` or
-    /// `verify-full` for TLS). Fails at once when the server does not answer or refuses the
+    /// `verify-full` for TLS; `&pgbouncer=true` through a transaction-mode pooler such as
+    /// PgBouncer in `pool_mode = transaction`). Fails at once when the server does not answer or refuses the
     /// login.
     ///
     /// ```no_run
@@ -39,13 +42,18 @@ impl Client {
     /// ```
     pub async fn connect(url: &str) -> Result<Self, EngineError> {
         Ok(Self::new(
-            crate::connect::pool(url, Self::DEFAULT_MAX_CONNECTIONS).await?,
+            crate::connect::db(url, Self::DEFAULT_MAX_CONNECTIONS).await?,
         ))
     }
 
-    /// The pool.
+    /// The pool, for queries of your own (see [`Db::pool`]).
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.db.pool()
+    }
+
+    /// The pool and how it reaches Postgres: the executor to give `pgflow::engine` calls.
+    pub fn db(&self) -> &Db {
+        &self.db
     }
 
     /// Compiles (or verifies) a deployment's flow, as a worker does at startup.
@@ -53,7 +61,7 @@ impl Client {
         &self,
         deployment: &Deployment<F>,
     ) -> Result<CompileStatus, EngineError> {
-        engine::compile_flow(&self.pool, deployment.definition()).await
+        engine::compile_flow(&self.db, deployment.definition()).await
     }
 
     /// Starts a run of exactly the concrete flow `F` with `input` (typed output).
@@ -80,7 +88,7 @@ impl Client {
             what: "the flow input",
             source,
         })?;
-        let run = engine::start_flow(&self.pool, alias, &input).await?;
+        let run = engine::start_flow(&self.db, alias, &input).await?;
         Ok(RunHandle::new(run.run_id))
     }
 
@@ -110,7 +118,7 @@ impl Client {
         inputs: &[F::Input],
     ) -> Result<Vec<RunHandle<F::Output>>, EngineError> {
         let runs = engine::start_alias_typed(
-            &self.pool,
+            &self.db,
             F::ALIAS,
             &encode_inputs(inputs)?,
             &FlowTypes::of::<F::Input, F::Output>(),
@@ -126,7 +134,7 @@ impl Client {
         alias: &str,
         inputs: &[I],
     ) -> Result<Vec<RunHandle<serde_json::Value>>, EngineError> {
-        let runs = engine::start_flows(&self.pool, alias, &encode_inputs(inputs)?).await?;
+        let runs = engine::start_flows(&self.db, alias, &encode_inputs(inputs)?).await?;
         Ok(runs.iter().map(|r| RunHandle::new(r.run_id)).collect())
     }
 
@@ -136,8 +144,7 @@ impl Client {
         &self,
         inputs: &[F::Input],
     ) -> Result<Vec<RunHandle<F::Output>>, EngineError> {
-        let runs =
-            engine::start_concrete_flows(&self.pool, F::SLUG, &encode_inputs(inputs)?).await?;
+        let runs = engine::start_concrete_flows(&self.db, F::SLUG, &encode_inputs(inputs)?).await?;
         Ok(runs.iter().map(|r| RunHandle::new(r.run_id)).collect())
     }
 }
@@ -213,7 +220,7 @@ impl<O: DeserializeOwned> RunHandle<O> {
 
     /// The run as stored now.
     pub async fn run(&self, client: &Client) -> Result<Run, EngineError> {
-        engine::run(client.pool(), self.run_id).await
+        engine::run(client.db(), self.run_id).await
     }
 
     /// Waits (polling) until the run ends, at most `timeout`; returns its typed output.
@@ -231,7 +238,7 @@ impl<O: DeserializeOwned> RunHandle<O> {
                     });
                 }
                 RunStatus::Failed => {
-                    let (step_slug, error) = engine::run_error(client.pool(), self.run_id)
+                    let (step_slug, error) = engine::run_error(client.db(), self.run_id)
                         .await?
                         .unwrap_or_else(|| ("(unknown)".to_owned(), "failed".to_owned()));
                     return Err(RunError::Failed {

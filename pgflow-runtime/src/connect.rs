@@ -3,7 +3,9 @@
 use std::str::FromStr;
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::{Connection, PgConnection};
+
+use crate::db::{Db, Pooling};
 
 /// Why a connection URL gave no pool. Neither variant prints the URL itself, which may hold a
 /// password; [`ConnectError::Unreachable`] names the server as `host:port/database`.
@@ -13,7 +15,7 @@ pub enum ConnectError {
     /// The URL does not parse as a Postgres connection URL.
     #[error(
         "the database URL is not a valid Postgres URL ({source}); expected \
-         postgres://user[:password]@host[:port]/database[?sslmode=require]"
+         postgres://user[:password]@host[:port]/database[?sslmode=require][&pgbouncer=true]"
     )]
     InvalidUrl {
         /// sqlx's parse error.
@@ -31,23 +33,28 @@ pub enum ConnectError {
     },
 }
 
-/// `url` as Postgres connect options. sqlx reads any scheme; a URL of another database
-/// (`mysql://...`) is refused here rather than tried as Postgres.
-pub(crate) fn parse_url(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
+/// `url` as Postgres connect options and the pooling it names (`?pgbouncer=true`, removed from
+/// the options). sqlx reads any scheme; a URL of another database (`mysql://...`) is refused
+/// here rather than tried as Postgres.
+pub(crate) fn parse_url(url: &str) -> Result<(PgConnectOptions, Pooling), sqlx::Error> {
     let scheme = url.split_once("://").map(|(scheme, _)| scheme);
     if !matches!(scheme, Some("postgres" | "postgresql")) {
         return Err(sqlx::Error::Configuration(
             "the scheme must be postgres:// or postgresql://".into(),
         ));
     }
-    PgConnectOptions::from_str(url)
+    let (url, pooling) = pgflow_sql::split_pooling(url)
+        .map_err(|reason| sqlx::Error::Configuration(reason.into()))?;
+    Ok((PgConnectOptions::from_str(&url)?, pooling))
 }
 
-/// A pool of at most `max_connections` on `url`. One connection is tried first, once, so an
-/// unreachable server or a refused login fails at once with its cause (a pool would retry it
-/// until its acquire timeout, 30 s, and then report only the timeout).
-pub async fn pool(url: &str, max_connections: u32) -> Result<PgPool, ConnectError> {
-    let options = parse_url(url).map_err(|source| ConnectError::InvalidUrl { source })?;
+/// A pool of at most `max_connections` on `url`, with the pooling the URL names
+/// (`?pgbouncer=true` behind a transaction-mode pooler). One connection is tried first, once,
+/// so an unreachable server or a refused login fails at once with its cause (a pool would
+/// retry it until its acquire timeout, 30 s, and then report only the timeout).
+pub async fn db(url: &str, max_connections: u32) -> Result<Db, ConnectError> {
+    let (options, pooling) =
+        parse_url(url).map_err(|source| ConnectError::InvalidUrl { source })?;
     let target = pgflow_sql::connection_target(&options);
     let unreachable = |source| ConnectError::Unreachable {
         target: target.clone(),
@@ -57,9 +64,10 @@ pub async fn pool(url: &str, max_connections: u32) -> Result<PgPool, ConnectErro
         .await
         .map_err(unreachable)?;
     let _ = probe.close().await;
-    PgPoolOptions::new()
+    let pool = PgPoolOptions::new()
         .max_connections(max_connections)
         .connect_with(options)
         .await
-        .map_err(unreachable)
+        .map_err(unreachable)?;
+    Ok(Db::new(pool, pooling))
 }

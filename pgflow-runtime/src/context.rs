@@ -7,6 +7,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::db::Db;
 use crate::failure::{StepFailure, decode};
 use crate::names::{FlowSlug, QueueName, StepSlug};
 
@@ -29,7 +30,7 @@ struct ContextInner {
     task_index: i32,
     attempt: i32,
     cancellation: CancellationToken,
-    pool: PgPool,
+    db: Db,
 }
 
 /// The parts a [`Context`] is built from (the worker fills it in).
@@ -49,8 +50,8 @@ pub struct ContextParts {
     pub attempt: i32,
     /// Fires on timeout or shutdown.
     pub cancellation: CancellationToken,
-    /// Where the flow input is read from, when asked for.
-    pub pool: PgPool,
+    /// Where the flow input is read from, when asked for (a `PgPool` converts with `into()`).
+    pub pool: Db,
 }
 
 impl Context {
@@ -65,7 +66,7 @@ impl Context {
                 task_index: parts.task_index,
                 attempt: parts.attempt,
                 cancellation: parts.cancellation,
-                pool: parts.pool,
+                db: parts.pool,
             }),
         }
     }
@@ -73,7 +74,7 @@ impl Context {
     /// The context of a claimed task.
     pub fn for_task(
         task: &crate::engine::ClaimedTask,
-        pool: PgPool,
+        pool: Db,
         cancellation: CancellationToken,
     ) -> Self {
         Self::new(ContextParts {
@@ -134,19 +135,27 @@ impl Context {
     /// the worker claims and completes with, so long transactions here take connections from
     /// the worker (size it with `WorkerConfig::max_pg_connections`); an application database of
     /// its own belongs in the flow's state.
+    ///
+    /// Behind a transaction-mode pooler (`pgbouncer=true`), run your queries inside a
+    /// transaction with `.persistent(false)`, or use [`db`](Self::db) as the executor.
     pub fn pool(&self) -> &PgPool {
-        &self.inner.pool
+        self.inner.db.pool()
+    }
+
+    /// The same pool with how it reaches Postgres: an executor that is safe behind a
+    /// transaction-mode pooler too (each query its own transaction there).
+    pub fn db(&self) -> &Db {
+        &self.inner.db
     }
 
     /// Reads the run's flow input from the database and decodes it as `T`.
     pub async fn flow_input<T: DeserializeOwned>(&self) -> Result<T, StepFailure> {
-        let input: serde_json::Value =
-            crate::engine::run_input(&self.inner.pool, self.inner.run_id)
-                .await
-                .map_err(|e| StepFailure::FlowInput {
-                    step_slug: self.inner.step_slug.to_string(),
-                    reason: e.to_string(),
-                })?;
+        let input: serde_json::Value = crate::engine::run_input(&self.inner.db, self.inner.run_id)
+            .await
+            .map_err(|e| StepFailure::FlowInput {
+                step_slug: self.inner.step_slug.to_string(),
+                reason: e.to_string(),
+            })?;
         decode::<T>(self.inner.step_slug.as_str(), "input", input)
     }
 }

@@ -129,7 +129,7 @@ impl<F: FlowSpec> Deployment<F> {
     pub async fn execute(
         &self,
         task: crate::engine::ClaimedTask,
-        pool: &sqlx::PgPool,
+        pool: impl Into<crate::db::Db>,
     ) -> Result<serde_json::Value, crate::handler::StepFailure> {
         let Some(handler) = self.handler(task.step_slug.as_str()) else {
             return Err(crate::handler::StepFailure::NoHandler {
@@ -137,7 +137,7 @@ impl<F: FlowSpec> Deployment<F> {
                 step_slug: task.step_slug.to_string(),
             });
         };
-        let context = crate::context::Context::for_task(&task, pool.clone(), Default::default());
+        let context = crate::context::Context::for_task(&task, pool.into(), Default::default());
         let state: crate::state::SharedState = self.state.clone();
         handler(crate::handler::TaskInput::new(task, context, state)).await
     }

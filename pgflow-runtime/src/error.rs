@@ -141,6 +141,18 @@ pub enum EngineError {
         advice: String,
     },
 
+    /// A named prepared statement was missing or already there: the signature of a
+    /// transaction-mode pooler that pgflow was not told about.
+    #[error(
+        "{message}: the connection seems to go through a transaction-mode pooler (PgBouncer \
+         `pool_mode = transaction`, Supavisor's transaction port); add `pgbouncer=true` to the \
+         URL (or build the pool with `Db::new(pool, Pooling::Transaction)`)"
+    )]
+    UndeclaredPooler {
+        /// Postgres's message (`prepared statement "sqlx_s_1" already exists`).
+        message: String,
+    },
+
     /// Any other database error.
     #[error(transparent)]
     Database(sqlx::Error),
@@ -237,6 +249,8 @@ impl From<sqlx::Error> for EngineError {
                 advice: privilege_advice(&message),
                 message,
             },
+            // duplicate_prepared_statement, invalid_sql_statement_name
+            Some("42P05" | "26000") => Self::UndeclaredPooler { message },
             Some("PF001") => Self::InvalidDefinition { message },
             Some("PF002") => match serde_json::from_str::<ShapeDetail>(&detail) {
                 Ok(d) => Self::ShapeMismatch {

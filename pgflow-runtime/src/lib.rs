@@ -12,6 +12,7 @@
 pub mod client;
 pub mod connect;
 pub mod context;
+pub mod db;
 pub mod definition;
 pub mod deployment;
 pub mod engine;
@@ -29,6 +30,7 @@ pub mod worker;
 pub use client::{Client, RunError, RunHandle};
 pub use connect::ConnectError;
 pub use context::{Context, ContextParts};
+pub use db::{Db, Pooling};
 pub use definition::{FlowDefinition, FlowOptions, StepDefinition, StepOptions, StepType};
 pub use deployment::{Deployment, FlowQueue, FlowSpec};
 pub use engine::{

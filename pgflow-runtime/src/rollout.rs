@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sqlx::PgPool;
+use sqlx::PgExecutor;
 
 use crate::engine::{self, LiveWorker};
 use crate::error::EngineError;
@@ -35,14 +35,14 @@ pub enum RolloutError {
 
 /// Begins a rollout of `functions`: records which are enabled, disables all of them and
 /// deprecates their live workers. Returns the rollout id.
-pub async fn begin(pool: &PgPool, functions: &[String]) -> Result<i64, EngineError> {
+pub async fn begin(pool: impl PgExecutor<'_>, functions: &[String]) -> Result<i64, EngineError> {
     engine::begin_rollout(pool, functions).await
 }
 
 /// Begins a rollout of every function with live workers on any of `queues`. Returns the
 /// rollout id and the functions.
-pub async fn begin_for_queues(
-    pool: &PgPool,
+pub async fn begin_for_queues<'c>(
+    pool: impl PgExecutor<'c> + Copy,
     queues: &[String],
 ) -> Result<(i64, Vec<String>), EngineError> {
     let functions = engine::functions_serving_queues(pool, queues).await?;
@@ -59,8 +59,8 @@ pub async fn begin_for_queues(
 /// Waits until every worker of the rollout's functions has stopped, calling `progress` with
 /// the ones still running after each check. Workers silent for longer than `stale_after`
 /// count as gone.
-pub async fn wait_for_workers(
-    pool: &PgPool,
+pub async fn wait_for_workers<'c>(
+    pool: impl PgExecutor<'c> + Copy,
     rollout_id: i64,
     timeout: Duration,
     stale_after: Duration,
@@ -87,6 +87,9 @@ pub async fn wait_for_workers(
 }
 
 /// Finishes a rollout: enables exactly the functions that were enabled when it began.
-pub async fn finish(pool: &PgPool, rollout_id: i64) -> Result<Vec<String>, EngineError> {
+pub async fn finish(
+    pool: impl PgExecutor<'_>,
+    rollout_id: i64,
+) -> Result<Vec<String>, EngineError> {
     engine::finish_rollout(pool, rollout_id).await
 }

@@ -14,6 +14,16 @@ pub enum InstallError {
         source: sqlx::Error,
     },
 
+    /// The URL goes through a transaction-mode pooler (`pgbouncer=true`), which cannot hold
+    /// the session the installation needs.
+    #[error(
+        "pgflow cannot be installed through a transaction-mode pooler (the URL says \
+         `pgbouncer=true`): the install holds a session lock and runs DDL in one session; run \
+         `pgflow install` with the database's direct URL (or a session-mode pooler), then use \
+         the pooled URL for workers, clients and the other commands"
+    )]
+    ThroughTransactionPooler,
+
     /// The role lacks a privilege the installation needs.
     #[error(
         "permission denied while installing pgflow ({0}); connect as a role that may create \

@@ -63,6 +63,7 @@ pub(crate) async fn recorded_checksum(
         return Ok(None);
     }
     let checksum = sqlx::query_scalar("select checksum from pgflow.schema_functions")
+        .persistent(false)
         .fetch_optional(&mut *conn)
         .await?;
     Ok(checksum)
@@ -71,9 +72,11 @@ pub(crate) async fn recorded_checksum(
 /// Whether the database's functions are the ones this code carries (`false` as well when
 /// pgflow is not installed). The versioned schema fixes every function's signature, so a
 /// difference means another release's bodies; `install` brings them in line.
+/// Safe behind a transaction-mode pooler, as [`crate::check_schema`] is.
 pub async fn functions_current(pool: &sqlx::PgPool) -> Result<bool, InstallError> {
-    let mut conn = pool.acquire().await?;
-    let recorded = recorded_checksum(&mut conn).await?;
+    let mut tx = pool.begin().await?;
+    let recorded = recorded_checksum(&mut tx).await?;
+    tx.commit().await?;
     Ok(recorded.as_deref() == Some(code_functions_checksum().as_slice()))
 }
 

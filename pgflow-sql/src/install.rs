@@ -83,7 +83,18 @@ pub async fn install(pool: &PgPool) -> Result<InstallReport, InstallError> {
 }
 
 /// Connects to `database_url` and runs [`install`]: the form a CLI or a deploy script wants.
+///
+/// A URL with `pgbouncer=true` (a transaction-mode pooler) is refused with
+/// [`InstallError::ThroughTransactionPooler`]: install through the direct URL.
 pub async fn install_url(database_url: &str) -> Result<InstallReport, InstallError> {
+    let (database_url, pooling) =
+        crate::split_pooling(database_url).map_err(|reason| InstallError::Connect {
+            target: "(URL)".to_owned(),
+            source: sqlx::Error::Configuration(reason.into()),
+        })?;
+    if pooling == crate::Pooling::Transaction {
+        return Err(InstallError::ThroughTransactionPooler);
+    }
     let options: PgConnectOptions = database_url.parse().map_err(|e| InstallError::Connect {
         target: "(unparsable URL)".to_owned(),
         source: e,

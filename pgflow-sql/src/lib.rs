@@ -13,10 +13,12 @@ mod error;
 mod functions;
 mod install;
 mod migrations;
+mod pooling;
 mod roles;
 
 pub use error::{InstallError, connection_target};
 pub use functions::{FUNCTION_FILES, FunctionFile, code_functions_checksum, functions_current};
 pub use install::{InstallReport, PgmqSource, install, install_url};
 pub use migrations::{SchemaStatus, check_schema, code_migration_versions, code_schema_version};
+pub use pooling::{Pooling, split_pooling};
 pub use roles::{PgflowRole, grant_role};

@@ -48,10 +48,15 @@ pub enum SchemaStatus {
 }
 
 /// Reads the schema version of the database behind `pool` and compares it with this code.
+///
+/// Safe behind a transaction-mode pooler: its reads share one transaction and use unnamed
+/// statements.
 pub async fn check_schema(pool: &PgPool) -> Result<SchemaStatus, InstallError> {
-    let mut conn = pool.acquire().await?;
-    ensure_schema_access(&mut conn).await?;
-    let database = match applied_version(&mut conn).await? {
+    let mut tx = pool.begin().await?;
+    ensure_schema_access(&mut tx).await?;
+    let applied = applied_version(&mut tx).await?;
+    tx.commit().await?;
+    let database = match applied {
         None => return Ok(SchemaStatus::NotInstalled),
         Some(version) => version,
     };
@@ -73,6 +78,7 @@ pub(crate) async fn ensure_schema_access(conn: &mut PgConnection) -> Result<(), 
                 or (to_regclass('pgflow.schema_migrations') is not null
                     and not has_table_privilege('pgflow.schema_migrations', 'select'))",
     )
+    .persistent(false)
     .fetch_one(&mut *conn)
     .await?;
     if denied {
@@ -88,6 +94,7 @@ pub(crate) async fn table_exists(
 ) -> Result<bool, InstallError> {
     let exists = sqlx::query_scalar("select to_regclass($1) is not null")
         .bind(name)
+        .persistent(false)
         .fetch_one(&mut *conn)
         .await?;
     Ok(exists)
@@ -100,6 +107,7 @@ async fn applied_version(conn: &mut PgConnection) -> Result<Option<i64>, Install
     }
     let version: Option<i64> =
         sqlx::query_scalar("select max(version) from pgflow.schema_migrations")
+            .persistent(false)
             .fetch_one(&mut *conn)
             .await?;
     Ok(version)

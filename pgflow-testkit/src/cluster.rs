@@ -233,7 +233,7 @@ fn postgres_bin() -> Option<PathBuf> {
     })
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()

@@ -19,6 +19,7 @@ mod install;
 mod integrity;
 mod lost_workers;
 mod outputs;
+mod pooler;
 mod retention;
 mod retry;
 mod retry_policy;

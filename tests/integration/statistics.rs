@@ -174,7 +174,9 @@ async fn tables_with_many_dead_rows_are_vacuumed_one_caller_at_a_time(pool: PgPo
     // in the queue table once the workers' statistics are published.
     let mut vacuumed = Vec::new();
     eventually(20, async || {
-        vacuumed = engine::vacuum_tables(&pool, true).await.unwrap();
+        vacuumed = engine::vacuum_tables(&pgflow::Db::from(&pool), true)
+            .await
+            .unwrap();
         vacuumed.contains(&"pgmq.q_maintained".to_owned())
     })
     .await;
@@ -195,7 +197,12 @@ async fn tables_with_many_dead_rows_are_vacuumed_one_caller_at_a_time(pool: PgPo
         .execute(&mut *holder)
         .await
         .unwrap();
-    assert!(engine::vacuum_tables(&pool, true).await.unwrap().is_empty());
+    assert!(
+        engine::vacuum_tables(&pgflow::Db::from(&pool), true)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     sqlx::query("select pg_advisory_unlock(pgflow.lock_namespace(), 2)")
         .execute(&mut *holder)
         .await
@@ -203,7 +210,7 @@ async fn tables_with_many_dead_rows_are_vacuumed_one_caller_at_a_time(pool: PgPo
 
     if autovacuum_is_on(&pool).await {
         assert!(
-            engine::vacuum_tables(&pool, false)
+            engine::vacuum_tables(&pgflow::Db::from(&pool), false)
                 .await
                 .unwrap()
                 .is_empty()

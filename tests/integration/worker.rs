@@ -348,7 +348,7 @@ async fn the_simple_form_polls_the_flows_default_queue(pool: PgPool) {
     install(&pool).await;
     let client = Client::new(pool.clone());
     let settings = WorkerSettings {
-        connection: Connection::Pool(pool.clone()),
+        connection: Connection::Pool(pool.clone().into()),
         poll_interval: Duration::from_millis(100),
         ..WorkerSettings::default()
     };
@@ -371,7 +371,7 @@ async fn the_simple_form_polls_the_flows_default_queue(pool: PgPool) {
 async fn the_simple_form_refuses_a_flow_with_nothing_on_its_default_queue(pool: PgPool) {
     install(&pool).await;
     let settings = WorkerSettings {
-        connection: Connection::Pool(pool.clone()),
+        connection: Connection::Pool(pool.clone().into()),
         ..WorkerSettings::default()
     };
     let error = Worker::start_with_settings(shared_v1::deployment(), settings)

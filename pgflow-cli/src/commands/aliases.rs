@@ -2,7 +2,6 @@
 
 use pgflow::engine::inspect;
 use serde_json::json;
-use sqlx::PgPool;
 
 use super::{alias_note, resolve_flow};
 use crate::failure::Failure;
@@ -10,7 +9,7 @@ use crate::human;
 use crate::output::Output;
 
 /// Points an alias at one of its concrete flows.
-pub async fn set(pool: &PgPool, out: &Output, alias: &str, flow: &str) -> Result<(), Failure> {
+pub async fn set(pool: &pgflow::Db, out: &Output, alias: &str, flow: &str) -> Result<(), Failure> {
     let previous = pgflow::engine::set_alias(pool, alias, flow).await?;
     out.print(
         json!({ "alias": alias, "flow_slug": flow, "previous_flow_slug": previous }),
@@ -28,7 +27,7 @@ pub async fn set(pool: &PgPool, out: &Output, alias: &str, flow: &str) -> Result
 }
 
 /// Every alias and its active flow.
-pub async fn list(pool: &PgPool, out: &Output) -> Result<(), Failure> {
+pub async fn list(pool: &pgflow::Db, out: &Output) -> Result<(), Failure> {
     let rows = inspect::aliases(pool).await?;
     out.print(json!(rows), || {
         if rows.is_empty() {
@@ -50,7 +49,7 @@ pub async fn list(pool: &PgPool, out: &Output) -> Result<(), Failure> {
 
 /// Whether a concrete flow (or an alias's active flow) can leave the registries of a queue.
 pub async fn drain_status(
-    pool: &PgPool,
+    pool: &pgflow::Db,
     out: &Output,
     name: &str,
     queue: Option<&str>,

@@ -4,7 +4,6 @@ use std::collections::HashMap;
 
 use pgflow::engine::inspect::{self, FlowName};
 use serde_json::json;
-use sqlx::PgPool;
 
 use super::{parse_run_id, resolve_flow};
 use crate::failure::Failure;
@@ -13,7 +12,7 @@ use crate::output::Output;
 
 /// Prints the DAG, coloured by `run`'s step states when given.
 pub async fn graph(
-    pool: &PgPool,
+    pool: &pgflow::Db,
     out: &Output,
     name: &str,
     format: Format,

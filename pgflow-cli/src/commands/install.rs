@@ -35,12 +35,12 @@ pub async fn install(url: &str, out: &Output) -> Result<(), Failure> {
 
 /// Gives `login` one of pgflow's roles.
 pub async fn grant(
-    pool: &sqlx::PgPool,
+    pool: &pgflow::Db,
     out: &Output,
     login: &str,
     role: pgflow::PgflowRole,
 ) -> Result<(), Failure> {
-    pgflow::grant_role(pool, login, role)
+    pgflow::grant_role(pool.pool(), login, role)
         .await
         .map_err(|error| Failure::runtime_chain(&error))?;
     out.print(json!({ "login": login, "role": role.name() }), || {

@@ -12,7 +12,6 @@ mod workers;
 
 use pgflow::ConnectError;
 use pgflow::engine::inspect::{self, FlowName};
-use sqlx::PgPool;
 
 use crate::args::{AliasCommand, Cli, Command, RolloutCommand, WorkersCommand};
 use crate::failure::Failure;
@@ -75,8 +74,8 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 /// Connects and checks that pgflow is installed and current.
-async fn connect(url: &str) -> Result<PgPool, Failure> {
-    let pool = pgflow::connect::pool(url, 2)
+async fn connect(url: &str) -> Result<pgflow::Db, Failure> {
+    let pool = pgflow::connect::db(url, 2)
         .await
         .map_err(|error| match error {
             ConnectError::InvalidUrl { source } => {
@@ -87,8 +86,8 @@ async fn connect(url: &str) -> Result<PgPool, Failure> {
             )),
             other => Failure::runtime(other.to_string()),
         })?;
-    let target = pgflow::schema::connection_target(&pool.connect_options());
-    match pgflow::schema::check_schema(&pool).await {
+    let target = pgflow::schema::connection_target(&pool.pool().connect_options());
+    match pgflow::schema::check_schema(pool.pool()).await {
         Ok(pgflow::schema::SchemaStatus::Current) => Ok(pool),
         Ok(pgflow::schema::SchemaStatus::NotInstalled) => Err(Failure::usage(format!(
             "pgflow is not installed in {target}; run `pgflow install`"
@@ -109,7 +108,7 @@ async fn connect(url: &str) -> Result<PgPool, Failure> {
 
 /// A concrete flow or an alias the operator named; an unknown name is a usage error that says
 /// where to look.
-async fn resolve_flow(pool: &PgPool, name: &str) -> Result<FlowName, Failure> {
+async fn resolve_flow(pool: &pgflow::Db, name: &str) -> Result<FlowName, Failure> {
     inspect::resolve_flow_name(pool, name)
         .await?
         .ok_or_else(|| {

@@ -3,14 +3,13 @@
 use std::time::Duration;
 
 use serde_json::json;
-use sqlx::PgPool;
 
 use crate::failure::Failure;
 use crate::output::Output;
 
 /// Deletes what ended before `older_than` ago, `batch` runs per transaction.
 pub async fn prune(
-    pool: &PgPool,
+    pool: &pgflow::Db,
     out: &Output,
     older_than: Duration,
     batch: i32,

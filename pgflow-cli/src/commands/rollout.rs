@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use pgflow::engine::inspect::LIVE_HEARTBEAT_WITHIN;
 use serde_json::json;
-use sqlx::PgPool;
 
 use crate::failure::Failure;
 use crate::output::Output;
@@ -12,7 +11,7 @@ use crate::output::Output;
 /// Disables worker functions, deprecates their workers and (unless `no_wait`) waits until
 /// they have stopped.
 pub async fn begin(
-    pool: &PgPool,
+    pool: &pgflow::Db,
     out: &Output,
     functions: Vec<String>,
     queues: Vec<String>,
@@ -69,7 +68,7 @@ pub async fn begin(
 }
 
 /// Enables again exactly the functions that were enabled when the rollout began.
-pub async fn finish(pool: &PgPool, out: &Output, rollout_id: i64) -> Result<(), Failure> {
+pub async fn finish(pool: &pgflow::Db, out: &Output, rollout_id: i64) -> Result<(), Failure> {
     let enabled = pgflow::rollout::finish(pool, rollout_id).await?;
     out.print(json!({ "rollout_id": rollout_id, "enabled": enabled }), || {
         if enabled.is_empty() {
@@ -82,7 +81,7 @@ pub async fn finish(pool: &PgPool, out: &Output, rollout_id: i64) -> Result<(), 
 }
 
 /// Open rollouts (every rollout with `all`) and how many of their workers still run.
-pub async fn status(pool: &PgPool, out: &Output, all: bool) -> Result<(), Failure> {
+pub async fn status(pool: &pgflow::Db, out: &Output, all: bool) -> Result<(), Failure> {
     let rollouts = pgflow::engine::rollouts(pool, !all).await?;
     let mut rows = Vec::new();
     for rollout in &rollouts {

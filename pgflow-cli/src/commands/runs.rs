@@ -6,7 +6,6 @@ use std::path::Path;
 use comfy_table::Cell;
 use pgflow::engine::inspect;
 use serde_json::json;
-use sqlx::PgPool;
 
 use super::{parse_run_id, resolve_flow};
 use crate::args::StatusArg;
@@ -27,7 +26,7 @@ fn ended_at(run: &pgflow::Run) -> Option<chrono::DateTime<chrono::Utc>> {
 
 /// The newest runs, of one flow or alias and in one status if given.
 pub async fn list(
-    pool: &PgPool,
+    pool: &pgflow::Db,
     out: &Output,
     flow: Option<&str>,
     status: Option<StatusArg>,
@@ -72,7 +71,7 @@ pub async fn list(
 }
 
 /// One run: its steps with their timing and output size, and the tasks that needed retries.
-pub async fn show(pool: &PgPool, out: &Output, run_id: &str) -> Result<(), Failure> {
+pub async fn show(pool: &pgflow::Db, out: &Output, run_id: &str) -> Result<(), Failure> {
     let run_id = parse_run_id(run_id)?;
     let run = pgflow::engine::run(pool, run_id).await?;
     let steps = inspect::run_steps(pool, run_id).await?;
@@ -210,7 +209,7 @@ pub fn read_input(input: Option<&str>, file: Option<&Path>) -> Result<serde_json
 
 /// Starts a run of an alias or a concrete flow.
 pub async fn start(
-    pool: &PgPool,
+    pool: &pgflow::Db,
     out: &Output,
     flow: &str,
     input: &serde_json::Value,

@@ -3,7 +3,6 @@
 use comfy_table::Cell;
 use pgflow::engine::inspect::{self, WorkerEntry, WorkerFilter, WorkerLiveness};
 use serde_json::json;
-use sqlx::PgPool;
 
 use crate::failure::Failure;
 use crate::human;
@@ -23,7 +22,7 @@ fn count(workers: &[&WorkerEntry], state: WorkerLiveness) -> usize {
 }
 
 /// Prints the overview.
-pub async fn status(pool: &PgPool, out: &Output) -> Result<(), Failure> {
+pub async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failure> {
     let queues = inspect::queues(pool).await?;
     let workers = inspect::workers(pool, WorkerFilter::NotStopped).await?;
     let aliases = inspect::aliases(pool).await?;

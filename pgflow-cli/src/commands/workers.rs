@@ -3,7 +3,6 @@
 use comfy_table::Cell;
 use pgflow::engine::inspect::{self, WorkerFilter};
 use serde_json::json;
-use sqlx::PgPool;
 
 use crate::failure::Failure;
 use crate::human;
@@ -15,7 +14,7 @@ pub fn short_id(id: uuid::Uuid) -> String {
 }
 
 /// Workers that have not stopped (every worker with `all`), with one liveness rule.
-pub async fn list(pool: &PgPool, out: &Output, all: bool) -> Result<(), Failure> {
+pub async fn list(pool: &pgflow::Db, out: &Output, all: bool) -> Result<(), Failure> {
     let filter = if all {
         WorkerFilter::All
     } else {
@@ -60,7 +59,7 @@ pub async fn list(pool: &PgPool, out: &Output, all: bool) -> Result<(), Failure>
 }
 
 /// Asks every live worker of a function to drain and stop.
-pub async fn deprecate(pool: &PgPool, out: &Output, function: &str) -> Result<(), Failure> {
+pub async fn deprecate(pool: &pgflow::Db, out: &Output, function: &str) -> Result<(), Failure> {
     let count = pgflow::engine::deprecate_workers(pool, function).await?;
     out.print(
         json!({ "function_name": function, "deprecated": count }),

@@ -432,7 +432,10 @@ pub struct FlowGraph {
 }
 
 /// The DAG of the concrete flow `flow_slug` (no steps when it is not defined).
-pub async fn flow_graph(pool: &sqlx::PgPool, flow_slug: &str) -> Result<FlowGraph, EngineError> {
+pub async fn flow_graph<'c>(
+    pool: impl PgExecutor<'c> + Copy,
+    flow_slug: &str,
+) -> Result<FlowGraph, EngineError> {
     let steps = sqlx::query_as(
         "select step_slug, step_type, queue_name from pgflow.steps
          where flow_slug = $1 order by step_index",

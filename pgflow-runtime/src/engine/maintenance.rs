@@ -22,11 +22,18 @@ pub async fn refresh_statistics(
 /// than autovacuum's default threshold, when autovacuum is off (or `even_with_autovacuum`).
 /// One caller at a time (a session advisory lock, released before returning); returns the
 /// tables vacuumed.
+///
+/// Behind a transaction-mode pooler it vacuums nothing (the lock needs a session of its own):
+/// there, leave it to autovacuum or call this with a direct pool.
 pub async fn vacuum_tables(
-    pool: &sqlx::PgPool,
+    db: &crate::db::Db,
     even_with_autovacuum: bool,
 ) -> Result<Vec<String>, EngineError> {
-    let mut conn = pool.acquire().await?;
+    if db.pooling() == crate::db::Pooling::Transaction {
+        tracing::debug!("vacuum skipped: a transaction-mode pooler holds no session for its lock");
+        return Ok(Vec::new());
+    }
+    let mut conn = db.pool().acquire().await?;
     let locked: bool =
         sqlx::query_scalar("select pg_try_advisory_lock(pgflow.lock_namespace(), 2)")
             .fetch_one(&mut *conn)

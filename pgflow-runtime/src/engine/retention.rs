@@ -62,8 +62,8 @@ pub async fn prune(
 /// [`prune`] again and again, `batch_size` rows of each kind per transaction (so that no
 /// transaction holds many locks or writes much for long), until nothing older than
 /// `older_than` is left or another caller is pruning. Returns the totals.
-pub async fn prune_all(
-    pool: &sqlx::PgPool,
+pub async fn prune_all<'c>(
+    pool: impl PgExecutor<'c> + Copy,
     older_than: std::time::Duration,
     batch_size: i32,
 ) -> Result<Pruned, EngineError> {

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
+use crate::db::Db;
+
 use crate::deployment::FlowQueue;
 
 /// How often, at most, a worker with a [`WorkerSettings::retention`] prunes. Finding ended
@@ -21,8 +23,9 @@ pub enum Connection {
     FromEnv,
     /// A connection URL.
     Url(String),
-    /// An existing pool (its own size applies; `max_pg_connections` is ignored).
-    Pool(PgPool),
+    /// An existing pool, direct or behind a transaction-mode pooler (its own size applies;
+    /// `max_pg_connections` is ignored).
+    Pool(Db),
 }
 
 impl From<&str> for Connection {
@@ -39,19 +42,25 @@ impl From<String> for Connection {
 
 impl From<PgPool> for Connection {
     fn from(pool: PgPool) -> Self {
-        Self::Pool(pool)
+        Self::Pool(pool.into())
     }
 }
 
 impl From<&PgPool> for Connection {
     fn from(pool: &PgPool) -> Self {
-        Self::Pool(pool.clone())
+        Self::Pool(pool.into())
+    }
+}
+
+impl From<Db> for Connection {
+    fn from(db: Db) -> Self {
+        Self::Pool(db)
     }
 }
 
 impl From<&crate::Client> for Connection {
     fn from(client: &crate::Client) -> Self {
-        Self::Pool(client.pool().clone())
+        Self::Pool(client.db().clone())
     }
 }
 
@@ -297,17 +306,20 @@ impl<Q: FlowQueue> WorkerConfig<Q> {
         self
     }
 
-    /// Connect with this URL.
+    /// Connect with this URL (`?pgbouncer=true` when it goes through a transaction-mode
+    /// pooler; pair it with [`listen_url`](Self::listen_url) or
+    /// [`without_notifications`](Self::without_notifications)).
     #[must_use]
     pub fn database_url(mut self, url: impl Into<String>) -> Self {
         self.settings.connection = Connection::Url(url.into());
         self
     }
 
-    /// Use this pool.
+    /// Use this pool: a `PgPool` (direct) or a [`Db`] (which says whether it goes through a
+    /// transaction-mode pooler).
     #[must_use]
-    pub fn pool(mut self, pool: PgPool) -> Self {
-        self.settings.connection = Connection::Pool(pool);
+    pub fn pool(mut self, pool: impl Into<Db>) -> Self {
+        self.settings.connection = Connection::Pool(pool.into());
         self
     }
 }

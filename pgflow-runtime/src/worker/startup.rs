@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use sqlx::PgPool;
+use crate::db::Db;
 use uuid::Uuid;
 
 use crate::engine::{self, Activation, CompileStatus};
@@ -17,7 +17,7 @@ use crate::worker::registry::RegisteredFlow;
 /// Everything a started worker runs with.
 pub struct Started {
     /// The worker's pool.
-    pub pool: PgPool,
+    pub pool: Db,
     /// Its id, as registered.
     pub worker_id: Uuid,
     /// The queue it polls.
@@ -181,7 +181,7 @@ pub async fn start(
 
 /// Activates, per alias, the registry's newest version; reports every flow's standing.
 async fn activate(
-    pool: &PgPool,
+    pool: &Db,
     order: &[String],
     flows: &HashMap<String, RegisteredFlow>,
 ) -> Result<HashMap<String, Activation>, WorkerError> {
@@ -211,7 +211,7 @@ async fn activate(
 
 /// Waits while a rollout keeps the worker's function disabled, logging now and then.
 async fn wait_until_enabled(
-    pool: &PgPool,
+    pool: &Db,
     function_name: &str,
     queue: &QueueName,
     settings: &WorkerSettings,
@@ -239,10 +239,9 @@ async fn wait_until_enabled(
 /// How often a waiting worker says it is still waiting.
 const LOG_WHILE_DISABLED_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
-async fn connect(settings: &WorkerSettings) -> Result<PgPool, WorkerError> {
+async fn connect(settings: &WorkerSettings) -> Result<Db, WorkerError> {
     if let crate::worker::config::Notifications::Url(url) = &settings.notifications {
-        crate::connect::parse_url(url)
-            .map_err(|source| WorkerError::InvalidListenUrl { source })?;
+        crate::worker::wakeup::listen_options(url)?;
     }
     let url = match &settings.connection {
         Connection::Pool(pool) => return Ok(pool.clone()),
@@ -251,11 +250,12 @@ async fn connect(settings: &WorkerSettings) -> Result<PgPool, WorkerError> {
             std::env::var("DATABASE_URL").map_err(|_| WorkerError::NoDatabase)?
         }
     };
-    Ok(crate::connect::pool(&url, settings.max_pg_connections).await?)
+    Ok(crate::connect::db(&url, settings.max_pg_connections).await?)
 }
 
-async fn check_schema(pool: &PgPool) -> Result<(), WorkerError> {
+async fn check_schema(db: &Db) -> Result<(), WorkerError> {
     use pgflow_sql::SchemaStatus;
+    let pool = db.pool();
     let status = pgflow_sql::check_schema(pool)
         .await
         .map_err(|e| WorkerError::Schema(e.to_string()))?;

@@ -24,6 +24,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::db::{Db, Pooling};
 use crate::worker::config::Notifications;
 use crate::worker::error::WorkerError;
 
@@ -38,19 +39,26 @@ pub struct QueueWakeup {
 }
 
 impl QueueWakeup {
-    /// The shared wake-up of `channel` on the database `pool` points at, started on first use;
-    /// `notifications` says where its listener connects, if anywhere.
+    /// The shared wake-up of `channel` on the database `db` points at, started on first use;
+    /// `notifications` says where its listener connects, if anywhere. Behind a
+    /// transaction-mode pooler a `LISTEN` would hold no session, so without a
+    /// [`Notifications::Url`] there is no listener and idle workers poll.
     pub fn subscribe(
-        pool: &PgPool,
+        db: &Db,
         channel: &str,
         notifications: &Notifications,
     ) -> Result<Arc<Self>, WorkerError> {
+        let pool = db.pool();
         let listen_options = match notifications {
+            Notifications::SameDatabase if db.pooling() == Pooling::Transaction => {
+                tracing::info!(
+                    channel,
+                    "behind a transaction-mode pooler with no listen_url: idle workers poll"
+                );
+                None
+            }
             Notifications::SameDatabase => Some((*pool.connect_options()).clone()),
-            Notifications::Url(url) => Some(
-                crate::connect::parse_url(url)
-                    .map_err(|source| WorkerError::InvalidListenUrl { source })?,
-            ),
+            Notifications::Url(url) => Some(listen_options(url)?),
             Notifications::Off => None,
         };
         let listener_identity = listen_options
@@ -178,4 +186,21 @@ async fn connect(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Error
     let mut listener = PgListener::connect_with(pool).await?;
     listener.listen(channel).await?;
     Ok(listener)
+}
+
+/// The connect options of a `listen_url`: it must reach Postgres directly (or through a
+/// session-mode pooler), since a `LISTEN` lasts as long as its session.
+pub(crate) fn listen_options(url: &str) -> Result<PgConnectOptions, WorkerError> {
+    let (options, pooling) = crate::connect::parse_url(url)
+        .map_err(|source| WorkerError::InvalidListenUrl { source })?;
+    if pooling == Pooling::Transaction {
+        return Err(WorkerError::InvalidListenUrl {
+            source: sqlx::Error::Configuration(
+                "a listen URL must not go through a transaction-mode pooler (it says \
+                 `pgbouncer=true`): LISTEN needs a session; give the database's direct URL"
+                    .into(),
+            ),
+        });
+    }
+    Ok(options)
 }
