@@ -49,8 +49,8 @@
 
 pub use pgflow_runtime::{
     Client, ConnectError, Connection, Context, Db, Deployment, EngineError, FlowQueue, FlowSpec,
-    Pooling, Run, RunError, RunHandle, RunStatus, State, StepError, Worker, WorkerConfig,
-    WorkerError, WorkerHandle, sqlx,
+    Pooling, Run, RunError, RunHandle, RunStatus, StartOptions, State, StepError, Worker,
+    WorkerConfig, WorkerError, WorkerHandle, sqlx,
 };
 pub use pgflow_runtime::{
     client, connect, context, db, definition, deployment, engine, error, failure, handler, names,

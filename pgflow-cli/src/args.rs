@@ -78,6 +78,10 @@ pub enum Command {
         /// Read the flow input (JSON) from this file.
         #[arg(long, value_name = "PATH")]
         input_file: Option<PathBuf>,
+        /// Start at most one run for this key with this flow or alias: a second start with
+        /// the key answers with the first one's run (while it is kept).
+        #[arg(long, value_name = "KEY")]
+        idempotency_key: Option<String>,
     },
     /// A flow's DAG with its queues, as Mermaid or DOT (coloured by state with --run).
     Graph {
@@ -93,6 +97,28 @@ pub enum Command {
     /// Workers: list them, or deprecate those of a function.
     #[command(subcommand)]
     Workers(WorkersCommand),
+    /// Cancel runs still going: the given ones, or those a filter names (--flow,
+    /// --started-before). Ended runs are left as they are, and said so.
+    Cancel {
+        /// The runs to cancel.
+        #[arg(conflicts_with_all = ["flow", "older_than", "dry_run", "limit"])]
+        run_ids: Vec<String>,
+        /// Every run still going of this flow, or of any version of this alias.
+        #[arg(long)]
+        flow: Option<String>,
+        /// Only runs started more than this long ago, e.g. 1h, 30m, 7days.
+        #[arg(long, value_parser = parse_age)]
+        older_than: Option<std::time::Duration>,
+        /// At most this many runs, oldest first.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i32).range(1..))]
+        limit: i32,
+        /// Count the runs the filter names; cancel nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Why: recorded on each run.
+        #[arg(long)]
+        reason: Option<String>,
+    },
     /// Delete runs that ended (with their steps and tasks), archived messages of pgflow's
     /// queues and stopped workers, older than --older-than. Live runs are never touched.
     Prune {
@@ -136,6 +162,8 @@ pub enum StatusArg {
     Completed,
     /// Ended with a failure.
     Failed,
+    /// Cancelled from outside.
+    Cancelled,
 }
 
 impl StatusArg {
@@ -145,6 +173,7 @@ impl StatusArg {
             Self::Started => pgflow::RunStatus::Started,
             Self::Completed => pgflow::RunStatus::Completed,
             Self::Failed => pgflow::RunStatus::Failed,
+            Self::Cancelled => pgflow::RunStatus::Cancelled,
         }
     }
 }

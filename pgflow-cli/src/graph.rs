@@ -42,14 +42,15 @@ fn state_colour(state: &str) -> &'static str {
         "started" => "#ffe8a3",
         "failed" => "#f4a3a3",
         "skipped" => "#d6e4f0",
+        "cancelled" => "#d3d3d3",
         _ => "#e9ecef",
     }
 }
 
-/// A skipped step is drawn with a dashed border, so that it reads as "did not run" without
-/// colour.
+/// A skipped or cancelled step is drawn with a dashed border, so that it reads as "did not
+/// run" without colour.
 fn is_dashed(state: &str) -> bool {
-    state == "skipped"
+    state == "skipped" || state == "cancelled"
 }
 
 fn mermaid(graph: &FlowGraph, states: &HashMap<String, String>) -> String {

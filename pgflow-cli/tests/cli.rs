@@ -403,7 +403,7 @@ fn bad_arguments_get_claps_whole_message_and_exit_code_2() {
     );
     let err = stderr(&run(&["runs", "--status", "weird"]));
     assert!(
-        err.contains("[possible values: started, completed, failed]"),
+        err.contains("[possible values: started, completed, failed, cancelled]"),
         "{err}"
     );
 }
@@ -1120,4 +1120,122 @@ async fn the_cli_works_through_a_transaction_mode_pgbouncer_except_install(pool:
     let run: Value = serde_json::from_str(&stdout(&output)).unwrap();
     assert_eq!(run["status"], json!("started"), "{run}");
     assert_eq!(run["steps"][0]["step_slug"], json!("classify"), "{run}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn start_with_an_idempotency_key_answers_with_the_keys_run(pool: PgPool) {
+    install(&pool).await;
+    Client::new(pool.clone())
+        .deploy(&triage_v1::deployment())
+        .await
+        .unwrap();
+    pgflow::engine::activate_flow(&pool, "triage_v1")
+        .await
+        .unwrap();
+    let start = |input: &str| {
+        pgflow(
+            &pool,
+            &[
+                "start",
+                "triage",
+                "--input",
+                input,
+                "--idempotency-key",
+                "ticket-7",
+                "--json",
+            ],
+        )
+    };
+
+    let first = start("{\"n\": 1}");
+    assert!(first.status.success(), "{}", stderr(&first));
+    let first: Value = serde_json::from_str(&stdout(&first)).unwrap();
+    assert_eq!(first["idempotency_key"], json!("ticket-7"));
+    let second: Value = serde_json::from_str(&stdout(&start("{\"n\": 1}"))).unwrap();
+    assert_eq!(second["run_id"], first["run_id"]);
+
+    let text = stdout(&pgflow(
+        &pool,
+        &[
+            "start",
+            "triage",
+            "--input",
+            "{\"n\": 1}",
+            "--idempotency-key",
+            "ticket-7",
+        ],
+    ));
+    assert!(
+        text.starts_with(&format!(
+            "run {} of `triage_v1` holds key `ticket-7`",
+            first["run_id"].as_str().unwrap()
+        )),
+        "{text}"
+    );
+
+    let other = start("{\"n\": 2}");
+    assert_eq!(other.status.code(), Some(1));
+    let message = stderr(&other);
+    assert!(
+        message.contains("ticket-7") && message.contains(first["run_id"].as_str().unwrap()),
+        "{message}"
+    );
+    let runs: i64 = sqlx::query_scalar("select count(*) from pgflow.runs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runs, 1);
+}
+
+#[sqlx::test(migrations = false)]
+async fn cancel_one_run_or_a_filter_with_a_dry_run(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&triage_v1::deployment()).await.unwrap();
+    pgflow::engine::activate_flow(&pool, "triage_v1")
+        .await
+        .unwrap();
+    let first = client.start_alias("triage", &json!(1)).await.unwrap();
+    client.start_alias("triage", &json!(2)).await.unwrap();
+    let id = first.run_id().to_string();
+
+    let output = pgflow(&pool, &["cancel", &id, "--reason", "wrong customer"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output).trim(), format!("cancelled run {id}"));
+    let output = pgflow(&pool, &["cancel", &id]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output).trim(),
+        format!("run {id} had already ended (cancelled); left as it is")
+    );
+    let run: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["run", &id, "--json"]))).unwrap();
+    assert_eq!(run["status"], json!("cancelled"), "{run}");
+
+    let dry: Value = serde_json::from_str(&stdout(&pgflow(
+        &pool,
+        &["cancel", "--flow", "triage", "--dry-run", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(dry, json!({"dry_run": true, "runs": 1}));
+    let output = pgflow(&pool, &["cancel", "--flow", "triage"]);
+    assert_eq!(stdout(&output).trim(), "cancelled 1 run(s)");
+    let listed: Value = serde_json::from_str(&stdout(&pgflow(
+        &pool,
+        &["runs", "--status", "cancelled", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(listed.as_array().map(Vec::len), Some(2), "{listed}");
+
+    let output = pgflow(&pool, &["cancel"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("name the runs to cancel"),
+        "{}",
+        stderr(&output)
+    );
+    let unknown = uuid::Uuid::new_v4().to_string();
+    let output = pgflow(&pool, &["cancel", &unknown]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains(&unknown), "{}", stderr(&output));
 }

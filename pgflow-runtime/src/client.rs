@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::db::Db;
 use crate::definition::FlowTypes;
 use crate::deployment::{Deployment, FlowSpec};
-use crate::engine::{self, CompileStatus, Run, RunStatus};
+use crate::engine::{self, Cancellation, CompileStatus, Run, RunStatus};
 use crate::error::EngineError;
 
 /// A handle on a pgflow database for callers: deploys flows and starts typed runs.
@@ -64,15 +64,48 @@ impl Client {
         engine::compile_flow(&self.db, deployment.definition()).await
     }
 
+    /// Cancels the run `run_id` if it is still going: it becomes `cancelled` (with `reason`),
+    /// its queued tasks never reach a handler, a running handler's result is discarded and its
+    /// `Context` cancellation fires at its worker's next heartbeat; no further attempt runs
+    /// and no step starts. A run that already ended is left as it is: the answer says so
+    /// (`cancelled: false` and its status), which is not an error.
+    /// [`EngineError::UnknownRun`] when no such run exists.
+    pub async fn cancel(
+        &self,
+        run_id: Uuid,
+        reason: Option<&str>,
+    ) -> Result<Cancellation, EngineError> {
+        engine::cancel_runs(&self.db, &[run_id], reason)
+            .await?
+            .pop()
+            .ok_or(EngineError::UnknownRun { run_id })
+    }
+
     /// Starts a run of exactly the concrete flow `F` with `input` (typed output).
     pub async fn start<F: FlowSpec>(
         &self,
         input: &F::Input,
     ) -> Result<RunHandle<F::Output>, EngineError> {
-        let mut handles = self.start_many::<F>(std::slice::from_ref(input)).await?;
-        handles.pop().ok_or_else(|| EngineError::UnknownFlow {
-            flow_slug: F::SLUG.to_owned(),
-        })
+        self.start_with::<F>(input, &StartOptions::default()).await
+    }
+
+    /// [`start`](Self::start) with options: with an
+    /// [`idempotency_key`](StartOptions::idempotency_key), a second start with the same key
+    /// gives back the first one's run (while it is kept) instead of starting another.
+    pub async fn start_with<F: FlowSpec>(
+        &self,
+        input: &F::Input,
+        options: &StartOptions,
+    ) -> Result<RunHandle<F::Output>, EngineError> {
+        let keys = [options.key()];
+        let runs = engine::start_concrete_flows_keyed(
+            &self.db,
+            F::SLUG,
+            &encode_inputs(std::slice::from_ref(input))?,
+            &keys,
+        )
+        .await?;
+        first_handle(runs, F::SLUG)
     }
 
     /// Starts a run of an alias: its active concrete version at this moment (the run keeps
@@ -84,12 +117,27 @@ impl Client {
         alias: &str,
         input: &I,
     ) -> Result<RunHandle<serde_json::Value>, EngineError> {
-        let input = serde_json::to_value(input).map_err(|source| EngineError::Encode {
-            what: "the flow input",
-            source,
-        })?;
-        let run = engine::start_flow(&self.db, alias, &input).await?;
-        Ok(RunHandle::new(run.run_id))
+        self.start_alias_with(alias, input, &StartOptions::default())
+            .await
+    }
+
+    /// [`start_alias`](Self::start_alias) with options; an idempotency key is scoped by the
+    /// alias.
+    pub async fn start_alias_with<I: serde::Serialize>(
+        &self,
+        alias: &str,
+        input: &I,
+        options: &StartOptions,
+    ) -> Result<RunHandle<serde_json::Value>, EngineError> {
+        let keys = [options.key()];
+        let runs = engine::start_flows_keyed(
+            &self.db,
+            alias,
+            &encode_inputs(std::slice::from_ref(input))?,
+            &keys,
+        )
+        .await?;
+        first_handle(runs, alias)
     }
 
     /// Starts a run of `F`'s alias, typed: the alias's active version at this moment (the run
@@ -103,12 +151,27 @@ impl Client {
         &self,
         input: &F::Input,
     ) -> Result<RunHandle<F::Output>, EngineError> {
-        let mut handles = self
-            .start_alias_typed_many::<F>(std::slice::from_ref(input))
-            .await?;
-        handles.pop().ok_or_else(|| EngineError::UnknownFlow {
-            flow_slug: F::ALIAS.to_owned(),
-        })
+        self.start_alias_typed_with::<F>(input, &StartOptions::default())
+            .await
+    }
+
+    /// [`start_alias_typed`](Self::start_alias_typed) with options; an idempotency key is
+    /// scoped by the alias.
+    pub async fn start_alias_typed_with<F: FlowSpec>(
+        &self,
+        input: &F::Input,
+        options: &StartOptions,
+    ) -> Result<RunHandle<F::Output>, EngineError> {
+        let keys = [options.key()];
+        let runs = engine::start_alias_typed_keyed(
+            &self.db,
+            F::ALIAS,
+            &encode_inputs(std::slice::from_ref(input))?,
+            &FlowTypes::of::<F::Input, F::Output>(),
+            &keys,
+        )
+        .await?;
+        first_handle(runs, F::ALIAS)
     }
 
     /// Starts one typed run of `F`'s alias per input, in one transaction, in input order, all
@@ -124,7 +187,25 @@ impl Client {
             &FlowTypes::of::<F::Input, F::Output>(),
         )
         .await?;
-        Ok(runs.iter().map(|r| RunHandle::new(r.run_id)).collect())
+        Ok(handles(&runs))
+    }
+
+    /// [`start_alias_typed_many`](Self::start_alias_typed_many) with an idempotency key per
+    /// input, `(key, input)`: each key already used with the alias gives back its run.
+    pub async fn start_alias_typed_many_keyed<F: FlowSpec, K: AsRef<str>>(
+        &self,
+        keyed_inputs: &[(K, F::Input)],
+    ) -> Result<Vec<RunHandle<F::Output>>, EngineError> {
+        let (keys, inputs) = split_keyed(keyed_inputs)?;
+        let runs = engine::start_alias_typed_keyed(
+            &self.db,
+            F::ALIAS,
+            &inputs,
+            &FlowTypes::of::<F::Input, F::Output>(),
+            &keys,
+        )
+        .await?;
+        Ok(handles(&runs))
     }
 
     /// Starts one run of an alias per input, in one transaction, in input order: all on the
@@ -135,7 +216,19 @@ impl Client {
         inputs: &[I],
     ) -> Result<Vec<RunHandle<serde_json::Value>>, EngineError> {
         let runs = engine::start_flows(&self.db, alias, &encode_inputs(inputs)?).await?;
-        Ok(runs.iter().map(|r| RunHandle::new(r.run_id)).collect())
+        Ok(handles(&runs))
+    }
+
+    /// [`start_alias_many`](Self::start_alias_many) with an idempotency key per input,
+    /// `(key, input)`.
+    pub async fn start_alias_many_keyed<K: AsRef<str>, I: serde::Serialize>(
+        &self,
+        alias: &str,
+        keyed_inputs: &[(K, I)],
+    ) -> Result<Vec<RunHandle<serde_json::Value>>, EngineError> {
+        let (keys, inputs) = split_keyed(keyed_inputs)?;
+        let runs = engine::start_flows_keyed(&self.db, alias, &inputs, &keys).await?;
+        Ok(handles(&runs))
     }
 
     /// Starts one run of exactly the concrete flow `F` per input, in one transaction, in input
@@ -145,8 +238,83 @@ impl Client {
         inputs: &[F::Input],
     ) -> Result<Vec<RunHandle<F::Output>>, EngineError> {
         let runs = engine::start_concrete_flows(&self.db, F::SLUG, &encode_inputs(inputs)?).await?;
-        Ok(runs.iter().map(|r| RunHandle::new(r.run_id)).collect())
+        Ok(handles(&runs))
     }
+
+    /// [`start_many`](Self::start_many) with an idempotency key per input, `(key, input)`.
+    pub async fn start_many_keyed<F: FlowSpec, K: AsRef<str>>(
+        &self,
+        keyed_inputs: &[(K, F::Input)],
+    ) -> Result<Vec<RunHandle<F::Output>>, EngineError> {
+        let (keys, inputs) = split_keyed(keyed_inputs)?;
+        let runs = engine::start_concrete_flows_keyed(&self.db, F::SLUG, &inputs, &keys).await?;
+        Ok(handles(&runs))
+    }
+}
+
+/// Options of a start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StartOptions {
+    /// The caller's idempotency key (1 to 255 characters), if any.
+    pub idempotency_key: Option<String>,
+}
+
+impl StartOptions {
+    /// No options: a new run on every start.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts the run at most once for `key` with the same flow or alias: a later start with
+    /// the key gives back this run, as it stands, for as long as the run is kept (retention
+    /// frees the key). The key must come with the same input each time; another input is
+    /// [`EngineError::IdempotencyConflict`]. Concurrent starts with one key create one run.
+    #[must_use]
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    fn key(&self) -> Option<String> {
+        self.idempotency_key.clone()
+    }
+}
+
+/// The handles of `runs`, in order.
+fn handles<O: DeserializeOwned>(runs: &[Run]) -> Vec<RunHandle<O>> {
+    runs.iter().map(|r| RunHandle::new(r.run_id)).collect()
+}
+
+/// The handle of the one run a single start returns.
+fn first_handle<O: DeserializeOwned>(
+    runs: Vec<Run>,
+    name: &str,
+) -> Result<RunHandle<O>, EngineError> {
+    runs.first()
+        .map(|r| RunHandle::new(r.run_id))
+        .ok_or_else(|| EngineError::UnknownFlow {
+            flow_slug: name.to_owned(),
+        })
+}
+
+/// `(key, input)` pairs as the keys and the encoded inputs.
+fn split_keyed<K: AsRef<str>, I: serde::Serialize>(
+    keyed_inputs: &[(K, I)],
+) -> Result<(Vec<Option<String>>, Vec<serde_json::Value>), EngineError> {
+    let keys = keyed_inputs
+        .iter()
+        .map(|(key, _)| Some(key.as_ref().to_owned()))
+        .collect();
+    let inputs = keyed_inputs
+        .iter()
+        .map(|(_, input)| serde_json::to_value(input))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| EngineError::Encode {
+            what: "a flow input",
+            source,
+        })?;
+    Ok((keys, inputs))
 }
 
 /// Flow inputs as JSON.
@@ -174,6 +342,14 @@ pub enum RunError {
         step_slug: String,
         /// Its error.
         error: String,
+    },
+    /// The run was cancelled.
+    #[error("run {run_id} was cancelled{}", reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
+    Cancelled {
+        /// The run.
+        run_id: Uuid,
+        /// Why, as the canceller said.
+        reason: Option<String>,
     },
     /// The run had not ended when the wait gave up.
     #[error("run {run_id} has not ended after {waited:?}")]
@@ -223,6 +399,15 @@ impl<O: DeserializeOwned> RunHandle<O> {
         engine::run(client.db(), self.run_id).await
     }
 
+    /// Cancels the run if it is still going (see [`Client::cancel`]).
+    pub async fn cancel(
+        &self,
+        client: &Client,
+        reason: Option<&str>,
+    ) -> Result<Cancellation, EngineError> {
+        client.cancel(self.run_id, reason).await
+    }
+
     /// Waits (polling) until the run ends, at most `timeout`; returns its typed output.
     pub async fn wait(&self, client: &Client, timeout: Duration) -> Result<O, RunError> {
         let started = tokio::time::Instant::now();
@@ -245,6 +430,12 @@ impl<O: DeserializeOwned> RunHandle<O> {
                         run_id: self.run_id,
                         step_slug,
                         error,
+                    });
+                }
+                RunStatus::Cancelled => {
+                    return Err(RunError::Cancelled {
+                        run_id: self.run_id,
+                        reason: run.cancel_reason,
                     });
                 }
                 RunStatus::Started => {}

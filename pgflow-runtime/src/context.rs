@@ -48,7 +48,7 @@ pub struct ContextParts {
     pub task_index: i32,
     /// 1 for the first attempt.
     pub attempt: i32,
-    /// Fires on timeout or shutdown.
+    /// Fires on timeout, shutdown, or when the run is cancelled.
     pub cancellation: CancellationToken,
     /// Where the flow input is read from, when asked for (a `PgPool` converts with `into()`).
     pub pool: Db,
@@ -119,7 +119,8 @@ impl Context {
         self.inner.attempt
     }
 
-    /// Fires when the step's timeout passes or the worker shuts down. Long handlers should
+    /// Fires when the step's timeout passes, the worker shuts down, or the run is cancelled (or
+    /// fails elsewhere; the worker learns of it at its next heartbeat). Long handlers should
     /// stop early when it does (`ctx.cancellation().cancelled().await`).
     pub fn cancellation(&self) -> &CancellationToken {
         &self.inner.cancellation

@@ -1,6 +1,7 @@
 //! Errors of calls into the SQL core.
 
 use serde::Deserialize;
+use uuid::Uuid;
 
 /// A `(flow_slug, step_slug)` pair a worker met in a claim but does not carry.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -107,7 +108,7 @@ pub enum EngineError {
     #[error("run {run_id} does not exist")]
     UnknownRun {
         /// The id asked for.
-        run_id: uuid::Uuid,
+        run_id: Uuid,
     },
 
     /// The arguments of a call do not fit together (array lengths, SQL NULL inputs).
@@ -141,6 +142,20 @@ pub enum EngineError {
         advice: String,
     },
 
+    /// An idempotency key already belongs to a run that was started with another input.
+    #[error(
+        "idempotency key `{key}` of `{scope}` belongs to run {run_id}, which was started with \
+         another input; use a new key for a new input"
+    )]
+    IdempotencyConflict {
+        /// The key.
+        key: String,
+        /// The alias or flow it was given with.
+        scope: String,
+        /// The run that holds it.
+        run_id: Uuid,
+    },
+
     /// A named prepared statement was missing or already there: the signature of a
     /// transaction-mode pooler that pgflow was not told about.
     #[error(
@@ -158,7 +173,7 @@ pub enum EngineError {
     Database(sqlx::Error),
 }
 
-/// The pgflow role each granted entry point needs (as `functions/13_privileges.sql` grants
+/// The pgflow role each granted entry point needs (as `functions/99_privileges.sql` grants
 /// them); an operator is a client too.
 const FUNCTION_ROLES: &[(&str, &str)] = &[
     ("define_flow", "pgflow_worker or pgflow_operator"),
@@ -191,6 +206,8 @@ const FUNCTION_ROLES: &[(&str, &str)] = &[
     ("deprecate_workers", "pgflow_operator"),
     ("prune", "pgflow_operator"),
     ("queue_overview", "pgflow_operator"),
+    ("cancel_runs", "pgflow_operator"),
+    ("cancel_matching", "pgflow_operator"),
 ];
 
 /// Which pgflow role a denied call needs, from Postgres's message.
@@ -231,6 +248,14 @@ struct UnsupportedDetail {
 #[derive(Deserialize)]
 struct FlowDetail {
     flow_slug: String,
+}
+
+/// The detail of PF009.
+#[derive(Deserialize)]
+struct KeyDetail {
+    key: String,
+    scope: String,
+    run_id: Option<Uuid>,
 }
 
 impl From<sqlx::Error> for EngineError {
@@ -276,6 +301,14 @@ impl From<sqlx::Error> for EngineError {
             Some("PF005") => Self::InvalidArguments(message),
             Some("PF006") => Self::AliasMismatch(message),
             Some("PF007") => Self::Rollout(message),
+            Some("PF009") => match serde_json::from_str::<KeyDetail>(&detail) {
+                Ok(KeyDetail {
+                    key,
+                    scope,
+                    run_id: Some(run_id),
+                }) => Self::IdempotencyConflict { key, scope, run_id },
+                _ => Self::Database(error),
+            },
             Some("PF008") => match serde_json::from_str::<AliasTypeMismatch>(&detail) {
                 Ok(mismatch) => Self::AliasTypeMismatch(Box::new(mismatch)),
                 Err(_) => Self::Database(error),

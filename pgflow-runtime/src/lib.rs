@@ -27,7 +27,7 @@ pub mod state;
 pub mod step_error;
 pub mod worker;
 
-pub use client::{Client, RunError, RunHandle};
+pub use client::{Client, RunError, RunHandle, StartOptions};
 pub use connect::ConnectError;
 pub use context::{Context, ContextParts};
 pub use db::{Db, Pooling};

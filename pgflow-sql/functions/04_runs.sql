@@ -550,14 +550,23 @@ $$;
 -- p_flow_slug names an alias (resolved to its active concrete flow now, unless
 -- p_resolve_alias is false) or a concrete flow. The runs record the concrete flow and keep it.
 -- p_run_ids optionally fixes the run ids (same length as p_inputs; null entries get new ids).
+-- p_idempotency_keys optionally gives each input a key (same length; null entries have none):
+-- the first start with a key creates its run; a later one with the same key and the same name
+-- (p_started_as, by default p_flow_slug: the alias or flow the caller named) returns that run,
+-- as it stands, instead of starting another, while the run is kept. Concurrent starts with one
+-- key wait for each other on the key's index entry and create one run. A key whose run was
+-- started with another input raises PF009 naming the key and the run, and starts nothing.
 -- Returns the runs in input order, as they stand after the first steps were started (a run
 -- whose steps all complete at once, e.g. a map over [], is already 'completed').
 -- Raises PF004 when the name is neither an alias with an active version nor a concrete flow.
+-- Locks: the new runs' rows and key entries, then as start_ready_steps and enqueue_step_tasks.
 create or replace function pgflow.start_flows(
   p_flow_slug text,
   p_inputs jsonb[],
   p_run_ids uuid[] default null,
-  p_resolve_alias boolean default true
+  p_resolve_alias boolean default true,
+  p_idempotency_keys text[] default null,
+  p_started_as text default null
 )
 returns setof pgflow.runs
 language plpgsql
@@ -566,9 +575,12 @@ set enable_seqscan = off
 as $$
 declare
   v_flow_slug text := p_flow_slug;
+  v_scope text := coalesce(p_started_as, p_flow_slug);
   v_step_count integer;
   v_run_ids uuid[];
   v_inputs jsonb[];
+  v_result_ids uuid[];
+  v_conflict record;
   v_started pgflow.started_step[];
   v_slow_runs uuid[];
 begin
@@ -591,103 +603,184 @@ begin
       cardinality(p_run_ids), cardinality(p_inputs)
       using errcode = 'PF005';
   end if;
-
-  with inserted as (
-    insert into pgflow.runs (run_id, flow_slug, input, remaining_steps)
-    select coalesce(p_run_ids[i.ordinality], gen_random_uuid()), v_flow_slug, i.input, v_step_count
-    from unnest(p_inputs) with ordinality as i(input, ordinality)
-    order by i.ordinality
-    returning run_id, input
-  )
-  select array_agg(run_id), array_agg(input) into v_run_ids, v_inputs from inserted;
-
-  if v_run_ids is null then
-    return;
+  if p_idempotency_keys is not null then
+    if cardinality(p_idempotency_keys) <> cardinality(p_inputs) then
+      raise exception 'start_flows: % idempotency keys for % inputs; pass one per input (null '
+        'for an input without a key) or none', cardinality(p_idempotency_keys),
+        cardinality(p_inputs)
+        using errcode = 'PF005';
+    end if;
+    if exists (select 1 from unnest(p_idempotency_keys) k(key)
+               where length(k.key) not between 1 and 255) then
+      raise exception 'start_flows: an idempotency key must have 1 to 255 characters'
+        using errcode = 'PF005';
+    end if;
   end if;
 
-  -- Every step state in one write, the root steps already started and sized: a single step
-  -- gets one task, a root map step one per element of the run's input. A root step with a
-  -- condition stays 'created' and is decided by start_ready_steps. A run whose input a root
-  -- map step cannot map over (not an array) gets all its steps 'created' and is left to
-  -- start_ready_steps, which fails it (unless the map step's condition skips it).
-  with planned as (
-    select r.run_id, s.step_slug, s.flow_slug, s.deps_count, s.queue_name,
-           coalesce(s.opt_start_delay, 0) as start_delay,
-           case when s.deps_count > 0 or c.conditional then null
-                when s.step_type = 'single' then 1
-                when jsonb_typeof(r.input) = 'array' then jsonb_array_length(r.input)
-           end as task_count,
-           s.deps_count = 0 and s.step_type = 'map' and not c.conditional
-             and jsonb_typeof(r.input) is distinct from 'array' as bad,
-           s.deps_count = 0 and c.conditional as decided_later
-    from unnest(v_run_ids, v_inputs) as r(run_id, input)
-    cross join pgflow.steps s
-    cross join lateral (select s.condition_when is not null
-                               or s.condition_unless is not null as conditional) c
-    where s.flow_slug = v_flow_slug
-  ),
-  decided as materialized (
-    select planned.*,
-           planned.task_count is not null
-             and not bool_or(planned.bad) over (partition by planned.run_id) as start
-    from planned
-  ),
-  inserted as (
-    insert into pgflow.step_states (run_id, step_slug, flow_slug, remaining_deps, status,
-                                    started_at, initial_tasks, remaining_tasks)
-    select d.run_id, d.step_slug, d.flow_slug, d.deps_count,
-           case when d.start then 'started' else 'created' end,
-           case when d.start then now() end,
-           case when d.start then d.task_count end,
-           case when d.start then d.task_count end
-    from decided d
-  )
-  select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
-                   ::pgflow.started_step) filter (where start),
-         array_agg(distinct run_id) filter (where bad or decided_later)
-  into v_started, v_slow_runs
-  from decided;
+  if p_idempotency_keys is null then
+    with inserted as (
+      insert into pgflow.runs (run_id, flow_slug, input, remaining_steps)
+      select coalesce(p_run_ids[i.ordinality], gen_random_uuid()), v_flow_slug, i.input,
+             v_step_count
+      from unnest(p_inputs) with ordinality as i(input, ordinality)
+      order by i.ordinality
+      returning run_id, input
+    )
+    select array_agg(run_id), array_agg(input) into v_run_ids, v_inputs from inserted;
+    v_result_ids := v_run_ids;
+  else
+    -- Every input's would-be id first, so that each input finds its run afterwards: its own
+    -- when it was inserted, the key's run when the key was taken (by an earlier start, a
+    -- concurrent one that committed first, or an earlier input of this call).
+    with wanted as materialized (
+      select coalesce(p_run_ids[i.ordinality], gen_random_uuid()) as run_id, i.input,
+             p_idempotency_keys[i.ordinality] as key, i.ordinality
+      from unnest(p_inputs) with ordinality as i(input, ordinality)
+    ),
+    inserted as (
+      insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, idempotency_scope,
+                               idempotency_key)
+      select w.run_id, v_flow_slug, w.input, v_step_count,
+             case when w.key is not null then v_scope end, w.key
+      from wanted w
+      order by w.ordinality
+      on conflict (idempotency_scope, idempotency_key) where idempotency_key is not null
+      do nothing
+      returning run_id, input
+    )
+    select array_agg(n.run_id order by w.ordinality) filter (where n.run_id is not null),
+           array_agg(n.input order by w.ordinality) filter (where n.run_id is not null),
+           array_agg(w.run_id order by w.ordinality)
+    into v_run_ids, v_inputs, v_result_ids
+    from wanted w
+    left join inserted n on n.run_id = w.run_id;
 
-  if v_slow_runs is not null then
-    perform pgflow.start_ready_steps(v_slow_runs);
+    -- The inputs whose key was taken: their run, which must have been started with the same
+    -- input. (A new statement, so it sees the runs of starts that committed meanwhile.)
+    with resolved as (
+      select u.ordinality, u.key, u.input, e.run_id as existing_id, e.input as existing_input
+      from unnest(v_result_ids, p_inputs, p_idempotency_keys) with ordinality
+        as u(run_id, input, key, ordinality)
+      left join pgflow.runs e
+        on e.idempotency_scope = v_scope and e.idempotency_key = u.key
+      where u.key is not null and not (u.run_id = any(coalesce(v_run_ids, array[]::uuid[])))
+    )
+    select * into v_conflict from resolved
+    where existing_id is null or existing_input is distinct from input
+    order by ordinality limit 1;
+    if found and v_conflict.existing_id is null then
+      raise exception 'start_flows: the run of idempotency key `%` was removed while this start '
+        'waited for it; start again', v_conflict.key
+        using errcode = 'PF009',
+              detail = jsonb_build_object('key', v_conflict.key, 'scope', v_scope)::text;
+    elsif found then
+      raise exception 'idempotency key `%` of `%` belongs to run %, which was started with '
+        'another input; use a new key for a new input', v_conflict.key, v_scope,
+        v_conflict.existing_id
+        using errcode = 'PF009',
+              detail = jsonb_build_object('key', v_conflict.key, 'scope', v_scope,
+                                          'run_id', v_conflict.existing_id)::text;
+    end if;
+
+    select array_agg(coalesce(e.run_id, u.run_id) order by u.ordinality)
+    into v_result_ids
+    from unnest(v_result_ids, p_idempotency_keys) with ordinality as u(run_id, key, ordinality)
+    left join pgflow.runs e
+      on u.key is not null and not (u.run_id = any(coalesce(v_run_ids, array[]::uuid[])))
+         and e.idempotency_scope = v_scope and e.idempotency_key = u.key;
   end if;
-  if v_started is not null then
-    perform pgflow.enqueue_step_tasks(v_started);
+
+  if v_run_ids is not null then
+    -- Every step state in one write, the root steps already started and sized: a single step
+    -- gets one task, a root map step one per element of the run's input. A root step with a
+    -- condition stays 'created' and is decided by start_ready_steps. A run whose input a root
+    -- map step cannot map over (not an array) gets all its steps 'created' and is left to
+    -- start_ready_steps, which fails it (unless the map step's condition skips it).
+    with planned as (
+      select r.run_id, s.step_slug, s.flow_slug, s.deps_count, s.queue_name,
+             coalesce(s.opt_start_delay, 0) as start_delay,
+             case when s.deps_count > 0 or c.conditional then null
+                  when s.step_type = 'single' then 1
+                  when jsonb_typeof(r.input) = 'array' then jsonb_array_length(r.input)
+             end as task_count,
+             s.deps_count = 0 and s.step_type = 'map' and not c.conditional
+               and jsonb_typeof(r.input) is distinct from 'array' as bad,
+             s.deps_count = 0 and c.conditional as decided_later
+      from unnest(v_run_ids, v_inputs) as r(run_id, input)
+      cross join pgflow.steps s
+      cross join lateral (select s.condition_when is not null
+                                 or s.condition_unless is not null as conditional) c
+      where s.flow_slug = v_flow_slug
+    ),
+    decided as materialized (
+      select planned.*,
+             planned.task_count is not null
+               and not bool_or(planned.bad) over (partition by planned.run_id) as start
+      from planned
+    ),
+    inserted as (
+      insert into pgflow.step_states (run_id, step_slug, flow_slug, remaining_deps, status,
+                                      started_at, initial_tasks, remaining_tasks)
+      select d.run_id, d.step_slug, d.flow_slug, d.deps_count,
+             case when d.start then 'started' else 'created' end,
+             case when d.start then now() end,
+             case when d.start then d.task_count end,
+             case when d.start then d.task_count end
+      from decided d
+    )
+    select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
+                     ::pgflow.started_step) filter (where start),
+           array_agg(distinct run_id) filter (where bad or decided_later)
+    into v_started, v_slow_runs
+    from decided;
+
+    if v_slow_runs is not null then
+      perform pgflow.start_ready_steps(v_slow_runs);
+    end if;
+    if v_started is not null then
+      perform pgflow.enqueue_step_tasks(v_started);
+    end if;
   end if;
 
   -- One key lookup per run (`offset 0` keeps the lookup apart from the join): a plan made
   -- for a batch of runs may otherwise hash-join against a scan of every run.
   return query
   select r.*
-  from unnest(v_run_ids) with ordinality as ids(run_id, ordinality)
+  from unnest(v_result_ids) with ordinality as ids(run_id, ordinality)
   cross join lateral (select * from pgflow.runs x where x.run_id = ids.run_id offset 0) r
   order by ids.ordinality;
 end;
 $$;
 
--- start_flow: starts one run. See start_flows.
+-- start_flow: starts one run, with an idempotency key when p_idempotency_key is not null. See
+-- start_flows.
 create or replace function pgflow.start_flow(
   p_flow_slug text,
   p_input jsonb,
   p_run_id uuid default null,
-  p_resolve_alias boolean default true
+  p_resolve_alias boolean default true,
+  p_idempotency_key text default null
 )
 returns pgflow.runs
 language sql
 as $$
-  select * from pgflow.start_flows(p_flow_slug, array[p_input], array[p_run_id], p_resolve_alias)
+  select * from pgflow.start_flows(
+    p_flow_slug, array[p_input], array[p_run_id], p_resolve_alias,
+    case when p_idempotency_key is not null then array[p_idempotency_key] end)
 $$;
 
 -- start_alias_typed: starts one run per input on an alias's active version, like start_flows,
 -- for a caller that decodes inputs and outputs as Rust types: the version must record exactly
 -- the input and output type names the caller gives (see define_flow). Otherwise raises PF008
 -- naming the alias, the version and both pairs of types, and starts nothing; PF004 when the
--- alias has no active version. The runs start on the version that was checked.
+-- alias has no active version. The runs start on the version that was checked. Idempotency
+-- keys (see start_flows) are scoped by the alias.
 create or replace function pgflow.start_alias_typed(
   p_alias text,
   p_inputs jsonb[],
   p_input_type text,
-  p_output_type text
+  p_output_type text,
+  p_idempotency_keys text[] default null
 )
 returns setof pgflow.runs
 language plpgsql
@@ -719,6 +812,7 @@ begin
             hint = 'give every version of the alias the same `input` and `output` types '
                    '(#[flow(input = T, output = U)]), or start the concrete flow';
   end if;
-  return query select * from pgflow.start_flows(v_flow.flow_slug, p_inputs, null, false);
+  return query select * from pgflow.start_flows(v_flow.flow_slug, p_inputs, null, false,
+                                                p_idempotency_keys, p_alias);
 end;
 $$;

@@ -109,17 +109,21 @@ begin
   perform pgmq.archive(p_queue_name, p_message_ids);
 
   -- Claim the locked tasks (if any), found by row address: a task of a live run becomes
-  -- 'started'; a task of a run that ended while it waited becomes 'failed' and is not returned.
+  -- 'started'; a task of a run that ended while it waited becomes 'failed' ('cancelled' when
+  -- the run was cancelled) and is not returned.
   return query
   with changed as (
     update pgflow.step_tasks t
-    set status = case when r.status = 'started' then 'started' else 'failed' end,
+    set status = case when r.status = 'started' then 'started'
+                      when r.status = 'cancelled' then 'cancelled' else 'failed' end,
         started_at = case when r.status = 'started' then now() else t.started_at end,
         attempts_count = t.attempts_count + case when r.status = 'started' then 1 else 0 end,
         last_worker_id = case when r.status = 'started' then p_worker_id
                               else t.last_worker_id end,
-        failed_at = case when r.status = 'started' then t.failed_at else now() end,
-        error_message = case when r.status = 'started' then t.error_message
+        failed_at = case when r.status in ('started', 'cancelled') then t.failed_at
+                         else now() end,
+        cancelled_at = case when r.status = 'cancelled' then now() end,
+        error_message = case when r.status in ('started', 'cancelled') then t.error_message
                              else 'run failed before this task started' end
     from unnest(v_row_ctids) as l(row_ctid), pgflow.runs r
     where t.ctid = l.row_ctid and r.run_id = t.run_id

@@ -45,16 +45,25 @@ as $$
     (select enabled from pgflow.worker_functions where function_name = p_function_name), true)
 $$;
 
--- heartbeat: records that the worker is alive; returns true when it has been deprecated (it
--- should stop polling, finish in-flight tasks and stop).
-create or replace function pgflow.heartbeat(p_worker_id uuid)
-returns boolean
+-- heartbeat: records that the worker is alive. Returns whether it has been deprecated (it
+-- should stop polling, finish in-flight tasks and stop), and which of p_running_runs (the runs
+-- it is running handlers of) are no longer going: cancelled or failed, so their handlers'
+-- results would be discarded and the worker cancels them. No row when the worker is unknown.
+create or replace function pgflow.heartbeat(p_worker_id uuid, p_running_runs uuid[] default null)
+returns table (deprecated boolean, ended_runs uuid[])
 language sql
 as $$
-  update pgflow.workers
-  set last_heartbeat_at = now()
-  where worker_id = p_worker_id
-  returning deprecated_at is not null
+  with beat as (
+    update pgflow.workers
+    set last_heartbeat_at = now()
+    where worker_id = p_worker_id
+    returning deprecated_at is not null as deprecated
+  )
+  select beat.deprecated,
+         coalesce((select array_agg(r.run_id order by r.run_id) from pgflow.runs r
+                   where r.run_id = any(p_running_runs) and r.status <> 'started'),
+                  array[]::uuid[])
+  from beat
 $$;
 
 -- stop_worker: records that the worker has stopped.

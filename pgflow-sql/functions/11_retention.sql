@@ -62,8 +62,8 @@ begin
   from (
     select r.run_id
     from pgflow.runs r
-    where r.status in ('completed', 'failed')
-      and coalesce(r.completed_at, r.failed_at) < v_cutoff
+    where r.status in ('completed', 'failed', 'cancelled')
+      and coalesce(r.completed_at, r.failed_at, r.cancelled_at) < v_cutoff
     limit p_batch_size
     for update of r skip locked
   ) r;

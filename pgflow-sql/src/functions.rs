@@ -40,7 +40,8 @@ pub static FUNCTION_FILES: &[FunctionFile] = function_files![
     "10_aliases_rollouts.sql",
     "11_retention.sql",
     "12_inspection.sql",
-    "13_privileges.sql",
+    "13_run_control.sql",
+    "99_privileges.sql",
 ];
 
 /// The SHA-256 of every function file's name and text, in order: what the ledger records.

@@ -1,4 +1,4 @@
-//! pgflow's three group roles (created by the install, see `functions/13_privileges.sql`) and
+//! pgflow's three group roles (created by the install, see `functions/99_privileges.sql`) and
 //! granting one to a login.
 
 use sqlx::PgPool;

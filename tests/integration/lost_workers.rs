@@ -96,7 +96,12 @@ async fn a_silent_worker_is_declared_lost_told_to_stop_and_pruned(pool: PgPool) 
     assert!(live.iter().all(|w| w.worker_id != crashed));
 
     // A lost worker that comes back is told to drain and stop.
-    assert!(engine::heartbeat(&pool, crashed).await.unwrap());
+    assert!(
+        engine::heartbeat(&pool, crashed, &[])
+            .await
+            .unwrap()
+            .deprecated
+    );
     worker.shutdown();
     worker.wait().await.unwrap();
 

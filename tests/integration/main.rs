@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod app_state;
+mod cancel;
 mod claim;
 mod concurrency;
 mod conditions;
@@ -15,6 +16,7 @@ mod dsl;
 mod error_bounds;
 mod flows;
 mod handles;
+mod idempotency;
 mod install;
 mod integrity;
 mod lost_workers;

@@ -213,6 +213,18 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
     engine::prune(&operator_pool, Duration::from_secs(3600), 100)
         .await
         .unwrap();
+    // ... and run control.
+    let victim = client
+        .start_alias("guarded", &serde_json::json!(2))
+        .await
+        .unwrap();
+    let cancelled = engine::cancel_runs(&operator_pool, &[victim.run_id()], Some("test"))
+        .await
+        .unwrap();
+    assert_eq!(cancelled.len(), 1);
+    engine::cancel_matching(&operator_pool, &engine::RunFilter::all(), None, true)
+        .await
+        .unwrap();
 
     // What each must not do.
     for (who, pool) in [
@@ -242,6 +254,8 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
             "finish_rollout",
             "prune",
             "start_flows",
+            "cancel_runs",
+            "cancel_matching",
         ],
     )
     .await;
@@ -262,6 +276,9 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
             "deprecate_workers",
             "begin_rollout",
             "prune",
+            "cancel_runs",
+            "cancel_matching",
+            "runs_matching",
         ],
     )
     .await;

@@ -2,6 +2,7 @@
 //! functions and prints text (tables that fit) by default or JSON with `--json`.
 
 mod aliases;
+mod control;
 mod graph;
 mod install;
 mod prune;
@@ -58,9 +59,10 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             flow,
             input,
             input_file,
+            idempotency_key,
         } => {
             let input = runs::read_input(input.as_deref(), input_file.as_deref())?;
-            runs::start(&pool, &out, &flow, &input).await
+            runs::start(&pool, &out, &flow, &input, idempotency_key.as_deref()).await
         }
         Command::Graph { flow, format, run } => {
             graph::graph(&pool, &out, &flow, format, run.as_deref()).await
@@ -68,6 +70,22 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Workers(WorkersCommand::List { all }) => workers::list(&pool, &out, all).await,
         Command::Workers(WorkersCommand::Deprecate { function }) => {
             workers::deprecate(&pool, &out, &function).await
+        }
+        Command::Cancel {
+            run_ids,
+            flow,
+            older_than,
+            limit,
+            dry_run,
+            reason,
+        } => {
+            let filter = control::CancelFilter {
+                flow,
+                older_than,
+                limit,
+                dry_run,
+            };
+            control::cancel(&pool, &out, &run_ids, &filter, reason.as_deref()).await
         }
         Command::Prune { older_than, batch } => prune::prune(&pool, &out, older_than, batch).await,
     }

@@ -21,7 +21,7 @@ const ATTEMPTS_SHOWN: i64 = 100;
 
 /// When a run ended, if it has.
 fn ended_at(run: &pgflow::Run) -> Option<chrono::DateTime<chrono::Utc>> {
-    run.completed_at.or(run.failed_at)
+    run.completed_at.or(run.failed_at).or(run.cancelled_at)
 }
 
 /// The newest runs, of one flow or alias and in one status if given.
@@ -213,14 +213,33 @@ pub async fn start(
     out: &Output,
     flow: &str,
     input: &serde_json::Value,
+    idempotency_key: Option<&str>,
 ) -> Result<(), Failure> {
-    let run = pgflow::engine::start_flow(pool, flow, input).await?;
+    let keys = [idempotency_key.map(str::to_owned)];
+    let mut runs =
+        pgflow::engine::start_flows_keyed(pool, flow, std::slice::from_ref(input), &keys).await?;
+    let run = runs
+        .pop()
+        .ok_or_else(|| Failure::runtime(format!("no run of `{flow}` was started")))?;
     out.print(
-        json!({ "run_id": run.run_id, "flow_slug": run.flow_slug }),
+        json!({
+            "run_id": run.run_id,
+            "flow_slug": run.flow_slug,
+            "status": run.status.as_str(),
+            "idempotency_key": run.idempotency_key,
+        }),
         || {
+            // A used key answers with its run (started now or by an earlier start).
+            let head = match &run.idempotency_key {
+                Some(key) => format!(
+                    "run {} of `{}` holds key `{key}`",
+                    run.run_id, run.flow_slug
+                ),
+                None => format!("started run {} of `{}`", run.run_id, run.flow_slug),
+            };
             format!(
-                "started run {} of `{}`\n  follow it:  pgflow run {}\n  its graph:  pgflow graph {} --run {}",
-                run.run_id, run.flow_slug, run.run_id, run.flow_slug, run.run_id
+                "{head}\n  follow it:  pgflow run {}\n  its graph:  pgflow graph {} --run {}",
+                run.run_id, run.flow_slug, run.run_id
             )
         },
     );

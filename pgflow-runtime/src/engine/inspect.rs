@@ -273,7 +273,8 @@ pub async fn recent_runs(
 pub struct RunStep {
     /// The step.
     pub step_slug: String,
-    /// Its state in the run (`created`, `started`, `completed`, `failed`, `skipped`).
+    /// Its state in the run (`created`, `started`, `completed`, `failed`, `skipped`,
+    /// `cancelled`).
     pub status: String,
     /// Why it was skipped (`condition_unmet`, `handler_failed`, `dependency_skipped`).
     pub skip_reason: Option<String>,
@@ -287,7 +288,7 @@ pub struct RunStep {
     pub error: Option<String>,
     /// When its first task started.
     pub started_at: Option<DateTime<Utc>>,
-    /// When it completed, failed or was skipped.
+    /// When it completed, failed, was skipped or cancelled.
     pub ended_at: Option<DateTime<Utc>>,
     /// The size of its output as JSON text, in bytes (`None` until it completed).
     pub output_bytes: Option<i32>,
@@ -307,7 +308,7 @@ pub async fn run_steps(
                           where t.run_id = ss.run_id and t.step_slug = ss.step_slug
                             and t.error_message is not null
                           order by t.task_index limit 1)) as error,
-                ss.started_at, coalesce(ss.completed_at, ss.failed_at, ss.skipped_at) as ended_at,
+                ss.started_at, coalesce(ss.completed_at, ss.failed_at, ss.skipped_at, ss.cancelled_at) as ended_at,
                 octet_length(ss.output::text) as output_bytes
          from pgflow.step_states ss
          join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
@@ -327,7 +328,7 @@ pub struct TaskAttempts {
     pub step_slug: String,
     /// Its index (0 for a single step, the element for a map step).
     pub task_index: i32,
-    /// `queued`, `started`, `completed`, `failed` or `skipped`.
+    /// `queued`, `started`, `completed`, `failed`, `skipped` or `cancelled`.
     pub status: String,
     /// How many attempts it has had.
     pub attempts: i32,

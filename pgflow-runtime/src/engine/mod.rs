@@ -3,7 +3,7 @@
 //!
 //! One file per SQL area, named like the SQL files in `pgflow-sql/functions/`:
 //! [`definitions`], [`runs`], [`claims`], [`completion`], [`recovery`], [`workers`],
-//! [`maintenance`], [`aliases_rollouts`], [`retention`], plus [`inspect`] for the typed read
+//! [`maintenance`], [`aliases_rollouts`], [`retention`], [`run_control`], plus [`inspect`] for the typed read
 //! queries the `pgflow` command shows. Every item is also re-exported here, so
 //! `pgflow::engine::start_flow` is the path to use.
 //!
@@ -18,6 +18,7 @@ pub mod inspect;
 pub mod maintenance;
 pub mod recovery;
 pub mod retention;
+pub mod run_control;
 pub mod runs;
 pub mod workers;
 
@@ -34,11 +35,12 @@ pub use definitions::{CompileStatus, compile_flow};
 pub use maintenance::{refresh_statistics, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};
 pub use retention::{Pruned, prune, prune_all};
+pub use run_control::{Cancellation, RunFilter, cancel_matching, cancel_runs};
 pub use runs::{
-    Run, RunStatus, run, run_error, run_input, start_alias_typed, start_concrete_flows, start_flow,
-    start_flows,
+    Run, RunStatus, run, run_error, run_input, start_alias_typed, start_alias_typed_keyed,
+    start_concrete_flows, start_concrete_flows_keyed, start_flow, start_flows, start_flows_keyed,
 };
 pub use workers::{
-    CoverageGap, LostWorker, deprecate_workers, function_enabled, heartbeat, mark_lost_workers,
-    queue_channel, queue_coverage_gaps, register_worker, stop_worker,
+    CoverageGap, Heartbeat, LostWorker, deprecate_workers, function_enabled, heartbeat,
+    mark_lost_workers, queue_channel, queue_coverage_gaps, register_worker, stop_worker,
 };

@@ -19,19 +19,32 @@ pub enum RunStatus {
     Completed,
     /// A step ran out of attempts (or could not start); the run stopped.
     Failed,
+    /// Cancelled from outside; no step starts and no result counts any more.
+    Cancelled,
 }
 
 impl RunStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [RunStatus; 3] = [Self::Started, Self::Completed, Self::Failed];
+    pub const ALL: [RunStatus; 4] = [
+        Self::Started,
+        Self::Completed,
+        Self::Failed,
+        Self::Cancelled,
+    ];
 
-    /// `started`, `completed` or `failed`, as stored.
+    /// `started`, `completed`, `failed` or `cancelled`, as stored.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Started => "started",
             Self::Completed => "completed",
             Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
         }
+    }
+
+    /// Whether the run has ended (any status but `started`).
+    pub fn is_ended(self) -> bool {
+        self != Self::Started
     }
 
     /// The status stored as `text`, if it is one.
@@ -62,6 +75,14 @@ pub struct Run {
     pub completed_at: Option<DateTime<Utc>>,
     /// When it failed.
     pub failed_at: Option<DateTime<Utc>>,
+    /// When it was cancelled.
+    pub cancelled_at: Option<DateTime<Utc>>,
+    /// Why, as the canceller said.
+    pub cancel_reason: Option<String>,
+    /// The caller's idempotency key it was started with, if any.
+    pub idempotency_key: Option<String>,
+    /// The alias or flow the key was given with (its scope), when it has a key.
+    pub idempotency_scope: Option<String>,
 }
 
 /// Starts one run with `input`. `name` is an alias (the run starts on its active version, and
@@ -71,7 +92,7 @@ pub async fn start_flow(
     name: &str,
     input: &Value,
 ) -> Result<Run, EngineError> {
-    let mut runs = start_flows_as(executor, name, std::slice::from_ref(input), true).await?;
+    let mut runs = start_flows_as(executor, name, std::slice::from_ref(input), true, None).await?;
     runs.pop().ok_or_else(|| EngineError::UnknownFlow {
         flow_slug: name.to_owned(),
     })
@@ -84,7 +105,20 @@ pub async fn start_flows(
     name: &str,
     inputs: &[Value],
 ) -> Result<Vec<Run>, EngineError> {
-    start_flows_as(executor, name, inputs, true).await
+    start_flows_as(executor, name, inputs, true, None).await
+}
+
+/// [`start_flows`] with an idempotency key per input (`None` for an input without one): a key
+/// already used with `name` gives back its run, as it stands, instead of a new one (while the
+/// run is kept); a key whose run had another input is [`EngineError::IdempotencyConflict`] and
+/// starts nothing. `keys` has one entry per input.
+pub async fn start_flows_keyed(
+    executor: impl PgExecutor<'_>,
+    name: &str,
+    inputs: &[Value],
+    keys: &[Option<String>],
+) -> Result<Vec<Run>, EngineError> {
+    start_flows_as(executor, name, inputs, true, Some(keys)).await
 }
 
 /// Starts runs of exactly the concrete flow `flow_slug` (never resolved as an alias).
@@ -93,7 +127,17 @@ pub async fn start_concrete_flows(
     flow_slug: &str,
     inputs: &[Value],
 ) -> Result<Vec<Run>, EngineError> {
-    start_flows_as(executor, flow_slug, inputs, false).await
+    start_flows_as(executor, flow_slug, inputs, false, None).await
+}
+
+/// [`start_concrete_flows`] with idempotency keys, as [`start_flows_keyed`].
+pub async fn start_concrete_flows_keyed(
+    executor: impl PgExecutor<'_>,
+    flow_slug: &str,
+    inputs: &[Value],
+    keys: &[Option<String>],
+) -> Result<Vec<Run>, EngineError> {
+    start_flows_as(executor, flow_slug, inputs, false, Some(keys)).await
 }
 
 async fn start_flows_as(
@@ -101,11 +145,13 @@ async fn start_flows_as(
     name: &str,
     inputs: &[Value],
     resolve_alias: bool,
+    keys: Option<&[Option<String>]>,
 ) -> Result<Vec<Run>, EngineError> {
-    let runs = sqlx::query_as::<_, Run>("select * from pgflow.start_flows($1, $2, null, $3)")
+    let runs = sqlx::query_as::<_, Run>("select * from pgflow.start_flows($1, $2, null, $3, $4)")
         .bind(name)
         .bind(inputs)
         .bind(resolve_alias)
+        .bind(keys)
         .fetch_all(executor)
         .await?;
     Ok(runs)
@@ -119,13 +165,36 @@ pub async fn start_alias_typed(
     inputs: &[Value],
     types: &FlowTypes,
 ) -> Result<Vec<Run>, EngineError> {
-    let runs = sqlx::query_as::<_, Run>("select * from pgflow.start_alias_typed($1, $2, $3, $4)")
-        .bind(alias)
-        .bind(inputs)
-        .bind(&types.input)
-        .bind(&types.output)
-        .fetch_all(executor)
-        .await?;
+    start_alias_typed_as(executor, alias, inputs, types, None).await
+}
+
+/// [`start_alias_typed`] with idempotency keys scoped by the alias, as [`start_flows_keyed`].
+pub async fn start_alias_typed_keyed(
+    executor: impl PgExecutor<'_>,
+    alias: &str,
+    inputs: &[Value],
+    types: &FlowTypes,
+    keys: &[Option<String>],
+) -> Result<Vec<Run>, EngineError> {
+    start_alias_typed_as(executor, alias, inputs, types, Some(keys)).await
+}
+
+async fn start_alias_typed_as(
+    executor: impl PgExecutor<'_>,
+    alias: &str,
+    inputs: &[Value],
+    types: &FlowTypes,
+    keys: Option<&[Option<String>]>,
+) -> Result<Vec<Run>, EngineError> {
+    let runs =
+        sqlx::query_as::<_, Run>("select * from pgflow.start_alias_typed($1, $2, $3, $4, $5)")
+            .bind(alias)
+            .bind(inputs)
+            .bind(&types.input)
+            .bind(&types.output)
+            .bind(keys)
+            .fetch_all(executor)
+            .await?;
     Ok(runs)
 }
 

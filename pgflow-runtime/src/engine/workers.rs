@@ -104,16 +104,35 @@ pub async fn function_enabled(
     Ok(enabled)
 }
 
-/// Records a heartbeat; returns whether the worker has been deprecated.
+/// Records a heartbeat of a worker running handlers of `running_runs`; returns whether it has
+/// been deprecated and which of those runs ended meanwhile (see [`Heartbeat`]).
 pub async fn heartbeat(
     executor: impl PgExecutor<'_>,
     worker_id: Uuid,
-) -> Result<bool, EngineError> {
-    let deprecated: Option<bool> = sqlx::query_scalar("select pgflow.heartbeat($1)")
-        .bind(worker_id)
-        .fetch_one(executor)
-        .await?;
-    Ok(deprecated.unwrap_or(true))
+    running_runs: &[Uuid],
+) -> Result<Heartbeat, EngineError> {
+    let row: Option<(bool, Vec<Uuid>)> =
+        sqlx::query_as("select deprecated, ended_runs from pgflow.heartbeat($1, $2)")
+            .bind(worker_id)
+            .bind(running_runs)
+            .fetch_optional(executor)
+            .await?;
+    // An unknown worker (pruned, or another database) is told to stop.
+    let (deprecated, ended_runs) = row.unwrap_or((true, Vec::new()));
+    Ok(Heartbeat {
+        deprecated,
+        ended_runs,
+    })
+}
+
+/// What a heartbeat answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Heartbeat {
+    /// The worker was deprecated (or is unknown): it should drain and stop.
+    pub deprecated: bool,
+    /// Of the runs it said it runs handlers of, those no longer going (cancelled or failed).
+    pub ended_runs: Vec<Uuid>,
 }
 
 /// Records that a worker stopped.

@@ -44,6 +44,7 @@ pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
                 step_slug: task.step_slug.to_string(),
             }),
             Some(runnable) => {
+                let in_flight = rt.in_flight.enter(task.run_id);
                 let cancellation = rt.hard_stop.child_token();
                 let context = Context::for_task(&task, rt.started.pool.clone(), cancellation.clone());
                 let timeout = Duration::from_secs(u64::try_from(task.timeout_seconds).unwrap_or(1));
@@ -74,6 +75,15 @@ pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
                     () = rt.hard_stop.cancelled() => {
                         running.abort();
                         tracing::warn!("worker stopped while the handler ran; the task will be recovered as stalled");
+                        return None;
+                    }
+                    () = in_flight.ended().cancelled() => {
+                        // The run was cancelled (or failed) elsewhere: its result would be
+                        // discarded. Fire the token, give the handler a moment, stop it.
+                        cancellation.cancel();
+                        let _ = tokio::time::timeout(CANCEL_GRACE, &mut running).await;
+                        running.abort();
+                        tracing::info!("run ended while the handler ran; handler cancelled, nothing stored");
                         return None;
                     }
                 }

@@ -1,4 +1,5 @@
-//! The worker's life after startup: heartbeats (which stop a deprecated worker), the drain at
+//! The worker's life after startup: heartbeats (which stop a deprecated worker and cancel the
+//! handlers of runs that ended elsewhere), the drain at
 //! shutdown, and marking the worker stopped.
 
 use std::sync::Arc;
@@ -15,17 +16,27 @@ pub async fn heartbeat(rt: Arc<Runtime>) {
             () = tokio::time::sleep(rt.settings.heartbeat_interval) => {}
             () = rt.shutdown.cancelled() => return,
         }
-        match engine::heartbeat(&started.pool, started.worker_id).await {
-            Ok(true) => {
-                tracing::info!(
-                    queue = started.queue.as_str(),
-                    worker_id = %started.worker_id,
-                    "worker deprecated: finishing in-flight tasks, then stopping"
-                );
-                rt.shutdown.cancel();
-                return;
+        let running = rt.in_flight.run_ids();
+        match engine::heartbeat(&started.pool, started.worker_id, &running).await {
+            Ok(beat) => {
+                for run_id in &beat.ended_runs {
+                    tracing::info!(
+                        queue = started.queue.as_str(),
+                        run_id = %run_id,
+                        "run ended elsewhere (cancelled or failed): cancelling its handlers"
+                    );
+                }
+                rt.in_flight.end(&beat.ended_runs);
+                if beat.deprecated {
+                    tracing::info!(
+                        queue = started.queue.as_str(),
+                        worker_id = %started.worker_id,
+                        "worker deprecated: finishing in-flight tasks, then stopping"
+                    );
+                    rt.shutdown.cancel();
+                    return;
+                }
             }
-            Ok(false) => {}
             Err(error) => {
                 tracing::warn!(queue = started.queue.as_str(), %error, "heartbeat failed");
             }

@@ -25,6 +25,7 @@ mod config;
 mod error;
 mod execute;
 mod handlers;
+mod in_flight;
 mod lifecycle;
 mod maintenance;
 mod poll;
@@ -144,6 +145,7 @@ async fn launch(
         settings,
         shutdown: CancellationToken::new(),
         hard_stop: CancellationToken::new(),
+        in_flight: Arc::default(),
     });
     let shutdown = runtime.shutdown.clone();
     let hard_stop = runtime.hard_stop.clone();

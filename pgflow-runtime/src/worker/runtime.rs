@@ -33,6 +33,8 @@ pub struct Runtime {
     pub read_visibility_seconds: i32,
     /// Stale messages (no queued task behind them) this worker's claims archived, in all.
     pub stale_messages: Arc<std::sync::atomic::AtomicU64>,
+    /// The runs it is running handlers of, told at each heartbeat which of them ended.
+    pub in_flight: Arc<crate::worker::in_flight::InFlightRuns>,
 }
 
 /// Retries `call` with backoff until it succeeds; gives up only on a hard stop.

@@ -1,0 +1,110 @@
+//! Run control from outside: cancelling runs, one by one or by filter.
+
+use chrono::{DateTime, Utc};
+use sqlx::{FromRow, PgExecutor};
+use uuid::Uuid;
+
+use crate::engine::RunStatus;
+use crate::error::EngineError;
+
+/// Which runs a bulk operation takes: runs of a flow or of any version of an alias, started
+/// before a time; oldest first, at most `limit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunFilter {
+    /// A concrete flow slug or an alias (every version); `None` for every flow.
+    pub name: Option<String>,
+    /// Only runs started before this time.
+    pub started_before: Option<DateTime<Utc>>,
+    /// At most this many runs (oldest first).
+    pub limit: i32,
+}
+
+impl RunFilter {
+    /// The default bound of a bulk operation.
+    pub const DEFAULT_LIMIT: i32 = 1000;
+
+    /// Every run (up to [`DEFAULT_LIMIT`](Self::DEFAULT_LIMIT)).
+    pub fn all() -> Self {
+        Self {
+            name: None,
+            started_before: None,
+            limit: Self::DEFAULT_LIMIT,
+        }
+    }
+
+    /// Only runs of this flow, or of any version of this alias.
+    #[must_use]
+    pub fn flow(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Only runs started before `time`.
+    #[must_use]
+    pub fn started_before(mut self, time: DateTime<Utc>) -> Self {
+        self.started_before = Some(time);
+        self
+    }
+
+    /// At most `limit` runs.
+    #[must_use]
+    pub fn limit(mut self, limit: i32) -> Self {
+        self.limit = limit;
+        self
+    }
+}
+
+impl Default for RunFilter {
+    fn default() -> Self {
+        Self::all()
+    }
+}
+
+/// What cancelling one run did.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+#[non_exhaustive]
+pub struct Cancellation {
+    /// The run.
+    pub run_id: Uuid,
+    /// Its status after the call: `cancelled`, or how it had already ended.
+    pub status: RunStatus,
+    /// Whether this call cancelled it (false: it had already ended, and nothing changed).
+    pub cancelled: bool,
+}
+
+/// Cancels the runs among `run_ids` that are still going (`pgflow.cancel_runs`): each becomes
+/// cancelled with `reason`; its queued tasks never reach a handler, a running task's result is
+/// discarded, and its worker cancels the handler at its next heartbeat. Returns one entry per
+/// run found (a run id that does not exist has none), in run id order.
+pub async fn cancel_runs(
+    executor: impl PgExecutor<'_>,
+    run_ids: &[Uuid],
+    reason: Option<&str>,
+) -> Result<Vec<Cancellation>, EngineError> {
+    let rows = sqlx::query_as::<_, Cancellation>("select * from pgflow.cancel_runs($1, $2)")
+        .bind(run_ids)
+        .bind(reason)
+        .fetch_all(executor)
+        .await?;
+    Ok(rows)
+}
+
+/// Cancels the runs still going that `filter` names (`pgflow.cancel_matching`); with
+/// `dry_run`, cancels nothing. Returns how many were (or would be) cancelled.
+pub async fn cancel_matching(
+    executor: impl PgExecutor<'_>,
+    filter: &RunFilter,
+    reason: Option<&str>,
+    dry_run: bool,
+) -> Result<i64, EngineError> {
+    let count = sqlx::query_scalar("select pgflow.cancel_matching($1, $2, $3, $4, $5)")
+        .bind(filter.name.as_deref())
+        .bind(filter.started_before)
+        .bind(reason)
+        .bind(filter.limit)
+        .bind(dry_run)
+        .fetch_one(executor)
+        .await?;
+    Ok(count)
+}
