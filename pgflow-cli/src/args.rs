@@ -103,21 +103,38 @@ pub enum Command {
         /// The runs to cancel.
         #[arg(conflicts_with_all = ["flow", "older_than", "dry_run", "limit"])]
         run_ids: Vec<String>,
-        /// Every run still going of this flow, or of any version of this alias.
-        #[arg(long)]
-        flow: Option<String>,
-        /// Only runs started more than this long ago, e.g. 1h, 30m, 7days.
-        #[arg(long, value_parser = parse_age)]
-        older_than: Option<std::time::Duration>,
-        /// At most this many runs, oldest first.
-        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i32).range(1..))]
-        limit: i32,
-        /// Count the runs the filter names; cancel nothing.
-        #[arg(long)]
-        dry_run: bool,
+        /// Which runs, when no run ids are given.
+        #[command(flatten)]
+        filter: FilterArgs,
         /// Why: recorded on each run.
         #[arg(long)]
         reason: Option<String>,
+    },
+    /// Retry failed runs: their failed steps run again, completed steps keep their outputs.
+    /// The given runs, or the failed runs a filter names (--flow, --older-than).
+    Retry {
+        /// The runs to retry.
+        #[arg(conflicts_with_all = ["flow", "older_than", "dry_run", "limit"])]
+        run_ids: Vec<String>,
+        /// Which runs, when no run ids are given.
+        #[command(flatten)]
+        filter: FilterArgs,
+    },
+    /// Run ended runs again from a step, each as a new run linked to the old one: that step
+    /// and everything after it run again, the steps before keep their outputs.
+    Resume {
+        /// The runs to resume.
+        #[arg(conflicts_with_all = ["flow", "older_than", "dry_run", "limit", "status"])]
+        run_ids: Vec<String>,
+        /// The step to run again from.
+        #[arg(long = "from", value_name = "STEP")]
+        from: String,
+        /// With a filter: runs that ended this way (repeatable; default failed).
+        #[arg(long, value_enum)]
+        status: Vec<EndedArg>,
+        /// Which runs, when no run ids are given.
+        #[command(flatten)]
+        filter: FilterArgs,
     },
     /// Delete runs that ended (with their steps and tasks), archived messages of pgflow's
     /// queues and stopped workers, older than --older-than. Live runs are never touched.
@@ -129,6 +146,45 @@ pub enum Command {
         #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..))]
         batch: i32,
     },
+}
+
+/// Which runs a bulk `cancel`, `retry` or `resume` takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FilterArgs {
+    /// Runs of this flow, or of any version of this alias.
+    #[arg(long)]
+    pub flow: Option<String>,
+    /// Only runs started more than this long ago, e.g. 1h, 30m, 7days.
+    #[arg(long, value_parser = parse_age)]
+    pub older_than: Option<std::time::Duration>,
+    /// At most this many runs, oldest first.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i32).range(1..))]
+    pub limit: i32,
+    /// Count the runs the filter names; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// How a run to resume ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EndedArg {
+    /// A step failed for good.
+    Failed,
+    /// It completed.
+    Completed,
+    /// It was cancelled.
+    Cancelled,
+}
+
+impl EndedArg {
+    /// The engine's status.
+    pub fn status(self) -> pgflow::RunStatus {
+        match self {
+            Self::Failed => pgflow::RunStatus::Failed,
+            Self::Completed => pgflow::RunStatus::Completed,
+            Self::Cancelled => pgflow::RunStatus::Cancelled,
+        }
+    }
 }
 
 /// The roles `pgflow grant --as` takes.

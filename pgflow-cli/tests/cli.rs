@@ -1239,3 +1239,75 @@ async fn cancel_one_run_or_a_filter_with_a_dry_run(pool: PgPool) {
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains(&unknown), "{}", stderr(&output));
 }
+
+#[sqlx::test(migrations = false)]
+async fn retry_and_resume_runs_with_a_dry_run(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let definition = triage_v1::deployment();
+    client.deploy(&definition).await.unwrap();
+    pgflow::engine::activate_flow(&pool, "triage_v1")
+        .await
+        .unwrap();
+    // A run whose classify step fails for good.
+    let run = client.start_alias("triage", &json!(1)).await.unwrap();
+    let id = run.run_id().to_string();
+    let queue = pgflow::names::QueueName::new("classify_threads").unwrap();
+    let pairs = pgflow::engine::SupportedPairs::routed_to(definition.definition(), &queue);
+    let tasks = claim(&pool, &queue, &pairs).await;
+    pgflow::engine::fail_tasks(
+        &pool,
+        &[pgflow::engine::TaskFailure::permanent(&tasks[0], "bad")],
+    )
+    .await
+    .unwrap();
+
+    let dry: Value = serde_json::from_str(&stdout(&pgflow(
+        &pool,
+        &["retry", "--flow", "triage", "--dry-run", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(dry, json!({"dry_run": true, "runs": 1}));
+    let output = pgflow(&pool, &["retry", &id]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output).trim(), format!("retried run {id}"));
+    let output = pgflow(&pool, &["retry", &id]);
+    assert_eq!(
+        stdout(&output).trim(),
+        format!("run {id} is started, not failed; left as it is")
+    );
+    let output = pgflow(&pool, &["resume", &id, "--from", "alert"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains("still going"),
+        "{}",
+        stderr(&output)
+    );
+
+    pgflow::engine::cancel_runs(&pool, &[run.run_id()], None)
+        .await
+        .unwrap();
+    let resumed: Value = serde_json::from_str(&stdout(&pgflow(
+        &pool,
+        &["resume", &id, "--from", "alert", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(resumed[0]["resumed_from"], json!(id));
+    assert_eq!(resumed[0]["status"], json!("started"));
+    let dry: Value = serde_json::from_str(&stdout(&pgflow(
+        &pool,
+        &[
+            "resume",
+            "--flow",
+            "triage",
+            "--from",
+            "alert",
+            "--status",
+            "cancelled",
+            "--dry-run",
+            "--json",
+        ],
+    )))
+    .unwrap();
+    assert_eq!(dry, json!({"dry_run": true, "runs": 1}));
+}

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::db::Db;
 use crate::definition::FlowTypes;
 use crate::deployment::{Deployment, FlowSpec};
-use crate::engine::{self, Cancellation, CompileStatus, Run, RunStatus};
+use crate::engine::{self, Cancellation, CompileStatus, Retry, Run, RunStatus};
 use crate::error::EngineError;
 
 /// A handle on a pgflow database for callers: deploys flows and starts typed runs.
@@ -79,6 +79,24 @@ impl Client {
             .await?
             .pop()
             .ok_or(EngineError::UnknownRun { run_id })
+    }
+
+    /// Retries the run `run_id` if it failed: it goes back to `started` and records the retry;
+    /// its failed steps, and only they, run again with a fresh budget of attempts (a map
+    /// step's completed elements keep their outputs); completed steps keep theirs. A run that
+    /// is not failed is left as it is (`retried: false` and its status).
+    /// [`EngineError::UnknownRun`] when no such run exists.
+    pub async fn retry(&self, run_id: Uuid) -> Result<Retry, EngineError> {
+        engine::retry_runs(&self.db, &[run_id])
+            .await?
+            .pop()
+            .ok_or(EngineError::UnknownRun { run_id })
+    }
+
+    /// Runs the ended run `run_id` again from `step_slug`, as a new run linked to it (see
+    /// [`engine::resume_run`]); returns the new run, as it stands.
+    pub async fn resume(&self, run_id: Uuid, step_slug: &str) -> Result<Run, EngineError> {
+        engine::resume_run(&self.db, run_id, step_slug).await
     }
 
     /// Starts a run of exactly the concrete flow `F` with `input` (typed output).
@@ -397,6 +415,18 @@ impl<O: DeserializeOwned> RunHandle<O> {
     /// The run as stored now.
     pub async fn run(&self, client: &Client) -> Result<Run, EngineError> {
         engine::run(client.db(), self.run_id).await
+    }
+
+    /// Retries the run if it failed (see [`Client::retry`]).
+    pub async fn retry(&self, client: &Client) -> Result<Retry, EngineError> {
+        client.retry(self.run_id).await
+    }
+
+    /// Runs this ended run again from `step_slug` as a new run linked to it (see
+    /// [`Client::resume`]); returns the new run's handle, with the same output type.
+    pub async fn resume_from(&self, client: &Client, step_slug: &str) -> Result<Self, EngineError> {
+        let run = client.resume(self.run_id, step_slug).await?;
+        Ok(Self::new(run.run_id))
     }
 
     /// Cancels the run if it is still going (see [`Client::cancel`]).

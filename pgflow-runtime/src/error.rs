@@ -142,6 +142,11 @@ pub enum EngineError {
         advice: String,
     },
 
+    /// A run-control request the run's state or its flow does not allow: resuming a run that
+    /// is still going, or from a step its flow does not have.
+    #[error("{0}")]
+    RunControl(String),
+
     /// An idempotency key already belongs to a run that was started with another input.
     #[error(
         "idempotency key `{key}` of `{scope}` belongs to run {run_id}, which was started with \
@@ -208,6 +213,10 @@ const FUNCTION_ROLES: &[(&str, &str)] = &[
     ("queue_overview", "pgflow_operator"),
     ("cancel_runs", "pgflow_operator"),
     ("cancel_matching", "pgflow_operator"),
+    ("retry_runs", "pgflow_operator"),
+    ("retry_matching", "pgflow_operator"),
+    ("resume_run", "pgflow_operator"),
+    ("resume_matching", "pgflow_operator"),
 ];
 
 /// Which pgflow role a denied call needs, from Postgres's message.
@@ -248,6 +257,12 @@ struct UnsupportedDetail {
 #[derive(Deserialize)]
 struct FlowDetail {
     flow_slug: String,
+}
+
+/// The detail of PF011.
+#[derive(Deserialize)]
+struct RunDetail {
+    run_id: Uuid,
 }
 
 /// The detail of PF009.
@@ -301,6 +316,11 @@ impl From<sqlx::Error> for EngineError {
             Some("PF005") => Self::InvalidArguments(message),
             Some("PF006") => Self::AliasMismatch(message),
             Some("PF007") => Self::Rollout(message),
+            Some("PF010") => Self::RunControl(message),
+            Some("PF011") => match serde_json::from_str::<RunDetail>(&detail) {
+                Ok(RunDetail { run_id }) => Self::UnknownRun { run_id },
+                Err(_) => Self::Database(error),
+            },
             Some("PF009") => match serde_json::from_str::<KeyDetail>(&detail) {
                 Ok(KeyDetail {
                     key,

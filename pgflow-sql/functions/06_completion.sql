@@ -258,11 +258,12 @@ begin
   with failing as (
     select t.run_id, t.step_slug, t.task_index, t.status,
            pgflow.bounded_error(coalesce(i.error_message, 'unknown error')) as error_message,
-           r.status = 'started' and t.attempts_count < o.max_attempts
+           r.status = 'started' and t.attempts_count - t.attempts_base < o.max_attempts
              and not coalesce(i.permanent, false) as will_retry,
            case when coalesce(i.permanent, false) then 'permanent' else 'failed' end as outcome,
            o.jitter,
-           least(o.base_delay::bigint * power(2, least(t.attempts_count - 1, 40))::bigint,
+           least(o.base_delay::bigint
+                   * power(2, least(t.attempts_count - t.attempts_base - 1, 40))::bigint,
                  coalesce(o.max_delay, 2147483647))::integer as backoff
     from pgflow.step_tasks t
     join unnest(p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_error_messages,

@@ -124,3 +124,231 @@ begin
 end;
 $$;
 
+-- retry_runs: retries the failed runs among p_run_ids. Each goes back to 'started' (its
+-- retry_count counts up); its failed steps, and only they, run again: their failed tasks are
+-- queued again with a fresh budget of attempts (see attempts_base) and a new message each, a
+-- map step's completed elements keep their outputs, and a step that failed before it started
+-- (a map over a non-array, an unmet condition that fails) is decided again. Completed and
+-- skipped steps keep their outputs and do not run again; dependents then proceed as usual. A
+-- late result of an attempt from before the retry never matches (attempt numbers keep
+-- growing). Runs that are not failed are left as they are.
+-- Returns a row per run found: its status after the call and whether this call retried it.
+-- Locks: runs (run_id order), then the failed tasks (order), then step_states (order), then
+-- as start_ready_steps.
+create or replace function pgflow.retry_runs(p_run_ids uuid[])
+returns table (run_id uuid, status text, retried boolean)
+language plpgsql
+as $$
+declare
+  v_retried uuid[];
+  v_runs uuid[];
+  v_steps text[];
+  v_indexes integer[];
+begin
+  with locked as (
+    select r.ctid as row_ctid from pgflow.runs r
+    where r.run_id = any(p_run_ids) and r.status = 'failed'
+    order by r.run_id
+    for no key update
+  ),
+  changed as (
+    update pgflow.runs r
+    set status = 'started', failed_at = null, retry_count = r.retry_count + 1
+    from locked
+    where r.ctid = locked.row_ctid
+    returning r.run_id
+  )
+  select coalesce(array_agg(c.run_id), array[]::uuid[]) into v_retried from changed c;
+
+  if cardinality(v_retried) > 0 then
+    with failed as (
+      select t.ctid as row_ctid from pgflow.step_tasks t
+      where t.run_id = any(v_retried) and t.status = 'failed'
+      order by t.run_id, t.step_slug, t.task_index
+      for no key update
+    ),
+    requeued as (
+      update pgflow.step_tasks t
+      set status = 'queued', failed_at = null, attempts_base = t.attempts_count,
+          requeue_count = 0
+      from failed
+      where t.ctid = failed.row_ctid
+      returning t.run_id, t.step_slug, t.task_index
+    )
+    select array_agg(q.run_id), array_agg(q.step_slug), array_agg(q.task_index)
+    into v_runs, v_steps, v_indexes
+    from requeued q;
+
+    -- Steps with tasks run again with what is left of them; a step that failed before it
+    -- started is 'created' again (nothing left to wait for), for start_ready_steps.
+    with open_steps as (
+      select ss.ctid as row_ctid, ss.run_id, ss.step_slug, ss.initial_tasks
+      from pgflow.step_states ss
+      where ss.run_id = any(v_retried) and ss.status in ('failed', 'started')
+      order by ss.run_id, ss.step_slug
+      for no key update
+    )
+    update pgflow.step_states ss
+    set status = case when o.initial_tasks is null then 'created' else 'started' end,
+        failed_at = null,
+        error_message = null,
+        started_at = case when o.initial_tasks is null then null else ss.started_at end,
+        remaining_tasks = case when o.initial_tasks is null then null
+                               else (select count(*) from pgflow.step_tasks t
+                                     where t.run_id = o.run_id and t.step_slug = o.step_slug
+                                       and t.status <> 'completed') end
+    from open_steps o
+    where ss.ctid = o.row_ctid;
+
+    if v_runs is not null then
+      perform pgflow.send_task_messages(v_runs, v_steps, v_indexes,
+                                        array_fill(0, array[cardinality(v_runs)]));
+    end if;
+    perform pgflow.start_ready_steps(v_retried);
+  end if;
+
+  return query
+  select r.run_id, r.status, r.run_id = any(v_retried)
+  from pgflow.runs r
+  where r.run_id = any(p_run_ids)
+  order by r.run_id;
+end;
+$$;
+
+-- retry_matching: retries the failed runs the filter names (see runs_matching), at most
+-- p_limit; with p_dry_run, retries nothing. Returns how many runs were (or would be) retried.
+create or replace function pgflow.retry_matching(
+  p_name text,
+  p_started_before timestamptz,
+  p_limit integer,
+  p_dry_run boolean
+)
+returns bigint
+language plpgsql
+as $$
+declare
+  v_run_ids uuid[];
+begin
+  v_run_ids := array(select pgflow.runs_matching(p_name, array['failed'], p_started_before,
+                                                 p_limit));
+  if p_dry_run then
+    return cardinality(v_run_ids);
+  end if;
+  return (select count(*) from pgflow.retry_runs(v_run_ids) r where r.retried);
+end;
+$$;
+
+-- resume_run: runs an ended run (failed, completed or cancelled) again from the step
+-- p_step_slug, as a new run of the same concrete flow with the same input, linked to the old
+-- one (resumed_from, resumed_at_step). That step, everything downstream of it, and every step
+-- the old run did not complete (or skip), with what is downstream of those, run again; the
+-- other steps keep the old run's outputs (or skips) and do not run. The old run is left as it
+-- was: its outputs, errors and attempts stay its history. Returns the new run as it stands.
+-- Raises PF011 when the run does not exist, PF010 when it is still going or its flow has no
+-- such step.
+-- Locks: the old run (key share), then the new run's rows, then as start_ready_steps.
+create or replace function pgflow.resume_run(p_run_id uuid, p_step_slug text)
+returns pgflow.runs
+language plpgsql
+as $$
+declare
+  v_old pgflow.runs;
+  v_new_id uuid := gen_random_uuid();
+  v_rerun text[];
+  v_new pgflow.runs;
+begin
+  select * into v_old from pgflow.runs r where r.run_id = p_run_id for key share;
+  if not found then
+    raise exception 'no run % exists', p_run_id
+      using errcode = 'PF011', detail = jsonb_build_object('run_id', p_run_id)::text;
+  end if;
+  if v_old.status = 'started' then
+    raise exception 'run % is still going; resume it once it ended (cancel it first to '
+      'stop it now)', p_run_id
+      using errcode = 'PF010', detail = jsonb_build_object('run_id', p_run_id)::text;
+  end if;
+  if not exists (select 1 from pgflow.steps s
+                 where s.flow_slug = v_old.flow_slug and s.step_slug = p_step_slug) then
+    raise exception 'flow `%` has no step `%`; its steps: %', v_old.flow_slug, p_step_slug,
+      (select string_agg(s.step_slug, ', ' order by s.step_index) from pgflow.steps s
+       where s.flow_slug = v_old.flow_slug)
+      using errcode = 'PF010', detail = jsonb_build_object('run_id', p_run_id)::text;
+  end if;
+
+  with recursive seeds as (
+    select p_step_slug as step_slug
+    union
+    select ss.step_slug from pgflow.step_states ss
+    where ss.run_id = p_run_id and ss.status not in ('completed', 'skipped')
+  ),
+  rerun(step_slug) as (
+    select step_slug from seeds
+    union
+    select d.step_slug from rerun
+    join pgflow.deps d on d.flow_slug = v_old.flow_slug and d.dep_slug = rerun.step_slug
+  )
+  select array_agg(step_slug) into v_rerun from rerun;
+
+  insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, resumed_from,
+                           resumed_at_step)
+  values (v_new_id, v_old.flow_slug, v_old.input, cardinality(v_rerun), p_run_id, p_step_slug);
+
+  -- The kept steps, as the old run left them; the others wait for what they depend on.
+  insert into pgflow.step_states (run_id, step_slug, flow_slug, status, remaining_deps,
+                                  initial_tasks, remaining_tasks, output, error_message,
+                                  started_at, completed_at, skipped_at, skip_reason)
+  select v_new_id, ss.step_slug, ss.flow_slug, ss.status, 0, ss.initial_tasks,
+         ss.remaining_tasks, ss.output, ss.error_message, ss.started_at, ss.completed_at,
+         ss.skipped_at, ss.skip_reason
+  from pgflow.step_states ss
+  where ss.run_id = p_run_id and not (ss.step_slug = any(v_rerun));
+
+  insert into pgflow.step_states (run_id, step_slug, flow_slug, remaining_deps)
+  select v_new_id, s.step_slug, s.flow_slug,
+         (select count(*) from pgflow.deps d
+          where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug
+            and d.dep_slug = any(v_rerun))
+  from pgflow.steps s
+  where s.flow_slug = v_old.flow_slug and s.step_slug = any(v_rerun);
+
+  perform pgflow.start_ready_steps(array[v_new_id]);
+
+  select * into v_new from pgflow.runs r where r.run_id = v_new_id;
+  return v_new;
+end;
+$$;
+
+-- resume_matching: resumes, from p_step_slug, the ended runs (of p_statuses, by default failed
+-- ones) the filter names (see runs_matching), at most p_limit; with p_dry_run, resumes
+-- nothing. Returns how many runs were (or would be) resumed.
+create or replace function pgflow.resume_matching(
+  p_name text,
+  p_step_slug text,
+  p_statuses text[],
+  p_started_before timestamptz,
+  p_limit integer,
+  p_dry_run boolean
+)
+returns bigint
+language plpgsql
+as $$
+declare
+  v_run_ids uuid[];
+  v_run_id uuid;
+begin
+  if exists (select 1 from unnest(coalesce(p_statuses, array['failed'])) s(status)
+             where s.status not in ('failed', 'completed', 'cancelled')) then
+    raise exception 'resume_matching: only ended runs resume (failed, completed, cancelled)'
+      using errcode = 'PF005';
+  end if;
+  v_run_ids := array(select pgflow.runs_matching(p_name, coalesce(p_statuses, array['failed']),
+                                                 p_started_before, p_limit));
+  if p_dry_run then
+    return cardinality(v_run_ids);
+  end if;
+  foreach v_run_id in array v_run_ids loop
+    perform pgflow.resume_run(v_run_id, p_step_slug);
+  end loop;
+  return cardinality(v_run_ids);
+end;
+$$;

@@ -81,7 +81,8 @@ begin
              when p.proname in ('set_alias', 'alias_state', 'drain_status', 'begin_rollout',
                                 'functions_serving_queues', 'rollout_progress',
                                 'finish_rollout', 'deprecate_workers', 'prune',
-                                'queue_overview', 'cancel_runs', 'cancel_matching') then
+                                'queue_overview', 'cancel_runs', 'cancel_matching', 'retry_runs',
+                                'retry_matching', 'resume_run', 'resume_matching') then
                array['pgflow_operator']
            end as roles
     from pg_proc p

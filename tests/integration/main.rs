@@ -25,6 +25,7 @@ mod pooler;
 mod retention;
 mod retry;
 mod retry_policy;
+mod retry_resume;
 mod roles;
 mod rollout;
 mod stalled;

@@ -225,6 +225,16 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
     engine::cancel_matching(&operator_pool, &engine::RunFilter::all(), None, true)
         .await
         .unwrap();
+    let retried = engine::retry_runs(&operator_pool, &[victim.run_id()])
+        .await
+        .unwrap();
+    assert!(!retried[0].retried, "a cancelled run is not retried");
+    engine::resume_run(&operator_pool, victim.run_id(), "double")
+        .await
+        .unwrap();
+    engine::retry_matching(&operator_pool, &engine::RunFilter::all(), true)
+        .await
+        .unwrap();
 
     // What each must not do.
     for (who, pool) in [
@@ -256,6 +266,8 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
             "start_flows",
             "cancel_runs",
             "cancel_matching",
+            "retry_runs",
+            "resume_run",
         ],
     )
     .await;
@@ -279,6 +291,10 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
             "cancel_runs",
             "cancel_matching",
             "runs_matching",
+            "retry_runs",
+            "retry_matching",
+            "resume_run",
+            "resume_matching",
         ],
     )
     .await;

@@ -73,19 +73,18 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Cancel {
             run_ids,
-            flow,
-            older_than,
-            limit,
-            dry_run,
+            filter,
             reason,
+        } => control::cancel(&pool, &out, &run_ids, &filter, reason.as_deref()).await,
+        Command::Retry { run_ids, filter } => control::retry(&pool, &out, &run_ids, &filter).await,
+        Command::Resume {
+            run_ids,
+            from,
+            status,
+            filter,
         } => {
-            let filter = control::CancelFilter {
-                flow,
-                older_than,
-                limit,
-                dry_run,
-            };
-            control::cancel(&pool, &out, &run_ids, &filter, reason.as_deref()).await
+            let statuses: Vec<_> = status.iter().map(|s| s.status()).collect();
+            control::resume(&pool, &out, &run_ids, &from, &statuses, &filter).await
         }
         Command::Prune { older_than, batch } => prune::prune(&pool, &out, older_than, batch).await,
     }

@@ -35,7 +35,10 @@ pub use definitions::{CompileStatus, compile_flow};
 pub use maintenance::{refresh_statistics, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};
 pub use retention::{Pruned, prune, prune_all};
-pub use run_control::{Cancellation, RunFilter, cancel_matching, cancel_runs};
+pub use run_control::{
+    Cancellation, Retry, RunFilter, cancel_matching, cancel_runs, resume_matching, resume_run,
+    retry_matching, retry_runs,
+};
 pub use runs::{
     Run, RunStatus, run, run_error, run_input, start_alias_typed, start_alias_typed_keyed,
     start_concrete_flows, start_concrete_flows_keyed, start_flow, start_flows, start_flows_keyed,

@@ -1,10 +1,10 @@
-//! Run control from outside: cancelling runs, one by one or by filter.
+//! Run control from outside: cancelling, retrying and resuming runs, one by one or by filter.
 
 use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgExecutor};
 use uuid::Uuid;
 
-use crate::engine::RunStatus;
+use crate::engine::{Run, RunStatus};
 use crate::error::EngineError;
 
 /// Which runs a bulk operation takes: runs of a flow or of any version of an alias, started
@@ -102,6 +102,92 @@ pub async fn cancel_matching(
         .bind(filter.name.as_deref())
         .bind(filter.started_before)
         .bind(reason)
+        .bind(filter.limit)
+        .bind(dry_run)
+        .fetch_one(executor)
+        .await?;
+    Ok(count)
+}
+
+/// What retrying one run did.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+#[non_exhaustive]
+pub struct Retry {
+    /// The run.
+    pub run_id: Uuid,
+    /// Its status after the call: `started` when retried, or its status when it was not failed.
+    pub status: RunStatus,
+    /// Whether this call retried it (false: it was not failed, and nothing changed).
+    pub retried: bool,
+}
+
+/// Retries the failed runs among `run_ids` (`pgflow.retry_runs`): each goes back to `started`
+/// and counts the retry; its failed steps, and only they, run again with a fresh budget of
+/// attempts (a map step's completed elements keep their outputs); completed and skipped steps
+/// keep their outputs. Returns one entry per run found, in run id order.
+pub async fn retry_runs(
+    executor: impl PgExecutor<'_>,
+    run_ids: &[Uuid],
+) -> Result<Vec<Retry>, EngineError> {
+    let rows = sqlx::query_as::<_, Retry>("select * from pgflow.retry_runs($1)")
+        .bind(run_ids)
+        .fetch_all(executor)
+        .await?;
+    Ok(rows)
+}
+
+/// Retries the failed runs `filter` names (`pgflow.retry_matching`); with `dry_run`, retries
+/// nothing. Returns how many were (or would be) retried.
+pub async fn retry_matching(
+    executor: impl PgExecutor<'_>,
+    filter: &RunFilter,
+    dry_run: bool,
+) -> Result<i64, EngineError> {
+    let count = sqlx::query_scalar("select pgflow.retry_matching($1, $2, $3, $4)")
+        .bind(filter.name.as_deref())
+        .bind(filter.started_before)
+        .bind(filter.limit)
+        .bind(dry_run)
+        .fetch_one(executor)
+        .await?;
+    Ok(count)
+}
+
+/// Runs the ended run `run_id` again from `step_slug` (`pgflow.resume_run`): a new run of the
+/// same flow and input, linked to the old one (`resumed_from`), in which that step, everything
+/// downstream of it and every step the old run did not complete run again, and the other steps
+/// keep the old run's outputs. The old run stays as it was. Returns the new run.
+/// [`EngineError::RunControl`] when the run is still going or its flow has no such step.
+pub async fn resume_run(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+    step_slug: &str,
+) -> Result<Run, EngineError> {
+    let run = sqlx::query_as::<_, Run>("select * from pgflow.resume_run($1, $2)")
+        .bind(run_id)
+        .bind(step_slug)
+        .fetch_one(executor)
+        .await?;
+    Ok(run)
+}
+
+/// Resumes from `step_slug` the ended runs of `statuses` (failed ones when empty) that
+/// `filter` names (`pgflow.resume_matching`); with `dry_run`, resumes nothing. Returns how
+/// many were (or would be) resumed.
+pub async fn resume_matching(
+    executor: impl PgExecutor<'_>,
+    filter: &RunFilter,
+    step_slug: &str,
+    statuses: &[RunStatus],
+    dry_run: bool,
+) -> Result<i64, EngineError> {
+    let statuses: Option<Vec<&str>> =
+        (!statuses.is_empty()).then(|| statuses.iter().map(|s| s.as_str()).collect());
+    let count = sqlx::query_scalar("select pgflow.resume_matching($1, $2, $3, $4, $5, $6)")
+        .bind(filter.name.as_deref())
+        .bind(step_slug)
+        .bind(statuses)
+        .bind(filter.started_before)
         .bind(filter.limit)
         .bind(dry_run)
         .fetch_one(executor)

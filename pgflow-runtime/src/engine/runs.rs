@@ -79,6 +79,13 @@ pub struct Run {
     pub cancelled_at: Option<DateTime<Utc>>,
     /// Why, as the canceller said.
     pub cancel_reason: Option<String>,
+    /// How often it was retried after failing.
+    pub retry_count: i32,
+    /// The run this one resumed, if it was started by resuming one (which may since have been
+    /// pruned).
+    pub resumed_from: Option<Uuid>,
+    /// The step it resumed from.
+    pub resumed_at_step: Option<String>,
     /// The caller's idempotency key it was started with, if any.
     pub idempotency_key: Option<String>,
     /// The alias or flow the key was given with (its scope), when it has a key.
