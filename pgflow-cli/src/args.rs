@@ -136,6 +136,16 @@ pub enum Command {
         #[command(flatten)]
         filter: FilterArgs,
     },
+    /// Delete a concrete flow with its runs, steps, tasks and queued messages. Refused while its
+    /// alias points at it (move the alias first) and, unless --force, while live workers carry
+    /// it or runs of it are going.
+    DeleteFlow {
+        /// The concrete flow slug (not an alias).
+        flow: String,
+        /// Delete even with live workers carrying it or runs going.
+        #[arg(long)]
+        force: bool,
+    },
     /// Delete runs that ended (with their steps and tasks), archived messages of pgflow's
     /// queues and stopped workers, older than --older-than. Live runs are never touched.
     Prune {

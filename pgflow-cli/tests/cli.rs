@@ -1311,3 +1311,38 @@ async fn retry_and_resume_runs_with_a_dry_run(pool: PgPool) {
     .unwrap();
     assert_eq!(dry, json!({"dry_run": true, "runs": 1}));
 }
+
+#[sqlx::test(migrations = false)]
+async fn delete_flow_refuses_a_busy_flow_and_deletes_it_when_forced(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&triage_v1::deployment()).await.unwrap();
+    client.deploy(&triage_v2::deployment()).await.unwrap();
+    pgflow::engine::activate_flow(&pool, "triage_v2")
+        .await
+        .unwrap();
+    client.start::<triage_v1::Flow>(&json!(1)).await.unwrap();
+
+    let output = pgflow(&pool, &["delete-flow", "triage_v1"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("still going"),
+        "{}",
+        stderr(&output)
+    );
+    let output = pgflow(&pool, &["delete-flow", "triage_v2", "--force"]);
+    assert!(
+        stderr(&output).contains("move it to another version"),
+        "{}",
+        stderr(&output)
+    );
+    let deleted: Value = serde_json::from_str(&stdout(&pgflow(
+        &pool,
+        &["delete-flow", "triage_v1", "--force", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(
+        deleted,
+        json!({"flow_slug": "triage_v1", "runs": 1, "tasks": 1, "messages": 1})
+    );
+}

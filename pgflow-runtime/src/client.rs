@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::db::Db;
 use crate::definition::FlowTypes;
 use crate::deployment::{Deployment, FlowSpec};
-use crate::engine::{self, Cancellation, CompileStatus, Retry, Run, RunStatus};
+use crate::engine::{self, Cancellation, CompileStatus, Retry, Run, RunStatus, StepState};
 use crate::error::EngineError;
 
 /// A handle on a pgflow database for callers: deploys flows and starts typed runs.
@@ -369,6 +369,25 @@ pub enum RunError {
         /// Why, as the canceller said.
         reason: Option<String>,
     },
+    /// The run has no step of that name.
+    #[error("run {run_id} has no step `{step_slug}`")]
+    UnknownStep {
+        /// The run.
+        run_id: Uuid,
+        /// The step asked for.
+        step_slug: String,
+    },
+    /// The run ended without the step ending: it never ran (the run failed or was cancelled
+    /// first).
+    #[error("run {run_id} ended ({status}) before step `{step_slug}` did")]
+    StepNotReached {
+        /// The run.
+        run_id: Uuid,
+        /// The step waited for.
+        step_slug: String,
+        /// How the run ended.
+        status: &'static str,
+    },
     /// The run had not ended when the wait gave up.
     #[error("run {run_id} has not ended after {waited:?}")]
     StillRunning {
@@ -415,6 +434,63 @@ impl<O: DeserializeOwned> RunHandle<O> {
     /// The run as stored now.
     pub async fn run(&self, client: &Client) -> Result<Run, EngineError> {
         engine::run(client.db(), self.run_id).await
+    }
+
+    /// Each step of the run as it stands: status, attempts, output and error, in the flow's
+    /// step order.
+    pub async fn steps(&self, client: &Client) -> Result<Vec<StepState>, EngineError> {
+        engine::run_step_states(client.db(), self.run_id).await
+    }
+
+    /// Waits (polling) until the step `step_slug` ends (completed, failed, skipped or
+    /// cancelled), at most `timeout`, and returns its state. A run that ends without the step
+    /// ending is [`RunError::StepNotReached`]; a step the run does not have is
+    /// [`RunError::UnknownStep`].
+    pub async fn wait_for_step(
+        &self,
+        client: &Client,
+        step_slug: &str,
+        timeout: Duration,
+    ) -> Result<StepState, RunError> {
+        let started = tokio::time::Instant::now();
+        let mut interval = Duration::from_millis(5);
+        loop {
+            let steps = self.steps(client).await?;
+            let Some(step) = steps.into_iter().find(|s| s.step_slug == step_slug) else {
+                return Err(RunError::UnknownStep {
+                    run_id: self.run_id,
+                    step_slug: step_slug.to_owned(),
+                });
+            };
+            if step.status.is_ended() {
+                return Ok(step);
+            }
+            let status = self.run(client).await?.status;
+            if status.is_ended() {
+                // Read the step once more: it may have ended with the run.
+                let again = self.steps(client).await?;
+                if let Some(step) = again
+                    .into_iter()
+                    .find(|s| s.step_slug == step_slug && s.status.is_ended())
+                {
+                    return Ok(step);
+                }
+                return Err(RunError::StepNotReached {
+                    run_id: self.run_id,
+                    step_slug: step_slug.to_owned(),
+                    status: status.as_str(),
+                });
+            }
+            let waited = started.elapsed();
+            if waited >= timeout {
+                return Err(RunError::StillRunning {
+                    run_id: self.run_id,
+                    waited,
+                });
+            }
+            tokio::time::sleep(interval.min(timeout - waited)).await;
+            interval = (interval * 2).min(Duration::from_millis(200));
+        }
     }
 
     /// Retries the run if it failed (see [`Client::retry`]).

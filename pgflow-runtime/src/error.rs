@@ -147,6 +147,11 @@ pub enum EngineError {
     #[error("{0}")]
     RunControl(String),
 
+    /// A flow cannot be deleted now: its alias points at it (move the alias first), or, unless
+    /// forced, live workers carry it or runs of it are going. The message says which.
+    #[error("{0}")]
+    FlowInUse(String),
+
     /// An idempotency key already belongs to a run that was started with another input.
     #[error(
         "idempotency key `{key}` of `{scope}` belongs to run {run_id}, which was started with \
@@ -211,12 +216,14 @@ const FUNCTION_ROLES: &[(&str, &str)] = &[
     ("deprecate_workers", "pgflow_operator"),
     ("prune", "pgflow_operator"),
     ("queue_overview", "pgflow_operator"),
+    ("run_step_states", "pgflow_client"),
     ("cancel_runs", "pgflow_operator"),
     ("cancel_matching", "pgflow_operator"),
     ("retry_runs", "pgflow_operator"),
     ("retry_matching", "pgflow_operator"),
     ("resume_run", "pgflow_operator"),
     ("resume_matching", "pgflow_operator"),
+    ("delete_flow", "pgflow_operator"),
 ];
 
 /// Which pgflow role a denied call needs, from Postgres's message.
@@ -317,6 +324,7 @@ impl From<sqlx::Error> for EngineError {
             Some("PF006") => Self::AliasMismatch(message),
             Some("PF007") => Self::Rollout(message),
             Some("PF010") => Self::RunControl(message),
+            Some("PF012") => Self::FlowInUse(message),
             Some("PF011") => match serde_json::from_str::<RunDetail>(&detail) {
                 Ok(RunDetail { run_id }) => Self::UnknownRun { run_id },
                 Err(_) => Self::Database(error),

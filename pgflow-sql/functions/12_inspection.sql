@@ -15,3 +15,33 @@ as $$
   from pgmq.metrics_all() m
   order by m.queue_name
 $$;
+
+-- run_step_states: each step of a run as readers see it (in the flow's step order): status,
+-- why it was skipped, its queue, how many tasks it has and has left, the highest attempt of any
+-- of its tasks, its error (or else the first error of one of its tasks), when it started and
+-- ended, its output and the output's size. Clients read it (see pgflow_runtime's
+-- `RunHandle::steps` and `pgflow run`). No locks.
+create or replace function pgflow.run_step_states(p_run_id uuid)
+returns table (step_slug text, status text, skip_reason text, queue_name text, tasks integer,
+               remaining_tasks integer, max_attempt integer, error text,
+               started_at timestamptz, ended_at timestamptz, output jsonb, output_bytes integer)
+language sql
+stable
+as $$
+  select ss.step_slug, ss.status, ss.skip_reason, s.queue_name, ss.initial_tasks,
+         ss.remaining_tasks,
+         (select max(t.attempts_count) from pgflow.step_tasks t
+          where t.run_id = ss.run_id and t.step_slug = ss.step_slug),
+         coalesce(ss.error_message,
+                  (select t.error_message from pgflow.step_tasks t
+                   where t.run_id = ss.run_id and t.step_slug = ss.step_slug
+                     and t.error_message is not null
+                   order by t.task_index limit 1)),
+         ss.started_at,
+         coalesce(ss.completed_at, ss.failed_at, ss.skipped_at, ss.cancelled_at),
+         ss.output, octet_length(ss.output::text)
+  from pgflow.step_states ss
+  join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+  where ss.run_id = p_run_id
+  order by s.step_index
+$$;

@@ -352,3 +352,88 @@ begin
   return cardinality(v_run_ids);
 end;
 $$;
+
+-- delete_flow: deletes the concrete flow p_flow_slug with its runs, step states, tasks, attempt
+-- history and queued messages (its queues stay: other flows may use them). Refused (PF012)
+-- while its alias points at it and the alias has other versions (move the alias first), and,
+-- unless p_force, while live workers carry it or runs of it are going. A flow that is its
+-- alias's only version takes the alias (and its history) with it. Returns what was deleted.
+-- Locks: the flow's row (so no run of it starts meanwhile), the queued tasks' messages (as a
+-- claim takes them), its runs, then their step states and tasks.
+create or replace function pgflow.delete_flow(p_flow_slug text, p_force boolean default false)
+returns table (runs bigint, tasks bigint, messages bigint)
+language plpgsql
+as $$
+#variable_conflict use_column
+declare
+  v_flow pgflow.flows;
+  v_workers text;
+  v_going bigint;
+  v_queue record;
+  v_messages bigint := 0;
+  v_runs bigint;
+  v_tasks bigint;
+begin
+  select * into v_flow from pgflow.flows f where f.flow_slug = p_flow_slug for update;
+  if not found then
+    raise exception 'no concrete flow `%` exists', p_flow_slug
+      using errcode = 'PF004', detail = jsonb_build_object('flow_slug', p_flow_slug)::text;
+  end if;
+  if exists (select 1 from pgflow.aliases a
+             where a.flow_slug = p_flow_slug
+               and exists (select 1 from pgflow.flows o
+                           where o.alias = a.alias and o.flow_slug <> p_flow_slug)) then
+    raise exception 'alias `%` points at `%`; move it to another version first (`pgflow alias '
+      'set % <flow>`)', v_flow.alias, p_flow_slug, v_flow.alias
+      using errcode = 'PF012';
+  end if;
+  if not p_force then
+    select string_agg(format('%s on %s', w.worker_id, w.queue_name), ', ') into v_workers
+    from pgflow.workers w
+    where w.stopped_at is null and p_flow_slug = any(w.flow_slugs);
+    if v_workers is not null then
+      raise exception 'live workers carry `%` (%); stop them or drop the flow from their '
+        'registries first, or force', p_flow_slug, v_workers
+        using errcode = 'PF012';
+    end if;
+    select count(*) into v_going from pgflow.runs r
+    where r.flow_slug = p_flow_slug and r.status = 'started';
+    if v_going > 0 then
+      raise exception '% run(s) of `%` are still going; let them end or cancel them '
+        '(`pgflow cancel --flow %`) first, or force', v_going, p_flow_slug, p_flow_slug
+        using errcode = 'PF012';
+    end if;
+  end if;
+
+  for v_queue in
+    select t.queue_name, array_agg(t.message_id) as ids
+    from pgflow.step_tasks t
+    where t.flow_slug = p_flow_slug and t.status = 'queued'
+    group by t.queue_name
+  loop
+    v_messages := v_messages
+      + (select count(*) from pgmq.delete(v_queue.queue_name, v_queue.ids));
+  end loop;
+
+  perform 1 from pgflow.runs r where r.flow_slug = p_flow_slug
+  order by r.run_id for update;
+  delete from pgflow.task_attempts a
+  using pgflow.runs r
+  where r.flow_slug = p_flow_slug and a.run_id = r.run_id;
+  delete from pgflow.step_tasks t where t.flow_slug = p_flow_slug;
+  get diagnostics v_tasks = row_count;
+  delete from pgflow.step_states ss where ss.flow_slug = p_flow_slug;
+  delete from pgflow.runs r where r.flow_slug = p_flow_slug;
+  get diagnostics v_runs = row_count;
+
+  delete from pgflow.alias_history h
+  where h.to_flow_slug = p_flow_slug or h.from_flow_slug = p_flow_slug
+     or h.alias in (select a.alias from pgflow.aliases a where a.flow_slug = p_flow_slug);
+  delete from pgflow.aliases a where a.flow_slug = p_flow_slug;
+  delete from pgflow.deps d where d.flow_slug = p_flow_slug;
+  delete from pgflow.steps s where s.flow_slug = p_flow_slug;
+  delete from pgflow.flows f where f.flow_slug = p_flow_slug;
+
+  return query select v_runs, v_tasks, v_messages;
+end;
+$$;

@@ -76,13 +76,15 @@ begin
                                 'fail_tasks', 'stored_completions', 'requeue_stalled_tasks',
                                 'refresh_statistics', 'tables_to_vacuum', 'lock_namespace') then
                array['pgflow_worker']
-             when p.proname in ('start_flows', 'start_flow', 'start_alias_typed') then
+             when p.proname in ('start_flows', 'start_flow', 'start_alias_typed',
+                                'run_step_states') then
                array['pgflow_client']
              when p.proname in ('set_alias', 'alias_state', 'drain_status', 'begin_rollout',
                                 'functions_serving_queues', 'rollout_progress',
                                 'finish_rollout', 'deprecate_workers', 'prune',
                                 'queue_overview', 'cancel_runs', 'cancel_matching', 'retry_runs',
-                                'retry_matching', 'resume_run', 'resume_matching') then
+                                'retry_matching', 'resume_run', 'resume_matching',
+                                'delete_flow') then
                array['pgflow_operator']
            end as roles
     from pg_proc p

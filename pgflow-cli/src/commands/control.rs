@@ -1,5 +1,6 @@
-//! `pgflow cancel`, `pgflow retry` and `pgflow resume`: run control from the command line.
-//! Each takes run ids, or a filter (`--flow`, `--older-than`, `--limit`) with `--dry-run`.
+//! `pgflow cancel`, `pgflow retry`, `pgflow resume` and `pgflow delete-flow`: run control from
+//! the command line.
+//! The first three take run ids, or a filter (`--flow`, `--older-than`, `--limit`) with `--dry-run`.
 
 use serde_json::json;
 use uuid::Uuid;
@@ -198,4 +199,29 @@ fn print_outcomes(
                 .join("\n")
         },
     );
+}
+
+/// Deletes a concrete flow and everything of it.
+pub async fn delete_flow(
+    db: &pgflow::Db,
+    out: &Output,
+    flow: &str,
+    force: bool,
+) -> Result<(), Failure> {
+    let deleted = pgflow::engine::delete_flow(db, flow, force).await?;
+    out.print(
+        json!({
+            "flow_slug": flow,
+            "runs": deleted.runs,
+            "tasks": deleted.tasks,
+            "messages": deleted.messages,
+        }),
+        || {
+            format!(
+                "deleted flow `{flow}` with {} run(s), {} task(s) and {} queued message(s)",
+                deleted.runs, deleted.tasks, deleted.messages
+            )
+        },
+    );
+    Ok(())
 }

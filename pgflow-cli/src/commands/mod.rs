@@ -76,6 +76,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             filter,
             reason,
         } => control::cancel(&pool, &out, &run_ids, &filter, reason.as_deref()).await,
+        Command::DeleteFlow { flow, force } => {
+            control::delete_flow(&pool, &out, &flow, force).await
+        }
         Command::Retry { run_ids, filter } => control::retry(&pool, &out, &run_ids, &filter).await,
         Command::Resume {
             run_ids,

@@ -300,19 +300,9 @@ pub async fn run_steps(
     run_id: Uuid,
 ) -> Result<Vec<RunStep>, EngineError> {
     let rows = sqlx::query_as(
-        "select ss.step_slug, ss.status, ss.skip_reason, s.queue_name, ss.initial_tasks as tasks,
-                (select max(t.attempts_count) from pgflow.step_tasks t
-                 where t.run_id = ss.run_id and t.step_slug = ss.step_slug) as max_attempt,
-                coalesce(ss.error_message,
-                         (select t.error_message from pgflow.step_tasks t
-                          where t.run_id = ss.run_id and t.step_slug = ss.step_slug
-                            and t.error_message is not null
-                          order by t.task_index limit 1)) as error,
-                ss.started_at, coalesce(ss.completed_at, ss.failed_at, ss.skipped_at, ss.cancelled_at) as ended_at,
-                octet_length(ss.output::text) as output_bytes
-         from pgflow.step_states ss
-         join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
-         where ss.run_id = $1 order by s.step_index",
+        "select step_slug, status, skip_reason, queue_name, tasks, max_attempt, error,
+                started_at, ended_at, output_bytes
+         from pgflow.run_step_states($1)",
     )
     .bind(run_id)
     .fetch_all(executor)

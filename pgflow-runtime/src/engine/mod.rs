@@ -36,12 +36,13 @@ pub use maintenance::{refresh_statistics, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};
 pub use retention::{Pruned, prune, prune_all};
 pub use run_control::{
-    Cancellation, Retry, RunFilter, cancel_matching, cancel_runs, resume_matching, resume_run,
-    retry_matching, retry_runs,
+    Cancellation, DeletedFlow, Retry, RunFilter, cancel_matching, cancel_runs, delete_flow,
+    resume_matching, resume_run, retry_matching, retry_runs,
 };
 pub use runs::{
-    Run, RunStatus, run, run_error, run_input, start_alias_typed, start_alias_typed_keyed,
-    start_concrete_flows, start_concrete_flows_keyed, start_flow, start_flows, start_flows_keyed,
+    Run, RunStatus, StepState, StepStatus, run, run_error, run_input, run_step_states,
+    start_alias_typed, start_alias_typed_keyed, start_concrete_flows, start_concrete_flows_keyed,
+    start_flow, start_flows, start_flows_keyed,
 };
 pub use workers::{
     CoverageGap, Heartbeat, LostWorker, deprecate_workers, function_enabled, heartbeat,

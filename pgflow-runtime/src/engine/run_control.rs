@@ -1,4 +1,5 @@
-//! Run control from outside: cancelling, retrying and resuming runs, one by one or by filter.
+//! Run control from outside: cancelling, retrying and resuming runs, one by one or by filter;
+//! deleting a flow.
 
 use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgExecutor};
@@ -193,4 +194,34 @@ pub async fn resume_matching(
         .fetch_one(executor)
         .await?;
     Ok(count)
+}
+
+/// What deleting a flow removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct DeletedFlow {
+    /// Its runs.
+    pub runs: i64,
+    /// Their tasks.
+    pub tasks: i64,
+    /// Queued messages of those tasks.
+    pub messages: i64,
+}
+
+/// Deletes the concrete flow `flow_slug` with its runs, step states, tasks, attempt history
+/// and queued messages (`pgflow.delete_flow`; its queues stay). [`EngineError::FlowInUse`]
+/// while its alias points at it and has other versions, and, unless `force`, while live
+/// workers carry it or runs of it are going. A flow that is its alias's only version takes the
+/// alias with it. [`EngineError::UnknownFlow`] when there is no such flow.
+pub async fn delete_flow(
+    executor: impl PgExecutor<'_>,
+    flow_slug: &str,
+    force: bool,
+) -> Result<DeletedFlow, EngineError> {
+    let deleted = sqlx::query_as::<_, DeletedFlow>("select * from pgflow.delete_flow($1, $2)")
+        .bind(flow_slug)
+        .bind(force)
+        .fetch_one(executor)
+        .await?;
+    Ok(deleted)
 }

@@ -237,3 +237,73 @@ pub async fn run_error(
     .await?;
     Ok(failed)
 }
+
+/// The state of one step within a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type, serde::Serialize)]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum StepStatus {
+    /// Waiting for its dependencies (or for its condition to be decided).
+    Created,
+    /// Its tasks are queued or running.
+    Started,
+    /// Every task completed; it has its output.
+    Completed,
+    /// A task ran out of attempts (or it could not start).
+    Failed,
+    /// Its condition was not met, a task out of attempts skipped it, or a dependency was
+    /// skipped with a cascade.
+    Skipped,
+    /// Its run was cancelled before it ended.
+    Cancelled,
+}
+
+impl StepStatus {
+    /// Whether the step has ended (completed, failed, skipped or cancelled).
+    pub fn is_ended(self) -> bool {
+        !matches!(self, Self::Created | Self::Started)
+    }
+}
+
+/// One step of a run as a caller sees it: status, attempts, output and error.
+#[derive(Debug, Clone, PartialEq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct StepState {
+    /// The step.
+    pub step_slug: String,
+    /// Where it stands.
+    pub status: StepStatus,
+    /// Why it was skipped (`condition_unmet`, `handler_failed`, `dependency_skipped`).
+    pub skip_reason: Option<String>,
+    /// How many tasks it has (`None` until it started; a map step's element count).
+    pub tasks: Option<i32>,
+    /// How many of them are not done yet.
+    pub remaining_tasks: Option<i32>,
+    /// The highest attempt of any of its tasks (`None` before any task exists).
+    pub max_attempt: Option<i32>,
+    /// Its error, or else the latest error of one of its tasks.
+    pub error: Option<String>,
+    /// When it started.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it completed, failed, was skipped or cancelled.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Its output, once completed (a map step's is the array of its elements' outputs).
+    pub output: Option<Value>,
+}
+
+/// Each step of the run `run_id`, in the flow's step order (`pgflow.run_step_states`).
+pub async fn run_step_states(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Vec<StepState>, EngineError> {
+    let rows = sqlx::query_as::<_, StepState>(
+        "select step_slug, status, skip_reason, tasks, remaining_tasks, max_attempt, error,
+                started_at, ended_at, output
+         from pgflow.run_step_states($1)",
+    )
+    .bind(run_id)
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
