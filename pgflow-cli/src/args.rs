@@ -82,6 +82,13 @@ pub enum Command {
         /// the key answers with the first one's run (while it is kept).
         #[arg(long, value_name = "KEY")]
         idempotency_key: Option<String>,
+        /// Start the run at this time (RFC 3339, e.g. 2026-12-24T18:00:00Z): it exists at once
+        /// and its first tasks become visible then.
+        #[arg(long, value_name = "TIME", value_parser = parse_time, conflicts_with = "after")]
+        at: Option<chrono::DateTime<chrono::Utc>>,
+        /// Start the run this long from now, e.g. 10m, 1h30m.
+        #[arg(long, value_name = "DURATION", value_parser = parse_age)]
+        after: Option<std::time::Duration>,
     },
     /// A flow's DAG with its queues, as Mermaid or DOT (coloured by state with --run).
     Graph {
@@ -97,6 +104,9 @@ pub enum Command {
     /// Workers: list them, or deprecate those of a function.
     #[command(subcommand)]
     Workers(WorkersCommand),
+    /// Cron schedules (declared by workers): list, pause, resume, trigger, delete.
+    #[command(subcommand)]
+    Schedules(SchedulesCommand),
     /// Cancel runs still going: the given ones, or those a filter names (--flow,
     /// --started-before). Ended runs are left as they are, and said so.
     Cancel {
@@ -244,6 +254,15 @@ impl StatusArg {
     }
 }
 
+/// A time in RFC 3339 (`2026-12-24T18:00:00Z`, `2026-12-24T19:00:00+01:00`).
+fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(text.trim())
+        .map(|time| time.with_timezone(&chrono::Utc))
+        .map_err(|e| {
+            format!("`{text}` is not an RFC 3339 time ({e}); write it like 2026-12-24T18:00:00Z")
+        })
+}
+
 /// A duration as humantime reads it (`7days`, `1h30m`, `90s`), at least a second.
 fn parse_age(text: &str) -> Result<std::time::Duration, String> {
     let age = humantime::parse_duration(text.trim()).map_err(|e| {
@@ -267,6 +286,32 @@ pub enum WorkersCommand {
     Deprecate {
         /// The worker function.
         function: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchedulesCommand {
+    /// Every schedule with its state.
+    List,
+    /// Start nothing until resumed.
+    Pause {
+        /// The schedule.
+        name: String,
+    },
+    /// Fire again from now on (ticks missed while paused are not caught up).
+    Resume {
+        /// The schedule.
+        name: String,
+    },
+    /// Start one run of the schedule now, outside its ticks.
+    Trigger {
+        /// The schedule.
+        name: String,
+    },
+    /// Delete the schedule (its runs stay; a worker declaring it creates it again).
+    Delete {
+        /// The schedule.
+        name: String,
     },
 }
 

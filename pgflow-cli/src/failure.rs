@@ -42,6 +42,7 @@ impl From<pgflow::EngineError> for Failure {
             | E::NotInstalled(_)
             | E::AliasMismatch(_)
             | E::Rollout(_)
+            | E::UnknownSchedule { .. }
             | E::InvalidArguments(_) => Self::usage(message),
             _ => Self::runtime(message),
         }

@@ -83,11 +83,13 @@ impl Output {
             return cell;
         }
         match status {
-            "completed" | "alive" | "safe" | "finished" => cell.fg(Color::Green),
+            "completed" | "alive" | "safe" | "finished" | "active" => cell.fg(Color::Green),
             "failed" | "permanent" | "stale" | "stalled" | "cancelled" | "lost" => {
                 cell.fg(Color::Red)
             }
-            "started" | "queued" | "draining" | "open" | "created" => cell.fg(Color::Yellow),
+            "started" | "queued" | "draining" | "open" | "created" | "paused" => {
+                cell.fg(Color::Yellow)
+            }
             "skipped" => cell.fg(Color::Cyan),
             _ => cell,
         }

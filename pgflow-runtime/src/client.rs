@@ -10,7 +10,11 @@ use uuid::Uuid;
 use crate::db::Db;
 use crate::definition::FlowTypes;
 use crate::deployment::{Deployment, FlowSpec};
-use crate::engine::{self, Cancellation, CompileStatus, Retry, Run, RunStatus, StepState};
+use chrono::{DateTime, Utc};
+
+use crate::engine::{
+    self, Cancellation, CompileStatus, Retry, Run, RunStatus, StartRuns, StepState,
+};
 use crate::error::EngineError;
 
 /// A handle on a pgflow database for callers: deploys flows and starts typed runs.
@@ -115,12 +119,11 @@ impl Client {
         input: &F::Input,
         options: &StartOptions,
     ) -> Result<RunHandle<F::Output>, EngineError> {
-        let keys = [options.key()];
-        let runs = engine::start_concrete_flows_keyed(
+        let runs = engine::start_concrete_flows_with(
             &self.db,
             F::SLUG,
             &encode_inputs(std::slice::from_ref(input))?,
-            &keys,
+            &options.runs(),
         )
         .await?;
         first_handle(runs, F::SLUG)
@@ -147,12 +150,11 @@ impl Client {
         input: &I,
         options: &StartOptions,
     ) -> Result<RunHandle<serde_json::Value>, EngineError> {
-        let keys = [options.key()];
-        let runs = engine::start_flows_keyed(
+        let runs = engine::start_flows_with(
             &self.db,
             alias,
             &encode_inputs(std::slice::from_ref(input))?,
-            &keys,
+            &options.runs(),
         )
         .await?;
         first_handle(runs, alias)
@@ -180,13 +182,12 @@ impl Client {
         input: &F::Input,
         options: &StartOptions,
     ) -> Result<RunHandle<F::Output>, EngineError> {
-        let keys = [options.key()];
-        let runs = engine::start_alias_typed_keyed(
+        let runs = engine::start_alias_typed_with(
             &self.db,
             F::ALIAS,
             &encode_inputs(std::slice::from_ref(input))?,
             &FlowTypes::of::<F::Input, F::Output>(),
-            &keys,
+            &options.runs(),
         )
         .await?;
         first_handle(runs, F::ALIAS)
@@ -215,12 +216,12 @@ impl Client {
         keyed_inputs: &[(K, F::Input)],
     ) -> Result<Vec<RunHandle<F::Output>>, EngineError> {
         let (keys, inputs) = split_keyed(keyed_inputs)?;
-        let runs = engine::start_alias_typed_keyed(
+        let runs = engine::start_alias_typed_with(
             &self.db,
             F::ALIAS,
             &inputs,
             &FlowTypes::of::<F::Input, F::Output>(),
-            &keys,
+            &StartRuns::new().idempotency_keys(keys),
         )
         .await?;
         Ok(handles(&runs))
@@ -245,7 +246,13 @@ impl Client {
         keyed_inputs: &[(K, I)],
     ) -> Result<Vec<RunHandle<serde_json::Value>>, EngineError> {
         let (keys, inputs) = split_keyed(keyed_inputs)?;
-        let runs = engine::start_flows_keyed(&self.db, alias, &inputs, &keys).await?;
+        let runs = engine::start_flows_with(
+            &self.db,
+            alias,
+            &inputs,
+            &StartRuns::new().idempotency_keys(keys),
+        )
+        .await?;
         Ok(handles(&runs))
     }
 
@@ -265,7 +272,8 @@ impl Client {
         keyed_inputs: &[(K, F::Input)],
     ) -> Result<Vec<RunHandle<F::Output>>, EngineError> {
         let (keys, inputs) = split_keyed(keyed_inputs)?;
-        let runs = engine::start_concrete_flows_keyed(&self.db, F::SLUG, &inputs, &keys).await?;
+        let how = StartRuns::new().idempotency_keys(keys);
+        let runs = engine::start_concrete_flows_with(&self.db, F::SLUG, &inputs, &how).await?;
         Ok(handles(&runs))
     }
 }
@@ -276,6 +284,8 @@ impl Client {
 pub struct StartOptions {
     /// The caller's idempotency key (1 to 255 characters), if any.
     pub idempotency_key: Option<String>,
+    /// When the run's first tasks become visible (`None`: now).
+    pub start_at: Option<DateTime<Utc>>,
 }
 
 impl StartOptions {
@@ -294,8 +304,33 @@ impl StartOptions {
         self
     }
 
-    fn key(&self) -> Option<String> {
-        self.idempotency_key.clone()
+    /// Starts the run for `time`: it exists at once (`Run::scheduled_for` records the time;
+    /// `pgflow runs` shows it) and its first tasks become visible then, to the second. A past
+    /// time starts it now.
+    #[must_use]
+    pub fn start_at(mut self, time: DateTime<Utc>) -> Self {
+        self.start_at = Some(time);
+        self
+    }
+
+    /// Starts the run `delay` from now (see [`start_at`](Self::start_at)).
+    #[must_use]
+    pub fn start_after(self, delay: Duration) -> Self {
+        let delay = chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
+        self.start_at(
+            Utc::now()
+                .checked_add_signed(delay)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC),
+        )
+    }
+
+    /// The engine's form, for one input.
+    fn runs(&self) -> StartRuns {
+        let keys = self.idempotency_key.clone().map(|key| vec![Some(key)]);
+        StartRuns {
+            idempotency_keys: keys,
+            start_at: self.start_at,
+        }
     }
 }
 

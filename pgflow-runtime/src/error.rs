@@ -147,6 +147,13 @@ pub enum EngineError {
     #[error("{0}")]
     RunControl(String),
 
+    /// No schedule has this name.
+    #[error("no schedule `{schedule_name}` exists; `pgflow schedules list` lists them")]
+    UnknownSchedule {
+        /// The name asked for.
+        schedule_name: String,
+    },
+
     /// A flow cannot be deleted now: its alias points at it (move the alias first), or, unless
     /// forced, live workers carry it or runs of it are going. The message says which.
     #[error("{0}")]
@@ -224,6 +231,13 @@ const FUNCTION_ROLES: &[(&str, &str)] = &[
     ("resume_run", "pgflow_operator"),
     ("resume_matching", "pgflow_operator"),
     ("delete_flow", "pgflow_operator"),
+    ("define_schedule", "pgflow_worker or pgflow_operator"),
+    ("schedules_to_fire", "pgflow_worker"),
+    ("fire_schedule", "pgflow_worker"),
+    ("pause_schedule", "pgflow_operator"),
+    ("delete_schedule", "pgflow_operator"),
+    ("trigger_schedule", "pgflow_operator"),
+    ("schedule_list", "pgflow_operator"),
 ];
 
 /// Which pgflow role a denied call needs, from Postgres's message.
@@ -264,6 +278,12 @@ struct UnsupportedDetail {
 #[derive(Deserialize)]
 struct FlowDetail {
     flow_slug: String,
+}
+
+/// The detail of PF013.
+#[derive(Deserialize)]
+struct ScheduleDetail {
+    schedule_name: String,
 }
 
 /// The detail of PF011.
@@ -325,6 +345,10 @@ impl From<sqlx::Error> for EngineError {
             Some("PF007") => Self::Rollout(message),
             Some("PF010") => Self::RunControl(message),
             Some("PF012") => Self::FlowInUse(message),
+            Some("PF013") => match serde_json::from_str::<ScheduleDetail>(&detail) {
+                Ok(ScheduleDetail { schedule_name }) => Self::UnknownSchedule { schedule_name },
+                Err(_) => Self::Database(error),
+            },
             Some("PF011") => match serde_json::from_str::<RunDetail>(&detail) {
                 Ok(RunDetail { run_id }) => Self::UnknownRun { run_id },
                 Err(_) => Self::Database(error),

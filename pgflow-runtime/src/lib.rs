@@ -23,6 +23,7 @@ pub mod names;
 #[doc(hidden)]
 pub mod private;
 pub mod rollout;
+pub mod schedule;
 pub mod state;
 pub mod step_error;
 pub mod worker;
@@ -41,6 +42,7 @@ pub use error::{AliasTypeMismatch, EngineError, UnsupportedPair};
 pub use failure::StepFailure;
 pub use handler::{HandlerFuture, StepHandler, TaskInput};
 pub use names::{FlowSlug, NameError, QueueName, StepSlug};
+pub use schedule::{MissedTicks, Schedule, ScheduleError};
 pub use state::State;
 pub use step_error::StepError;
 pub use worker::{Connection, Worker, WorkerConfig, WorkerError, WorkerHandle};

@@ -331,7 +331,9 @@ begin
   with ready as (
     select ss.ctid as row_ctid, ss.run_id, ss.step_slug, s.step_type, s.queue_name,
            s.when_unmet,
-           coalesce(s.opt_start_delay, 0) as start_delay,
+           coalesce(s.opt_start_delay, 0)
+             + greatest(0, ceil(extract(epoch from r.scheduled_for - clock_timestamp())))::integer
+             as start_delay,
            jsonb_typeof(src.value) as got,
            case when s.step_type = 'single' then 1
                 when src.source_skipped then 0
@@ -556,6 +558,8 @@ $$;
 -- as it stands, instead of starting another, while the run is kept. Concurrent starts with one
 -- key wait for each other on the key's index entry and create one run. A key whose run was
 -- started with another input raises PF009 naming the key and the run, and starts nothing.
+-- p_start_at optionally starts the runs for a later time: they exist at once (recording it as
+-- scheduled_for) and their root steps' tasks become visible then (to the second, rounded up).
 -- Returns the runs in input order, as they stand after the first steps were started (a run
 -- whose steps all complete at once, e.g. a map over [], is already 'completed').
 -- Raises PF004 when the name is neither an alias with an active version nor a concrete flow.
@@ -566,7 +570,8 @@ create or replace function pgflow.start_flows(
   p_run_ids uuid[] default null,
   p_resolve_alias boolean default true,
   p_idempotency_keys text[] default null,
-  p_started_as text default null
+  p_started_as text default null,
+  p_start_at timestamptz default null
 )
 returns setof pgflow.runs
 language plpgsql
@@ -576,6 +581,9 @@ as $$
 declare
   v_flow_slug text := p_flow_slug;
   v_scope text := coalesce(p_started_as, p_flow_slug);
+  -- Whole seconds until p_start_at (rounded up), added to the root steps' start delays.
+  v_delay_seconds numeric := greatest(0, ceil(extract(epoch from p_start_at - clock_timestamp())));
+  v_delay integer;
   v_step_count integer;
   v_run_ids uuid[];
   v_inputs jsonb[];
@@ -603,6 +611,11 @@ begin
       cardinality(p_run_ids), cardinality(p_inputs)
       using errcode = 'PF005';
   end if;
+  if v_delay_seconds > 2000000000 then
+    raise exception 'start_flows: % is too far ahead; start a run at most 63 years from now',
+      p_start_at using errcode = 'PF005';
+  end if;
+  v_delay := coalesce(v_delay_seconds, 0)::integer;
   if p_idempotency_keys is not null then
     if cardinality(p_idempotency_keys) <> cardinality(p_inputs) then
       raise exception 'start_flows: % idempotency keys for % inputs; pass one per input (null '
@@ -619,9 +632,9 @@ begin
 
   if p_idempotency_keys is null then
     with inserted as (
-      insert into pgflow.runs (run_id, flow_slug, input, remaining_steps)
+      insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, scheduled_for)
       select coalesce(p_run_ids[i.ordinality], gen_random_uuid()), v_flow_slug, i.input,
-             v_step_count
+             v_step_count, p_start_at
       from unnest(p_inputs) with ordinality as i(input, ordinality)
       order by i.ordinality
       returning run_id, input
@@ -639,9 +652,9 @@ begin
     ),
     inserted as (
       insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, idempotency_scope,
-                               idempotency_key)
+                               idempotency_key, scheduled_for)
       select w.run_id, v_flow_slug, w.input, v_step_count,
-             case when w.key is not null then v_scope end, w.key
+             case when w.key is not null then v_scope end, w.key, p_start_at
       from wanted w
       order by w.ordinality
       on conflict (idempotency_scope, idempotency_key) where idempotency_key is not null
@@ -698,7 +711,7 @@ begin
     -- start_ready_steps, which fails it (unless the map step's condition skips it).
     with planned as (
       select r.run_id, s.step_slug, s.flow_slug, s.deps_count, s.queue_name,
-             coalesce(s.opt_start_delay, 0) as start_delay,
+             coalesce(s.opt_start_delay, 0) + v_delay as start_delay,
              case when s.deps_count > 0 or c.conditional then null
                   when s.step_type = 'single' then 1
                   when jsonb_typeof(r.input) = 'array' then jsonb_array_length(r.input)
@@ -752,21 +765,22 @@ begin
 end;
 $$;
 
--- start_flow: starts one run, with an idempotency key when p_idempotency_key is not null. See
--- start_flows.
+-- start_flow: starts one run, with an idempotency key when p_idempotency_key is not null and
+-- for p_start_at when given. See start_flows.
 create or replace function pgflow.start_flow(
   p_flow_slug text,
   p_input jsonb,
   p_run_id uuid default null,
   p_resolve_alias boolean default true,
-  p_idempotency_key text default null
+  p_idempotency_key text default null,
+  p_start_at timestamptz default null
 )
 returns pgflow.runs
 language sql
 as $$
   select * from pgflow.start_flows(
     p_flow_slug, array[p_input], array[p_run_id], p_resolve_alias,
-    case when p_idempotency_key is not null then array[p_idempotency_key] end)
+    case when p_idempotency_key is not null then array[p_idempotency_key] end, null, p_start_at)
 $$;
 
 -- start_alias_typed: starts one run per input on an alias's active version, like start_flows,
@@ -780,7 +794,8 @@ create or replace function pgflow.start_alias_typed(
   p_inputs jsonb[],
   p_input_type text,
   p_output_type text,
-  p_idempotency_keys text[] default null
+  p_idempotency_keys text[] default null,
+  p_start_at timestamptz default null
 )
 returns setof pgflow.runs
 language plpgsql
@@ -813,6 +828,6 @@ begin
                    '(#[flow(input = T, output = U)]), or start the concrete flow';
   end if;
   return query select * from pgflow.start_flows(v_flow.flow_slug, p_inputs, null, false,
-                                                p_idempotency_keys, p_alias);
+                                                p_idempotency_keys, p_alias, p_start_at);
 end;
 $$;

@@ -68,13 +68,14 @@ begin
   for v_function in
     select p.oid::regprocedure as signature,
            case
-             when p.proname in ('define_flow', 'activate_flow') then
+             when p.proname in ('define_flow', 'activate_flow', 'define_schedule') then
                array['pgflow_worker', 'pgflow_operator']
              when p.proname in ('register_worker', 'heartbeat', 'function_enabled',
                                 'stop_worker', 'mark_lost_workers', 'queue_coverage_gaps',
                                 'read_and_start_tasks', 'start_tasks', 'complete_tasks',
                                 'fail_tasks', 'stored_completions', 'requeue_stalled_tasks',
-                                'refresh_statistics', 'tables_to_vacuum', 'lock_namespace') then
+                                'refresh_statistics', 'tables_to_vacuum', 'lock_namespace',
+                                'schedules_to_fire', 'fire_schedule') then
                array['pgflow_worker']
              when p.proname in ('start_flows', 'start_flow', 'start_alias_typed',
                                 'run_step_states') then
@@ -84,7 +85,8 @@ begin
                                 'finish_rollout', 'deprecate_workers', 'prune',
                                 'queue_overview', 'cancel_runs', 'cancel_matching', 'retry_runs',
                                 'retry_matching', 'resume_run', 'resume_matching',
-                                'delete_flow') then
+                                'delete_flow', 'pause_schedule', 'delete_schedule',
+                                'trigger_schedule', 'schedule_list') then
                array['pgflow_operator']
            end as roles
     from pg_proc p

@@ -41,6 +41,7 @@ pub static FUNCTION_FILES: &[FunctionFile] = function_files![
     "11_retention.sql",
     "12_inspection.sql",
     "13_run_control.sql",
+    "14_schedules.sql",
     "99_privileges.sql",
 ];
 

@@ -29,6 +29,7 @@ mod retry_policy;
 mod retry_resume;
 mod roles;
 mod rollout;
+mod schedules;
 mod stalled;
 mod statistics;
 mod step_states;

@@ -235,6 +235,18 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
     engine::retry_matching(&operator_pool, &engine::RunFilter::all(), true)
         .await
         .unwrap();
+    // ... and schedules.
+    let schedule = pgflow::Schedule::new("guarded_hourly", "guarded", "0 0 * * * *");
+    engine::define_schedule(&operator_pool, &schedule)
+        .await
+        .unwrap();
+    engine::pause_schedule(&operator_pool, "guarded_hourly", true)
+        .await
+        .unwrap();
+    engine::schedule_list(&operator_pool).await.unwrap();
+    engine::delete_schedule(&operator_pool, "guarded_hourly")
+        .await
+        .unwrap();
 
     // What each must not do.
     for (who, pool) in [
@@ -268,6 +280,9 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
             "cancel_matching",
             "retry_runs",
             "resume_run",
+            "pause_schedule",
+            "delete_schedule",
+            "trigger_schedule",
         ],
     )
     .await;
@@ -295,6 +310,9 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
             "retry_matching",
             "resume_run",
             "resume_matching",
+            "define_schedule",
+            "fire_schedule",
+            "pause_schedule",
         ],
     )
     .await;

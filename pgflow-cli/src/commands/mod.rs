@@ -8,13 +8,14 @@ mod install;
 mod prune;
 mod rollout;
 mod runs;
+mod schedules;
 mod status;
 mod workers;
 
 use pgflow::ConnectError;
 use pgflow::engine::inspect::{self, FlowName};
 
-use crate::args::{AliasCommand, Cli, Command, RolloutCommand, WorkersCommand};
+use crate::args::{AliasCommand, Cli, Command, RolloutCommand, SchedulesCommand, WorkersCommand};
 use crate::failure::Failure;
 use crate::output::Output;
 
@@ -60,9 +61,27 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             input,
             input_file,
             idempotency_key,
+            at,
+            after,
         } => {
             let input = runs::read_input(input.as_deref(), input_file.as_deref())?;
-            runs::start(&pool, &out, &flow, &input, idempotency_key.as_deref()).await
+            let start_at = match after {
+                Some(delay) => Some(
+                    chrono::Utc::now()
+                        + chrono::Duration::from_std(delay)
+                            .map_err(|_| Failure::usage("--after is too long"))?,
+                ),
+                None => at,
+            };
+            runs::start(
+                &pool,
+                &out,
+                &flow,
+                &input,
+                idempotency_key.as_deref(),
+                start_at,
+            )
+            .await
         }
         Command::Graph { flow, format, run } => {
             graph::graph(&pool, &out, &flow, format, run.as_deref()).await
@@ -76,6 +95,19 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             filter,
             reason,
         } => control::cancel(&pool, &out, &run_ids, &filter, reason.as_deref()).await,
+        Command::Schedules(SchedulesCommand::List) => schedules::list(&pool, &out).await,
+        Command::Schedules(SchedulesCommand::Pause { name }) => {
+            schedules::pause(&pool, &out, &name, true).await
+        }
+        Command::Schedules(SchedulesCommand::Resume { name }) => {
+            schedules::pause(&pool, &out, &name, false).await
+        }
+        Command::Schedules(SchedulesCommand::Trigger { name }) => {
+            schedules::trigger(&pool, &out, &name).await
+        }
+        Command::Schedules(SchedulesCommand::Delete { name }) => {
+            schedules::delete(&pool, &out, &name).await
+        }
         Command::DeleteFlow { flow, force } => {
             control::delete_flow(&pool, &out, &flow, force).await
         }

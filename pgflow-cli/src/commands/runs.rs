@@ -214,10 +214,14 @@ pub async fn start(
     flow: &str,
     input: &serde_json::Value,
     idempotency_key: Option<&str>,
+    start_at: Option<chrono::DateTime<chrono::Utc>>,
 ) -> Result<(), Failure> {
-    let keys = [idempotency_key.map(str::to_owned)];
+    let mut how = pgflow::engine::StartRuns::new().start_at(start_at);
+    if let Some(key) = idempotency_key {
+        how = how.idempotency_keys(vec![Some(key.to_owned())]);
+    }
     let mut runs =
-        pgflow::engine::start_flows_keyed(pool, flow, std::slice::from_ref(input), &keys).await?;
+        pgflow::engine::start_flows_with(pool, flow, std::slice::from_ref(input), &how).await?;
     let run = runs
         .pop()
         .ok_or_else(|| Failure::runtime(format!("no run of `{flow}` was started")))?;
@@ -227,6 +231,7 @@ pub async fn start(
             "flow_slug": run.flow_slug,
             "status": run.status.as_str(),
             "idempotency_key": run.idempotency_key,
+            "scheduled_for": run.scheduled_for,
         }),
         || {
             // A used key answers with its run (started now or by an earlier start).
@@ -236,6 +241,12 @@ pub async fn start(
                     run.run_id, run.flow_slug
                 ),
                 None => format!("started run {} of `{}`", run.run_id, run.flow_slug),
+            };
+            let head = match run.scheduled_for {
+                Some(at) if at > chrono::Utc::now() => {
+                    format!("{head}; its first tasks start at {}", at.to_rfc3339())
+                }
+                _ => head,
             };
             format!(
                 "{head}\n  follow it:  pgflow run {}\n  its graph:  pgflow graph {} --run {}",

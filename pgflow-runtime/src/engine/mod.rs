@@ -3,7 +3,7 @@
 //!
 //! One file per SQL area, named like the SQL files in `pgflow-sql/functions/`:
 //! [`definitions`], [`runs`], [`claims`], [`completion`], [`recovery`], [`workers`],
-//! [`maintenance`], [`aliases_rollouts`], [`retention`], [`run_control`], plus [`inspect`] for the typed read
+//! [`maintenance`], [`aliases_rollouts`], [`retention`], [`run_control`], [`schedules`], plus [`inspect`] for the typed read
 //! queries the `pgflow` command shows. Every item is also re-exported here, so
 //! `pgflow::engine::start_flow` is the path to use.
 //!
@@ -20,6 +20,7 @@ pub mod recovery;
 pub mod retention;
 pub mod run_control;
 pub mod runs;
+pub mod schedules;
 pub mod workers;
 
 pub use aliases_rollouts::{
@@ -40,9 +41,13 @@ pub use run_control::{
     resume_matching, resume_run, retry_matching, retry_runs,
 };
 pub use runs::{
-    Run, RunStatus, StepState, StepStatus, run, run_error, run_input, run_step_states,
-    start_alias_typed, start_alias_typed_keyed, start_concrete_flows, start_concrete_flows_keyed,
-    start_flow, start_flows, start_flows_keyed,
+    Run, RunStatus, StartRuns, StepState, StepStatus, run, run_error, run_input, run_step_states,
+    start_alias_typed, start_alias_typed_with, start_concrete_flows, start_concrete_flows_with,
+    start_flow, start_flows, start_flows_with,
+};
+pub use schedules::{
+    ScheduleRow, ScheduleToFire, define_schedule, delete_schedule, fire_schedule, pause_schedule,
+    schedule_list, schedules_to_fire, trigger_schedule,
 };
 pub use workers::{
     CoverageGap, Heartbeat, LostWorker, deprecate_workers, function_enabled, heartbeat,

@@ -86,6 +86,9 @@ pub struct Run {
     pub resumed_from: Option<Uuid>,
     /// The step it resumed from.
     pub resumed_at_step: Option<String>,
+    /// The time it was started for, when that was later than its start (or the tick of the
+    /// schedule that started it).
+    pub scheduled_for: Option<DateTime<Utc>>,
     /// The caller's idempotency key it was started with, if any.
     pub idempotency_key: Option<String>,
     /// The alias or flow the key was given with (its scope), when it has a key.
@@ -99,7 +102,14 @@ pub async fn start_flow(
     name: &str,
     input: &Value,
 ) -> Result<Run, EngineError> {
-    let mut runs = start_flows_as(executor, name, std::slice::from_ref(input), true, None).await?;
+    let mut runs = start_flows_as(
+        executor,
+        name,
+        std::slice::from_ref(input),
+        true,
+        &StartRuns::new(),
+    )
+    .await?;
     runs.pop().ok_or_else(|| EngineError::UnknownFlow {
         flow_slug: name.to_owned(),
     })
@@ -112,20 +122,52 @@ pub async fn start_flows(
     name: &str,
     inputs: &[Value],
 ) -> Result<Vec<Run>, EngineError> {
-    start_flows_as(executor, name, inputs, true, None).await
+    start_flows_as(executor, name, inputs, true, &StartRuns::new()).await
 }
 
-/// [`start_flows`] with an idempotency key per input (`None` for an input without one): a key
-/// already used with `name` gives back its run, as it stands, instead of a new one (while the
-/// run is kept); a key whose run had another input is [`EngineError::IdempotencyConflict`] and
-/// starts nothing. `keys` has one entry per input.
-pub async fn start_flows_keyed(
+/// How a batch of runs starts beyond its inputs: idempotency keys and a start time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StartRuns {
+    /// One idempotency key per input (`None` for an input without one): a key already used
+    /// with the same name gives back its run, as it stands, instead of a new one (while the
+    /// run is kept); a key whose run had another input is [`EngineError::IdempotencyConflict`]
+    /// and starts nothing.
+    pub idempotency_keys: Option<Vec<Option<String>>>,
+    /// Start the runs for this time: they exist at once (`scheduled_for`) and their first
+    /// tasks become visible then (to the second). `None` or a past time: now.
+    pub start_at: Option<DateTime<Utc>>,
+}
+
+impl StartRuns {
+    /// Runs started now, without keys.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// With these keys, one per input.
+    #[must_use]
+    pub fn idempotency_keys(mut self, keys: Vec<Option<String>>) -> Self {
+        self.idempotency_keys = Some(keys);
+        self
+    }
+
+    /// For this time.
+    #[must_use]
+    pub fn start_at(mut self, at: Option<DateTime<Utc>>) -> Self {
+        self.start_at = at;
+        self
+    }
+}
+
+/// [`start_flows`] with keys and a start time ([`StartRuns`]).
+pub async fn start_flows_with(
     executor: impl PgExecutor<'_>,
     name: &str,
     inputs: &[Value],
-    keys: &[Option<String>],
+    how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
-    start_flows_as(executor, name, inputs, true, Some(keys)).await
+    start_flows_as(executor, name, inputs, true, how).await
 }
 
 /// Starts runs of exactly the concrete flow `flow_slug` (never resolved as an alias).
@@ -134,17 +176,17 @@ pub async fn start_concrete_flows(
     flow_slug: &str,
     inputs: &[Value],
 ) -> Result<Vec<Run>, EngineError> {
-    start_flows_as(executor, flow_slug, inputs, false, None).await
+    start_flows_as(executor, flow_slug, inputs, false, &StartRuns::new()).await
 }
 
-/// [`start_concrete_flows`] with idempotency keys, as [`start_flows_keyed`].
-pub async fn start_concrete_flows_keyed(
+/// [`start_concrete_flows`] with keys and a start time ([`StartRuns`]).
+pub async fn start_concrete_flows_with(
     executor: impl PgExecutor<'_>,
     flow_slug: &str,
     inputs: &[Value],
-    keys: &[Option<String>],
+    how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
-    start_flows_as(executor, flow_slug, inputs, false, Some(keys)).await
+    start_flows_as(executor, flow_slug, inputs, false, how).await
 }
 
 async fn start_flows_as(
@@ -152,15 +194,18 @@ async fn start_flows_as(
     name: &str,
     inputs: &[Value],
     resolve_alias: bool,
-    keys: Option<&[Option<String>]>,
+    how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
-    let runs = sqlx::query_as::<_, Run>("select * from pgflow.start_flows($1, $2, null, $3, $4)")
-        .bind(name)
-        .bind(inputs)
-        .bind(resolve_alias)
-        .bind(keys)
-        .fetch_all(executor)
-        .await?;
+    let runs = sqlx::query_as::<_, Run>(
+        "select * from pgflow.start_flows($1, $2, null, $3, $4, null, $5)",
+    )
+    .bind(name)
+    .bind(inputs)
+    .bind(resolve_alias)
+    .bind(&how.idempotency_keys)
+    .bind(how.start_at)
+    .fetch_all(executor)
+    .await?;
     Ok(runs)
 }
 
@@ -172,18 +217,18 @@ pub async fn start_alias_typed(
     inputs: &[Value],
     types: &FlowTypes,
 ) -> Result<Vec<Run>, EngineError> {
-    start_alias_typed_as(executor, alias, inputs, types, None).await
+    start_alias_typed_as(executor, alias, inputs, types, &StartRuns::new()).await
 }
 
-/// [`start_alias_typed`] with idempotency keys scoped by the alias, as [`start_flows_keyed`].
-pub async fn start_alias_typed_keyed(
+/// [`start_alias_typed`] with keys (scoped by the alias) and a start time ([`StartRuns`]).
+pub async fn start_alias_typed_with(
     executor: impl PgExecutor<'_>,
     alias: &str,
     inputs: &[Value],
     types: &FlowTypes,
-    keys: &[Option<String>],
+    how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
-    start_alias_typed_as(executor, alias, inputs, types, Some(keys)).await
+    start_alias_typed_as(executor, alias, inputs, types, how).await
 }
 
 async fn start_alias_typed_as(
@@ -191,15 +236,16 @@ async fn start_alias_typed_as(
     alias: &str,
     inputs: &[Value],
     types: &FlowTypes,
-    keys: Option<&[Option<String>]>,
+    how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
     let runs =
-        sqlx::query_as::<_, Run>("select * from pgflow.start_alias_typed($1, $2, $3, $4, $5)")
+        sqlx::query_as::<_, Run>("select * from pgflow.start_alias_typed($1, $2, $3, $4, $5, $6)")
             .bind(alias)
             .bind(inputs)
             .bind(&types.input)
             .bind(&types.output)
-            .bind(keys)
+            .bind(&how.idempotency_keys)
+            .bind(how.start_at)
             .fetch_all(executor)
             .await?;
     Ok(runs)

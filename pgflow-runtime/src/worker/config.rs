@@ -125,6 +125,12 @@ pub struct WorkerSettings {
     pub function_name: Option<String>,
     /// Database connection. Default: `DATABASE_URL`.
     pub connection: Connection,
+    /// Cron schedules this worker declares at startup (created, or updated when their
+    /// definition changed). Default: none.
+    pub schedules: Vec<crate::schedule::Schedule>,
+    /// Whether this worker fires due schedules (any schedule of the database, declared by any
+    /// worker; the SQL core lets one firer start each tick's run). Default `true`.
+    pub fire_schedules: bool,
 }
 
 impl Default for WorkerSettings {
@@ -144,6 +150,8 @@ impl Default for WorkerSettings {
             retention: None,
             function_name: None,
             connection: Connection::FromEnv,
+            schedules: Vec::new(),
+            fire_schedules: true,
         }
     }
 }
@@ -288,6 +296,21 @@ impl<Q: FlowQueue> WorkerConfig<Q> {
     #[must_use]
     pub fn retention(mut self, keep: Duration) -> Self {
         self.settings.retention = Some(keep);
+        self
+    }
+
+    /// Declares a cron schedule at startup (see [`Schedule`](crate::schedule::Schedule)): an
+    /// invalid one stops the start with [`WorkerError::InvalidSchedule`](crate::WorkerError).
+    #[must_use]
+    pub fn schedule(mut self, schedule: crate::schedule::Schedule) -> Self {
+        self.settings.schedules.push(schedule);
+        self
+    }
+
+    /// Whether this worker fires due schedules (default `true`).
+    #[must_use]
+    pub fn fire_schedules(mut self, fire: bool) -> Self {
+        self.settings.fire_schedules = fire;
         self
     }
 

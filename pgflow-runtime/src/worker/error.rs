@@ -15,6 +15,10 @@ pub enum WorkerError {
     #[error("worker cannot connect: {0}")]
     Connect(#[from] ConnectError),
 
+    /// A schedule given with `WorkerConfig::schedule` is not valid.
+    #[error(transparent)]
+    InvalidSchedule(#[from] crate::schedule::ScheduleError),
+
     /// The notification listener's URL (`WorkerConfig::listen_url`) does not parse.
     #[error(
         "the listen URL is not a valid Postgres URL ({source}); give a direct or session-mode \

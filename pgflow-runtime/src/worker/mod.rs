@@ -33,6 +33,7 @@ mod registry;
 mod results;
 mod run;
 mod runtime;
+mod schedules;
 mod startup;
 mod wakeup;
 

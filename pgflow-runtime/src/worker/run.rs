@@ -2,7 +2,8 @@
 //! until it is told to stop, drains and marks the worker stopped.
 //!
 //! The jobs live apart: `poll` (claiming), `execute` (one handler run), `results` (batched
-//! result storage), `lifecycle` (heartbeats, drain, stop), `maintenance`.
+//! result storage), `lifecycle` (heartbeats, drain, stop), `maintenance`, `schedules` (firing
+//! cron schedules).
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use crate::worker::maintenance;
 use crate::worker::poll::poll;
 use crate::worker::results::store_results;
 use crate::worker::runtime::Runtime;
+use crate::worker::schedules;
 
 /// Runs the worker until it stops; returns the fatal error that stopped it, if any.
 pub async fn run(rt: Arc<Runtime>) -> Result<(), WorkerError> {
@@ -21,6 +23,10 @@ pub async fn run(rt: Arc<Runtime>) -> Result<(), WorkerError> {
     let storer = tokio::spawn(store_results(Arc::clone(&rt), results_rx));
     let heartbeat = tokio::spawn(heartbeat(Arc::clone(&rt)));
     let maintenance = tokio::spawn(maintenance::maintain(Arc::clone(&rt)));
+    let schedules = rt
+        .settings
+        .fire_schedules
+        .then(|| tokio::spawn(schedules::fire_schedules(Arc::clone(&rt))));
 
     let outcome = poll(&rt, results_tx).await;
     rt.shutdown.cancel();
@@ -32,6 +38,9 @@ pub async fn run(rt: Arc<Runtime>) -> Result<(), WorkerError> {
     }
     heartbeat.abort();
     maintenance.abort();
+    if let Some(schedules) = schedules {
+        schedules.abort();
+    }
     mark_stopped(&rt).await;
     match &outcome {
         Ok(()) => tracing::info!(

@@ -54,6 +54,9 @@ pub async fn start(
     choice: QueueChoice,
     settings: &WorkerSettings,
 ) -> Result<Started, WorkerError> {
+    for schedule in &settings.schedules {
+        schedule.validate()?;
+    }
     let pool = connect(settings).await?;
     check_schema(&pool).await?;
 
@@ -117,6 +120,13 @@ pub async fn start(
                 queue_name: queue.as_str().to_owned(),
                 gaps,
             });
+        }
+
+        // 5b. Declare this worker's schedules.
+        for schedule in &settings.schedules {
+            if engine::define_schedule(&pool, schedule).await? {
+                tracing::info!(schedule = schedule.name(), "schedule declared");
+            }
         }
 
         // 6. Register (unless a rollout disabled the function meanwhile) and announce.
