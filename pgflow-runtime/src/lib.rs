@@ -19,6 +19,7 @@ pub mod engine;
 pub mod error;
 pub mod failure;
 pub mod handler;
+pub mod metrics;
 pub mod names;
 #[doc(hidden)]
 pub mod private;

@@ -21,6 +21,7 @@ mod idempotency;
 mod install;
 mod integrity;
 mod lost_workers;
+mod metrics;
 mod outputs;
 mod pooler;
 mod retention;

@@ -206,6 +206,7 @@ async fn start_flows_as(
     .bind(how.start_at)
     .fetch_all(executor)
     .await?;
+    crate::metrics::runs_started(name, runs.len());
     Ok(runs)
 }
 
@@ -248,6 +249,7 @@ async fn start_alias_typed_as(
             .bind(how.start_at)
             .fetch_all(executor)
             .await?;
+    crate::metrics::runs_started(alias, runs.len());
     Ok(runs)
 }
 

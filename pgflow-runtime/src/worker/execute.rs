@@ -9,6 +9,8 @@ use crate::context::Context;
 use crate::engine::{ClaimedTask, TaskKey};
 use crate::failure::StepFailure;
 use crate::handler::TaskInput;
+use crate::metrics;
+use crate::names::FlowSlug;
 use crate::worker::runtime::Runtime;
 
 /// How long a timed-out handler gets to react to its cancellation token before it is aborted.
@@ -18,6 +20,8 @@ const CANCEL_GRACE: Duration = Duration::from_millis(500);
 pub struct Outcome {
     /// The attempt.
     pub key: TaskKey,
+    /// Its concrete flow (for metrics).
+    pub flow_slug: FlowSlug,
     /// The encoded output, or why the attempt failed.
     pub result: Result<Value, StepFailure>,
 }
@@ -38,6 +42,8 @@ pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
     async move {
         let started_at = Instant::now();
         let key = task.key();
+        let flow_slug = task.flow_slug.clone();
+        let queue = task.queue_name.clone();
         let result = match rt.started.handlers.get(task.flow_slug.as_str(), task.step_slug.as_str()) {
             None => Err(StepFailure::NoHandler {
                 flow_slug: task.flow_slug.to_string(),
@@ -89,7 +95,20 @@ pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
                 }
             }
         };
-        let duration_ms = started_at.elapsed().as_millis() as u64;
+        let took = started_at.elapsed();
+        let (queue, flow, step) = (queue.as_str(), flow_slug.as_str(), key.step_slug.as_str());
+        metrics::handler_duration(queue, flow, step, took);
+        match &result {
+            Ok(_) => metrics::count_task(metrics::names::TASKS_COMPLETED, queue, flow, step),
+            Err(StepFailure::TimedOut { .. }) => {
+                metrics::count_task(metrics::names::TASKS_TIMED_OUT, queue, flow, step);
+            }
+            Err(StepFailure::Panicked { .. }) => {
+                metrics::count_task(metrics::names::TASKS_PANICKED, queue, flow, step);
+            }
+            Err(_) => {}
+        }
+        let duration_ms = took.as_millis() as u64;
         match &result {
             Ok(_) => tracing::debug!(duration_ms, outcome = "completed", "task finished"),
             Err(failure) => tracing::warn!(
@@ -100,7 +119,11 @@ pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
                 "task attempt failed"
             ),
         }
-        Some(Outcome { key, result })
+        Some(Outcome {
+            key,
+            flow_slug,
+            result,
+        })
     }
     .instrument(span)
     .await

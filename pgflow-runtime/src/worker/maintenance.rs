@@ -90,7 +90,19 @@ async fn recover_stalled(rt: &Runtime) {
     let max_requeues = i32::try_from(rt.settings.max_requeues).unwrap_or(i32::MAX);
     match engine::requeue_stalled_tasks(&started.pool, grace, max_requeues).await {
         Ok(stalled) => {
-            for task in stalled {
+            for task in &stalled {
+                crate::metrics::count_queue(
+                    crate::metrics::names::TASKS_STALLED,
+                    &task.queue_name,
+                    1,
+                );
+                if task.requeued {
+                    crate::metrics::count_queue(
+                        crate::metrics::names::TASKS_REQUEUED,
+                        &task.queue_name,
+                        1,
+                    );
+                }
                 tracing::warn!(
                     queue = task.queue_name.as_str(),
                     run_id = %task.run_id,

@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 
 use crate::engine::{self, Claim};
 use crate::error::EngineError;
+use crate::metrics;
 use crate::worker::error::WorkerError;
 use crate::worker::execute::{Outcome, execute};
 use crate::worker::runtime::{MAX_BACKOFF, Runtime};
@@ -41,6 +42,7 @@ pub async fn poll(
             continue;
         }
         let quantity = free.min(rt.settings.batch_size);
+        let claim_began = std::time::Instant::now();
         let claimed = engine::read_and_start_tasks(
             &started.pool,
             &started.queue,
@@ -50,10 +52,19 @@ pub async fn poll(
             rt.read_visibility_seconds,
         )
         .await;
-        if let Ok(claim) = &claimed
-            && !claim.stale_message_ids.is_empty()
-        {
-            report_stale(rt, &claim.stale_message_ids);
+        metrics::claim_duration(started.queue.as_str(), claim_began.elapsed());
+        if let Ok(claim) = &claimed {
+            for task in &claim.tasks {
+                metrics::count_task(
+                    metrics::names::TASKS_CLAIMED,
+                    started.queue.as_str(),
+                    task.flow_slug.as_str(),
+                    task.step_slug.as_str(),
+                );
+            }
+            if !claim.stale_message_ids.is_empty() {
+                report_stale(rt, &claim.stale_message_ids);
+            }
         }
         match claimed {
             Ok(claim) if claim.tasks.is_empty() && claim.stale_message_ids.len() < quantity => {
@@ -75,11 +86,13 @@ pub async fn poll(
                     };
                     let rt = Arc::clone(rt);
                     let results = results.clone();
+                    report_busy(&rt);
                     tokio::spawn(async move {
                         let outcome = execute(&rt, task).await;
                         // The slot is free before the result is handed on, so the result
                         // storer never waits for a handler that has already finished.
                         drop(permit);
+                        report_busy(&rt);
                         if let Some(outcome) = outcome {
                             let _ = results.send(outcome);
                         }
@@ -117,9 +130,24 @@ pub async fn poll(
     }
 }
 
+/// Sets the busy-slot gauge.
+fn report_busy(rt: &Runtime) {
+    let busy = rt.settings.max_concurrent - rt.slots.available_permits();
+    metrics::slots_busy(
+        rt.started.queue.as_str(),
+        &rt.started.worker_id.to_string(),
+        busy,
+    );
+}
+
 /// Says which stale messages (no queued task behind them) a claim archived, and counts them.
 fn report_stale(rt: &Runtime, message_ids: &[i64]) {
     let count = message_ids.len() as u64;
+    metrics::count_queue(
+        metrics::names::STALE_MESSAGES,
+        rt.started.queue.as_str(),
+        count,
+    );
     let total = rt
         .stale_messages
         .fetch_add(count, std::sync::atomic::Ordering::Relaxed)

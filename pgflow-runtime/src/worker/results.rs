@@ -1,13 +1,16 @@
 //! Batched result storage: whatever has finished goes in one completion call and one failure
 //! call.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
 use crate::engine::{self, FailureOutcome, TaskCompletion, TaskFailure};
 use crate::failure::{STORED_ERROR_CHARS, bounded_owned};
+use crate::metrics;
+use crate::names::FlowSlug;
 use crate::worker::execute::Outcome;
 use crate::worker::runtime::{Runtime, retry};
 
@@ -23,11 +26,24 @@ const RESULT_LINGER: Duration = Duration::from_millis(2);
 /// a task taken over by another attempt is left alone) until it succeeds or the worker is
 /// stopped at once.
 pub async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceiver<Outcome>) {
+    let queue = rt.started.queue.as_str();
     while let Some(first) = results.recv().await {
         let batch = collect_results(&rt, &mut results, first).await;
         let mut completions = Vec::new();
         let mut failures = Vec::new();
+        // Each failed attempt's flow, for its outcome's labels.
+        let mut flows = HashMap::new();
         for outcome in batch {
+            if outcome.result.is_err() {
+                flows.insert(
+                    (
+                        outcome.key.run_id,
+                        outcome.key.step_slug.to_string(),
+                        outcome.key.task_index,
+                    ),
+                    outcome.flow_slug.clone(),
+                );
+            }
             match outcome.result {
                 Ok(output) => completions.push(TaskCompletion {
                     task: outcome.key,
@@ -41,18 +57,24 @@ pub async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceive
             }
         }
         if !completions.is_empty() {
+            let began = Instant::now();
             store_completions(&rt, &completions).await;
+            metrics::result_store(queue, "completions", completions.len(), began.elapsed());
         }
         if !failures.is_empty() {
+            let began = Instant::now();
             let pool = rt.started.pool.clone();
             let outcomes = retry(&rt, "storing failures", || {
                 let pool = pool.clone();
                 let failures = failures.clone();
                 async move { engine::fail_tasks(&pool, &failures).await }
             })
-            .await;
-            for outcome in outcomes.unwrap_or_default() {
-                log_failure_outcome(rt.started.queue.as_str(), &outcome);
+            .await
+            .unwrap_or_default();
+            metrics::result_store(queue, "failures", failures.len(), began.elapsed());
+            count_failure_outcomes(queue, &failures, &outcomes, &flows);
+            for outcome in &outcomes {
+                log_failure_outcome(queue, outcome);
             }
         }
     }
@@ -101,6 +123,43 @@ async fn store_completions(rt: &Runtime, completions: &[TaskCompletion]) {
             count = late,
             "late completions ignored: another attempt took those tasks over, or their run ended"
         );
+    }
+}
+
+/// Counts each stored failure by what it led to: another attempt, the task failed for good
+/// (and with it the run), its step skipped, or nothing (its run had ended: discarded).
+fn count_failure_outcomes(
+    queue: &str,
+    failures: &[TaskFailure],
+    outcomes: &[FailureOutcome],
+    flows: &HashMap<(uuid::Uuid, String, i32), FlowSlug>,
+) {
+    for failure in failures {
+        let key = &failure.task;
+        let id = (key.run_id, key.step_slug.to_string(), key.task_index);
+        let flow = flows.get(&id).map_or("", FlowSlug::as_str);
+        let outcome = outcomes.iter().find(|o| {
+            o.run_id == key.run_id
+                && o.step_slug == key.step_slug.as_str()
+                && o.task_index == key.task_index
+        });
+        let label = match outcome {
+            Some(o) if o.will_retry => "retrying",
+            Some(o) if o.step_skipped => "skipped",
+            Some(_) => {
+                metrics::count_runs(metrics::names::RUNS_FAILED, queue, flow, 1);
+                "failed"
+            }
+            None => "discarded",
+        };
+        ::metrics::counter!(
+            metrics::names::TASKS_FAILED,
+            "queue" => queue.to_owned(),
+            "flow" => flow.to_owned(),
+            "step" => key.step_slug.to_string(),
+            "outcome" => label,
+        )
+        .increment(1);
     }
 }
 

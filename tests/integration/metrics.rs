@@ -1,0 +1,159 @@
+//! Metrics: after runs, the Prometheus endpoint shows the task counters and histograms by
+//! queue, flow and step, the runs started, failed attempts by outcome, and the gauges read
+//! from Postgres.
+
+use std::time::Duration;
+
+use pgflow::{Client, Context, Worker};
+use sqlx::PgPool;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::{install, worker_config};
+
+#[pgflow::flow(slug = "metered_v1", input = u32, max_attempts = 3, base_delay = 0)]
+pub mod metered_v1 {
+    use super::*;
+
+    #[step(queue = "metered")]
+    pub async fn first(input: u32) -> Result<u32, String> {
+        Ok(input + 1)
+    }
+
+    /// Fails its first attempt, then succeeds.
+    #[step(depends_on = [first], queue = "metered")]
+    pub async fn flaky(first: u32, ctx: Context) -> Result<u32, String> {
+        if ctx.attempt() == 1 {
+            return Err("first attempts fail".to_owned());
+        }
+        Ok(first * 2)
+    }
+}
+
+/// `GET /metrics` over a plain TCP connection.
+async fn scrape(addr: std::net::SocketAddr) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+}
+
+/// The value of the series `name` whose labels include every pair of `labels`.
+fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|line| line.starts_with(&format!("{name}{{")))
+        .find(|line| {
+            labels
+                .iter()
+                .all(|(k, v)| line.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_prometheus_endpoint_shows_what_the_runs_did(pool: PgPool) {
+    install(&pool).await;
+    let server = pgflow::metrics::serve_prometheus("127.0.0.1:0".parse().unwrap(), &pool)
+        .await
+        .unwrap();
+    let client = Client::new(pool.clone());
+    let worker = Worker::start_with(
+        metered_v1::deployment(),
+        worker_config(metered_v1::Queue::Metered, &pool),
+    )
+    .await
+    .unwrap();
+    let mut runs = Vec::new();
+    for input in 0..3 {
+        runs.push(metered_v1::start(&client, &input).await.unwrap());
+    }
+    for run in runs {
+        run.wait(&client, Duration::from_secs(20)).await.unwrap();
+    }
+
+    let text = scrape(server.local_addr()).await;
+    let first = [
+        ("queue", "metered"),
+        ("flow", "metered_v1"),
+        ("step", "first"),
+    ];
+    let flaky = [
+        ("queue", "metered"),
+        ("flow", "metered_v1"),
+        ("step", "flaky"),
+    ];
+    assert_eq!(
+        value(&text, "pgflow_tasks_claimed_total", &first),
+        Some(3.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(&text, "pgflow_tasks_claimed_total", &flaky),
+        Some(6.0)
+    );
+    assert_eq!(
+        value(&text, "pgflow_tasks_completed_total", &flaky),
+        Some(3.0)
+    );
+    let retrying = [
+        ("queue", "metered"),
+        ("flow", "metered_v1"),
+        ("step", "flaky"),
+        ("outcome", "retrying"),
+    ];
+    assert_eq!(
+        value(&text, "pgflow_tasks_failed_total", &retrying),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(&text, "pgflow_handler_duration_seconds_count", &first),
+        Some(3.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "pgflow_runs_started_total",
+            &[("flow", "metered_v1")]
+        ),
+        Some(3.0)
+    );
+    assert!(
+        value(
+            &text,
+            "pgflow_claim_duration_seconds_count",
+            &[("queue", "metered")]
+        )
+        .is_some_and(|n| n >= 1.0)
+    );
+    assert!(
+        value(
+            &text,
+            "pgflow_result_batch_size_count",
+            &[("queue", "metered"), ("kind", "completions")]
+        )
+        .is_some_and(|n| n >= 1.0)
+    );
+    // Gauges read from Postgres at the scrape.
+    assert_eq!(
+        value(&text, "pgflow_queue_depth", &[("queue", "metered")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(&text, "pgflow_live_workers", &[("queue", "metered")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, "pgflow_tasks_in_flight", &[("queue", "metered")]),
+        Some(0.0)
+    );
+    // No series is labelled by run.
+    assert!(!text.contains("run_id"), "{text}");
+
+    worker.shutdown();
+    worker.wait().await.unwrap();
+}
