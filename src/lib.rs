@@ -53,8 +53,8 @@ pub use pgflow_runtime::{
     WorkerConfig, WorkerError, WorkerHandle, sqlx,
 };
 pub use pgflow_runtime::{
-    client, connect, context, db, definition, deployment, engine, error, failure, handler, metrics,
-    names, rollout, schedule, worker,
+    client, connect, context, db, definition, deployment, engine, error, events, failure, handler,
+    metrics, names, rollout, schedule, worker,
 };
 
 #[doc = include_str!("docs/flow.md")]

@@ -7,9 +7,12 @@ use serde::de::DeserializeOwned;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use std::sync::Arc;
+
 use crate::db::Db;
 use crate::definition::FlowTypes;
 use crate::deployment::{Deployment, FlowSpec};
+use crate::events::{EventHub, FlowEvents, RunEvents, SharedHub};
 use chrono::{DateTime, Utc};
 
 use crate::engine::{
@@ -21,6 +24,7 @@ use crate::error::EngineError;
 #[derive(Debug, Clone)]
 pub struct Client {
     db: Db,
+    events: SharedHub,
 }
 
 impl Client {
@@ -30,7 +34,31 @@ impl Client {
     /// A client over `pool`: a `PgPool` (direct) or a [`Db`] (which says whether it goes
     /// through a transaction-mode pooler).
     pub fn new(pool: impl Into<Db>) -> Self {
-        Self { db: pool.into() }
+        let db = pool.into();
+        Self {
+            events: Arc::new(EventHub::new(db.clone())),
+            db,
+        }
+    }
+
+    /// The events of the run `run_id`, from its current state to its end (see
+    /// [`RunEvents`]). The client listens on one connection of its own for all its streams.
+    pub async fn run_events(&self, run_id: Uuid) -> Result<RunEvents, EngineError> {
+        RunEvents::start(&self.events, run_id).await
+    }
+
+    /// The events of every run of the flow `name` (a concrete flow, or an alias: its active
+    /// version), from now on (see [`FlowEvents`]).
+    pub async fn flow_events(&self, name: &str) -> Result<FlowEvents, EngineError> {
+        let flow_slug = match engine::inspect::resolve_flow_name(&self.db, name).await? {
+            Some(resolved) => resolved.flow_slug().to_owned(),
+            None => {
+                return Err(EngineError::UnknownFlow {
+                    flow_slug: name.to_owned(),
+                });
+            }
+        };
+        FlowEvents::start(&self.events, &flow_slug).await
     }
 
     /// Connects to the database at `url` (a pool of at most
@@ -549,47 +577,62 @@ impl<O: DeserializeOwned> RunHandle<O> {
         client.cancel(self.run_id, reason).await
     }
 
-    /// Waits (polling) until the run ends, at most `timeout`; returns its typed output.
+    /// The run's events, from its current state to its end (see [`Client::run_events`]).
+    pub async fn events(&self, client: &Client) -> Result<RunEvents, EngineError> {
+        client.run_events(self.run_id).await
+    }
+
+    /// Waits until the run ends, at most `timeout`, following its events (no polling while
+    /// notifications flow); returns its typed output.
     pub async fn wait(&self, client: &Client, timeout: Duration) -> Result<O, RunError> {
         let started = tokio::time::Instant::now();
-        let mut interval = Duration::from_millis(5);
-        loop {
-            let run = self.run(client).await?;
-            match run.status {
-                RunStatus::Completed => {
-                    let output = run.output.unwrap_or_default();
-                    return serde_json::from_value(output).map_err(|source| RunError::Decode {
-                        run_id: self.run_id,
-                        source,
-                    });
+        let ended = tokio::time::timeout(timeout, async {
+            let mut events = self.events(client).await?;
+            while let Some(event) = events.next().await {
+                if event?.ends_run() {
+                    break;
                 }
-                RunStatus::Failed => {
-                    let (step_slug, error) = engine::run_error(client.db(), self.run_id)
-                        .await?
-                        .unwrap_or_else(|| ("(unknown)".to_owned(), "failed".to_owned()));
-                    return Err(RunError::Failed {
-                        run_id: self.run_id,
-                        step_slug,
-                        error,
-                    });
-                }
-                RunStatus::Cancelled => {
-                    return Err(RunError::Cancelled {
-                        run_id: self.run_id,
-                        reason: run.cancel_reason,
-                    });
-                }
-                RunStatus::Started => {}
             }
-            let waited = started.elapsed();
-            if waited >= timeout {
+            Ok::<(), EngineError>(())
+        })
+        .await;
+        match ended {
+            Ok(result) => result?,
+            Err(_) => {
                 return Err(RunError::StillRunning {
                     run_id: self.run_id,
-                    waited,
+                    waited: started.elapsed(),
                 });
             }
-            tokio::time::sleep(interval.min(timeout - waited)).await;
-            interval = (interval * 2).min(Duration::from_millis(200));
+        }
+        let run = self.run(client).await?;
+        match run.status {
+            RunStatus::Completed => {
+                let output = run.output.unwrap_or_default();
+                serde_json::from_value(output).map_err(|source| RunError::Decode {
+                    run_id: self.run_id,
+                    source,
+                })
+            }
+            RunStatus::Failed => {
+                let (step_slug, error) = engine::run_error(client.db(), self.run_id)
+                    .await?
+                    .unwrap_or_else(|| ("(unknown)".to_owned(), "failed".to_owned()));
+                Err(RunError::Failed {
+                    run_id: self.run_id,
+                    step_slug,
+                    error,
+                })
+            }
+            RunStatus::Cancelled => Err(RunError::Cancelled {
+                run_id: self.run_id,
+                reason: run.cancel_reason,
+            }),
+            // The events said it ended; a retry since has started it again.
+            RunStatus::Started => Err(RunError::StillRunning {
+                run_id: self.run_id,
+                waited: started.elapsed(),
+            }),
         }
     }
 }

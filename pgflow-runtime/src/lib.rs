@@ -17,6 +17,7 @@ pub mod definition;
 pub mod deployment;
 pub mod engine;
 pub mod error;
+pub mod events;
 pub mod failure;
 pub mod handler;
 pub mod metrics;
@@ -40,6 +41,7 @@ pub use engine::{
     StalledTask, SupportedPairs, TaskCompletion, TaskFailure,
 };
 pub use error::{AliasTypeMismatch, EngineError, UnsupportedPair};
+pub use events::{FlowEvent, FlowEvents, RunEvent, RunEvents};
 pub use failure::StepFailure;
 pub use handler::{HandlerFuture, StepHandler, TaskInput};
 pub use names::{FlowSlug, NameError, QueueName, StepSlug};

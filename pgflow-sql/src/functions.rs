@@ -42,6 +42,7 @@ pub static FUNCTION_FILES: &[FunctionFile] = function_files![
     "12_inspection.sql",
     "13_run_control.sql",
     "14_schedules.sql",
+    "15_events.sql",
     "99_privileges.sql",
 ];
 

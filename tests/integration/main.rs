@@ -15,6 +15,7 @@ mod define;
 mod delete_flow;
 mod dsl;
 mod error_bounds;
+mod events;
 mod flows;
 mod handles;
 mod idempotency;

@@ -49,11 +49,12 @@ fn expected_total(input: u32) -> u32 {
     (1..=input).map(|i| i * i).sum()
 }
 
-/// The sessions on the test database that are listening for notifications.
+/// The sessions on the test database listening for new tasks (a queue channel, `pgflow.<queue>`;
+/// clients listen for run events on `pgflow_events.<flow>`).
 async fn listening_sessions(pool: &PgPool) -> i64 {
     sqlx::query_scalar(
         "select count(*) from pg_stat_activity
-         where datname = current_database() and query ilike 'listen %'",
+         where datname = current_database() and query ilike 'listen \"pgflow.%'",
     )
     .fetch_one(pool)
     .await

@@ -9,8 +9,9 @@ use crate::definition::FlowTypes;
 use crate::error::EngineError;
 
 /// The state of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type, serde::Serialize, serde::Deserialize)]
 #[sqlx(type_name = "text", rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum RunStatus {
     /// Some steps are still to run.
@@ -287,7 +288,7 @@ pub async fn run_error(
 }
 
 /// The state of one step within a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type, serde::Serialize, serde::Deserialize)]
 #[sqlx(type_name = "text", rename_all = "lowercase")]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]

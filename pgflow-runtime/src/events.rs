@@ -1,0 +1,447 @@
+//! Live run and step events. The SQL core notifies every run and step transition on the channel
+//! `pgflow_events.<flow_slug>` (see `functions/15_events.sql`); a [`Client`](crate::Client)
+//! listens on one connection of its own, shared by all its streams, and hands each stream the
+//! events of its flow.
+//!
+//! [`RunEvents`] follows one run: it starts from the run's current state, reads the state again
+//! whenever it cannot trust the notifications (after a lost connection, or a notification that
+//! would move a status backwards because it was committed before the state it was read with),
+//! and ends with the run's final event. [`FlowEvents`] follows every run of a flow, from now on.
+//! Behind a transaction-mode pooler (no `LISTEN`) both read the state every 250 ms instead.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sqlx::postgres::{PgListener, PgPoolOptions};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::db::{Db, Pooling};
+use crate::engine::{self, RunStatus, StepStatus};
+use crate::error::EngineError;
+
+/// How often a stream reads the state when no notification comes (a safety net; and the only
+/// source behind a transaction-mode pooler).
+const POLL_EVERY: Duration = Duration::from_millis(250);
+/// With notifications, how long a run stream trusts silence before reading the state again.
+const RESYNC_EVERY: Duration = Duration::from_secs(1);
+
+/// One transition of a run or of one of its steps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum RunEvent {
+    /// The run's status is now `status`.
+    Run {
+        /// The run.
+        run_id: Uuid,
+        /// Its concrete flow.
+        flow_slug: String,
+        /// Its status.
+        status: RunStatus,
+    },
+    /// A step of the run is now `status` (never `created`).
+    Step {
+        /// The run.
+        run_id: Uuid,
+        /// Its concrete flow.
+        flow_slug: String,
+        /// The step.
+        step_slug: String,
+        /// Its status.
+        status: StepStatus,
+    },
+}
+
+impl RunEvent {
+    /// The run the event belongs to.
+    pub fn run_id(&self) -> Uuid {
+        match self {
+            Self::Run { run_id, .. } | Self::Step { run_id, .. } => *run_id,
+        }
+    }
+
+    /// Whether this event ends its run (a run event with an ended status).
+    pub fn ends_run(&self) -> bool {
+        matches!(self, Self::Run { status, .. } if status.is_ended())
+    }
+}
+
+/// The notification channel of a flow's events.
+pub fn events_channel(flow_slug: &str) -> String {
+    format!("pgflow_events.{flow_slug}")
+}
+
+/// What the shared listener hands its subscribers.
+#[derive(Debug, Clone)]
+enum HubMessage {
+    /// A notification.
+    Event(RunEvent),
+    /// The connection was lost and is back: notifications may have been missed.
+    Reconnected,
+}
+
+/// One listening connection per client, shared by its streams.
+pub(crate) struct EventHub {
+    db: Db,
+    state: Mutex<Option<HubHandle>>,
+}
+
+struct HubHandle {
+    messages: broadcast::Sender<HubMessage>,
+    listen: mpsc::UnboundedSender<(String, oneshot::Sender<()>)>,
+}
+
+impl std::fmt::Debug for EventHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventHub").finish_non_exhaustive()
+    }
+}
+
+impl EventHub {
+    pub(crate) fn new(db: Db) -> Self {
+        Self {
+            db,
+            state: Mutex::new(None),
+        }
+    }
+
+    /// A receiver of `flow_slug`'s events, listening before it returns; `None` behind a
+    /// transaction-mode pooler (streams poll).
+    async fn subscribe(&self, flow_slug: &str) -> Option<broadcast::Receiver<HubMessage>> {
+        if self.db.pooling() == Pooling::Transaction {
+            return None;
+        }
+        let (receiver, listen) = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let alive = state.as_ref().is_some_and(|h| !h.listen.is_closed());
+            if !alive {
+                *state = Some(start_listener(&self.db));
+            }
+            let handle = state.as_ref()?;
+            (handle.messages.subscribe(), handle.listen.clone())
+        };
+        let (done, listening) = oneshot::channel();
+        listen.send((events_channel(flow_slug), done)).ok()?;
+        // Without an answer (the listener cannot connect) the stream polls.
+        tokio::time::timeout(Duration::from_secs(5), listening)
+            .await
+            .ok()?
+            .ok()?;
+        Some(receiver)
+    }
+}
+
+/// Starts the shared listener task: a pool of one of its own (never a connection of the
+/// client's pool), `LISTEN` on each channel asked for, every notification broadcast; after a
+/// lost connection it reconnects, listens again and says so.
+fn start_listener(db: &Db) -> HubHandle {
+    let (messages, _) = broadcast::channel(4096);
+    let (listen, mut requests) = mpsc::unbounded_channel::<(String, oneshot::Sender<()>)>();
+    let options = (*db.pool().connect_options()).clone();
+    let sender = messages.clone();
+    tokio::spawn(async move {
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .min_connections(0)
+            .connect_lazy_with(options);
+        let mut channels: HashSet<String> = HashSet::new();
+        let mut listener: Option<PgListener> = None;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            if listener.is_none() {
+                match connect(&pool, &channels).await {
+                    Ok(connected) => {
+                        listener = Some(connected);
+                        backoff = Duration::from_millis(50);
+                        let _ = sender.send(HubMessage::Reconnected);
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "event listener cannot connect; retrying");
+                        tokio::select! {
+                            () = tokio::time::sleep(backoff) => {}
+                            request = requests.recv() => match request {
+                                // Answered once connected; the stream polls meanwhile.
+                                Some((channel, _done)) => { channels.insert(channel); }
+                                None => return,
+                            },
+                        }
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                        continue;
+                    }
+                }
+            }
+            let Some(active) = listener.as_mut() else {
+                continue;
+            };
+            tokio::select! {
+                request = requests.recv() => {
+                    let Some((channel, done)) = request else { return };
+                    if !channels.contains(&channel) {
+                        if let Err(error) = active.listen(&channel).await {
+                            tracing::debug!(%error, "event listener lost its connection");
+                            listener = None;
+                            channels.insert(channel);
+                            continue;
+                        }
+                        channels.insert(channel);
+                    }
+                    let _ = done.send(());
+                }
+                received = active.try_recv() => match received {
+                    Ok(Some(notification)) => {
+                        if let Ok(event) = serde_json::from_str::<RunEvent>(notification.payload()) {
+                            let _ = sender.send(HubMessage::Event(event));
+                        }
+                    }
+                    // Lost (or terminated): connect again, listen again, say so.
+                    Ok(None) | Err(_) => listener = None,
+                },
+            }
+        }
+    });
+    HubHandle { messages, listen }
+}
+
+async fn connect(
+    pool: &sqlx::PgPool,
+    channels: &HashSet<String>,
+) -> Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    for channel in channels {
+        listener.listen(channel).await?;
+    }
+    Ok(listener)
+}
+
+/// What a run stream knows of the run: the statuses it has reported.
+#[derive(Default)]
+struct Known {
+    run: Option<RunStatus>,
+    steps: HashMap<String, StepStatus>,
+}
+
+/// How far along a status is: a notification that would go back is not trusted.
+fn rank_step(status: StepStatus) -> u8 {
+    match status {
+        StepStatus::Created => 0,
+        StepStatus::Started => 1,
+        _ => 2,
+    }
+}
+
+fn rank_run(status: RunStatus) -> u8 {
+    u8::from(status.is_ended())
+}
+
+/// The events of one run, from its current state to its end.
+pub struct RunEvents {
+    db: Db,
+    run_id: Uuid,
+    flow_slug: String,
+    receiver: Option<broadcast::Receiver<HubMessage>>,
+    known: Known,
+    pending: VecDeque<RunEvent>,
+    ended: bool,
+}
+
+impl RunEvents {
+    pub(crate) async fn start(hub: &EventHub, run_id: Uuid) -> Result<Self, EngineError> {
+        let run = engine::run(&hub.db, run_id).await?;
+        // Listen first, then read: nothing committed between the two is lost.
+        let receiver = hub.subscribe(&run.flow_slug).await;
+        let mut events = Self {
+            db: hub.db.clone(),
+            run_id,
+            flow_slug: run.flow_slug,
+            receiver,
+            known: Known::default(),
+            pending: VecDeque::new(),
+            ended: false,
+        };
+        events.resync().await?;
+        Ok(events)
+    }
+
+    /// The run.
+    pub fn run_id(&self) -> Uuid {
+        self.run_id
+    }
+
+    /// The next event, or `None` once the run's final event was returned.
+    pub async fn next(&mut self) -> Option<Result<RunEvent, EngineError>> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                if event.ends_run() {
+                    self.ended = true;
+                    self.pending.clear();
+                }
+                return Some(Ok(event));
+            }
+            if self.ended {
+                return None;
+            }
+            if let Err(error) = self.wait_for_news().await {
+                return Some(Err(error));
+            }
+        }
+    }
+
+    /// Waits for notifications (or the polling interval) and queues what is new.
+    async fn wait_for_news(&mut self) -> Result<(), EngineError> {
+        let Some(receiver) = self.receiver.as_mut() else {
+            tokio::time::sleep(POLL_EVERY).await;
+            return self.resync().await;
+        };
+        let received = tokio::time::timeout(RESYNC_EVERY, receiver.recv()).await;
+        match received {
+            Ok(Ok(HubMessage::Event(event))) if event.run_id() == self.run_id => {
+                if !self.accept(event) {
+                    self.resync().await?;
+                }
+            }
+            Ok(Ok(HubMessage::Event(_))) => {}
+            // Reconnected, fell behind the broadcast, or silence: read the state.
+            Ok(Ok(HubMessage::Reconnected)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {
+                self.resync().await?;
+            }
+            Ok(Err(broadcast::error::RecvError::Closed)) => {
+                self.receiver = None;
+                self.resync().await?;
+            }
+            Err(_silence) => self.resync().await?,
+        }
+        Ok(())
+    }
+
+    /// Queues a notified event that moves forward; `false` when it would move a status back
+    /// (committed before what was read, or a retry): then the state is read instead.
+    fn accept(&mut self, event: RunEvent) -> bool {
+        match &event {
+            RunEvent::Run { status, .. } => {
+                let known = self.known.run.map_or(0, rank_run);
+                if self.known.run == Some(*status) {
+                    return true;
+                }
+                if rank_run(*status) < known {
+                    return false;
+                }
+                self.known.run = Some(*status);
+            }
+            RunEvent::Step {
+                step_slug, status, ..
+            } => {
+                let known = self.known.steps.get(step_slug).copied();
+                if known == Some(*status) {
+                    return true;
+                }
+                if known.is_some_and(|k| rank_step(*status) < rank_step(k)) {
+                    return false;
+                }
+                self.known.steps.insert(step_slug.clone(), *status);
+            }
+        }
+        self.pending.push_back(event);
+        true
+    }
+
+    /// Reads the run and its steps and queues what changed since the last report: step
+    /// events in step order, after the run's event while it is going and before it once it
+    /// ended.
+    async fn resync(&mut self) -> Result<(), EngineError> {
+        let steps = engine::run_step_states(&self.db, self.run_id).await?;
+        let run = engine::run(&self.db, self.run_id).await?;
+        // A run still going is reported before its steps; an ended one after them.
+        let run_event = (self.known.run != Some(run.status)).then(|| RunEvent::Run {
+            run_id: self.run_id,
+            flow_slug: self.flow_slug.clone(),
+            status: run.status,
+        });
+        self.known.run = Some(run.status);
+        let mut run_event = run_event;
+        if !run.status.is_ended()
+            && let Some(event) = run_event.take()
+        {
+            self.pending.push_back(event);
+        }
+        for step in steps {
+            if step.status == StepStatus::Created
+                || self.known.steps.get(&step.step_slug) == Some(&step.status)
+            {
+                continue;
+            }
+            self.known.steps.insert(step.step_slug.clone(), step.status);
+            self.pending.push_back(RunEvent::Step {
+                run_id: self.run_id,
+                flow_slug: self.flow_slug.clone(),
+                step_slug: step.step_slug,
+                status: step.status,
+            });
+        }
+        if let Some(event) = run_event {
+            self.pending.push_back(event);
+        }
+        Ok(())
+    }
+}
+
+/// The events of every run of one flow, from now on. Events committed while the listening
+/// connection was down are not replayed: after [`FlowEvent::Reconnected`], read the runs you
+/// follow again.
+pub struct FlowEvents {
+    receiver: Option<broadcast::Receiver<HubMessage>>,
+    flow_slug: String,
+}
+
+/// What a flow stream yields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FlowEvent {
+    /// A transition.
+    Event(RunEvent),
+    /// The listening connection was lost and is back; transitions in between were missed.
+    Reconnected,
+}
+
+impl FlowEvents {
+    pub(crate) async fn start(hub: &EventHub, flow_slug: &str) -> Result<Self, EngineError> {
+        let receiver = hub.subscribe(flow_slug).await;
+        if receiver.is_none() {
+            return Err(EngineError::InvalidArguments(
+                "flow events need LISTEN, which a transaction-mode pooler cannot carry; \
+                 follow single runs (they poll) or connect the client directly"
+                    .to_owned(),
+            ));
+        }
+        Ok(Self {
+            receiver,
+            flow_slug: flow_slug.to_owned(),
+        })
+    }
+
+    /// The next event of the flow; `None` when the client is gone.
+    pub async fn next(&mut self) -> Option<FlowEvent> {
+        let receiver = self.receiver.as_mut()?;
+        loop {
+            match receiver.recv().await {
+                Ok(HubMessage::Event(event)) => match &event {
+                    RunEvent::Run { flow_slug, .. } | RunEvent::Step { flow_slug, .. }
+                        if *flow_slug == self.flow_slug =>
+                    {
+                        return Some(FlowEvent::Event(event));
+                    }
+                    _ => {}
+                },
+                Ok(HubMessage::Reconnected) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                    return Some(FlowEvent::Reconnected);
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
+/// The shared hub of a client.
+pub(crate) type SharedHub = Arc<EventHub>;
