@@ -1211,6 +1211,9 @@ async fn cancel_one_run_or_a_filter_with_a_dry_run(pool: PgPool) {
     let run: Value =
         serde_json::from_str(&stdout(&pgflow(&pool, &["run", &id, "--json"]))).unwrap();
     assert_eq!(run["status"], json!("cancelled"), "{run}");
+    assert_eq!(run["cancel_reason"], json!("wrong customer"), "{run}");
+    let text = stdout(&pgflow(&pool, &["run", &id]));
+    assert!(text.contains("cancelled: wrong customer"), "{text}");
 
     let dry: Value = serde_json::from_str(&stdout(&pgflow(
         &pool,

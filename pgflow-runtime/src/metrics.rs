@@ -1,7 +1,7 @@
 //! Metrics through the [`metrics`] facade: the runtime records counters and histograms, and
 //! whatever recorder the application installed receives them (none: they cost a lookup and
 //! go nowhere). No exporter is forced on library users; the `prometheus` feature adds one,
-//! [`serve_prometheus`], which also reads the database gauges on each scrape.
+//! `serve_prometheus`, which also reads the database gauges on each scrape.
 //!
 //! Labels are the queue, the concrete flow and the step, never a run id (one series per run
 //! would grow without bound). Every name is in [`names`]; `docs/operations.md` lists them with
@@ -117,7 +117,7 @@ pub(crate) fn slots_busy(queue: &str, worker: &str, busy: usize) {
 
 /// Reads the gauges only Postgres knows (queue depth, oldest message age, tasks in flight, live
 /// workers per queue) and sets them on the installed recorder. Whoever serves metrics calls it
-/// before each scrape ([`serve_prometheus`] does); it reads `pgflow.queue_overview()` and the
+/// before each scrape (`serve_prometheus` does); it reads `pgflow.queue_overview()` and the
 /// live workers, which an operator login may (`pgflow_operator`).
 pub async fn record_database_gauges(db: &Db) -> Result<(), EngineError> {
     use crate::engine::inspect::{self, WorkerFilter, WorkerLiveness};

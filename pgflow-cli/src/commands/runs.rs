@@ -24,6 +24,28 @@ fn ended_at(run: &pgflow::Run) -> Option<chrono::DateTime<chrono::Utc>> {
     run.completed_at.or(run.failed_at).or(run.cancelled_at)
 }
 
+/// What else a run's header says: its schedule, retries, origin, key and cancellation.
+fn run_notes(run: &pgflow::Run) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(at) = run.scheduled_for {
+        notes.push(format!("scheduled for {}", human::timestamp(at)));
+    }
+    if run.retry_count > 0 {
+        notes.push(format!("retried {} time(s)", run.retry_count));
+    }
+    if let (Some(from), Some(step)) = (run.resumed_from, &run.resumed_at_step) {
+        notes.push(format!("resumed from run {from} at step `{step}`"));
+    }
+    if let Some(key) = &run.idempotency_key {
+        notes.push(format!("idempotency key `{key}`"));
+    }
+    if run.cancelled_at.is_some() {
+        let reason = run.cancel_reason.as_deref().unwrap_or("no reason given");
+        notes.push(format!("cancelled: {reason}"));
+    }
+    notes
+}
+
 /// The newest runs, of one flow or alias and in one status if given.
 pub async fn list(
     pool: &pgflow::Db,
@@ -84,6 +106,10 @@ pub async fn show(pool: &pgflow::Db, out: &Output, run_id: &str) -> Result<(), F
         json!({
             "run_id": run.run_id, "flow_slug": run.flow_slug, "status": status,
             "started_at": run.started_at, "completed_at": run.completed_at, "failed_at": run.failed_at,
+            "cancelled_at": run.cancelled_at, "cancel_reason": run.cancel_reason,
+            "scheduled_for": run.scheduled_for, "retry_count": run.retry_count,
+            "resumed_from": run.resumed_from, "resumed_at_step": run.resumed_at_step,
+            "idempotency_key": run.idempotency_key,
             "steps": steps, "retried_tasks": tasks, "failed_attempts": attempts,
         }),
         || {
@@ -92,12 +118,16 @@ pub async fn show(pool: &pgflow::Db, out: &Output, run_id: &str) -> Result<(), F
                 |end| format!("took {}", human::between(run.started_at, end)),
             );
             let mut text = format!(
-                "run {} of `{}`: {status}, started {} ({}), {took}\n\n",
+                "run {} of `{}`: {status}, started {} ({}), {took}\n",
                 run.run_id,
                 run.flow_slug,
                 human::timestamp(run.started_at),
                 human::ago(run.started_at),
             );
+            for line in run_notes(&run) {
+                text.push_str(&format!("  {line}\n"));
+            }
+            text.push('\n');
             let mut table = out.table(&[
                 "step", "status", "queue", "tasks", "attempts", "took", "ended", "output", "error",
             ]);
