@@ -358,6 +358,7 @@ impl StartOptions {
         StartRuns {
             idempotency_keys: keys,
             start_at: self.start_at,
+            trace_context: None,
         }
     }
 }

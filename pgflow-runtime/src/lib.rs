@@ -28,6 +28,7 @@ pub mod rollout;
 pub mod schedule;
 pub mod state;
 pub mod step_error;
+pub mod trace;
 pub mod worker;
 
 pub use client::{Client, RunError, RunHandle, StartOptions};

@@ -558,6 +558,8 @@ $$;
 -- as it stands, instead of starting another, while the run is kept. Concurrent starts with one
 -- key wait for each other on the key's index entry and create one run. A key whose run was
 -- started with another input raises PF009 naming the key and the run, and starts nothing.
+-- p_trace_context optionally records the caller's W3C trace context on the runs (claims hand
+-- it to workers, whose task spans continue that trace).
 -- p_start_at optionally starts the runs for a later time: they exist at once (recording it as
 -- scheduled_for) and their root steps' tasks become visible then (to the second, rounded up).
 -- Returns the runs in input order, as they stand after the first steps were started (a run
@@ -571,7 +573,8 @@ create or replace function pgflow.start_flows(
   p_resolve_alias boolean default true,
   p_idempotency_keys text[] default null,
   p_started_as text default null,
-  p_start_at timestamptz default null
+  p_start_at timestamptz default null,
+  p_trace_context text default null
 )
 returns setof pgflow.runs
 language plpgsql
@@ -632,9 +635,10 @@ begin
 
   if p_idempotency_keys is null then
     with inserted as (
-      insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, scheduled_for)
+      insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, scheduled_for,
+                               trace_context)
       select coalesce(p_run_ids[i.ordinality], gen_random_uuid()), v_flow_slug, i.input,
-             v_step_count, p_start_at
+             v_step_count, p_start_at, p_trace_context
       from unnest(p_inputs) with ordinality as i(input, ordinality)
       order by i.ordinality
       returning run_id, input
@@ -652,9 +656,9 @@ begin
     ),
     inserted as (
       insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, idempotency_scope,
-                               idempotency_key, scheduled_for)
+                               idempotency_key, scheduled_for, trace_context)
       select w.run_id, v_flow_slug, w.input, v_step_count,
-             case when w.key is not null then v_scope end, w.key, p_start_at
+             case when w.key is not null then v_scope end, w.key, p_start_at, p_trace_context
       from wanted w
       order by w.ordinality
       on conflict (idempotency_scope, idempotency_key) where idempotency_key is not null
@@ -773,14 +777,16 @@ create or replace function pgflow.start_flow(
   p_run_id uuid default null,
   p_resolve_alias boolean default true,
   p_idempotency_key text default null,
-  p_start_at timestamptz default null
+  p_start_at timestamptz default null,
+  p_trace_context text default null
 )
 returns pgflow.runs
 language sql
 as $$
   select * from pgflow.start_flows(
     p_flow_slug, array[p_input], array[p_run_id], p_resolve_alias,
-    case when p_idempotency_key is not null then array[p_idempotency_key] end, null, p_start_at)
+    case when p_idempotency_key is not null then array[p_idempotency_key] end, null, p_start_at,
+    p_trace_context)
 $$;
 
 -- start_alias_typed: starts one run per input on an alias's active version, like start_flows,
@@ -795,7 +801,8 @@ create or replace function pgflow.start_alias_typed(
   p_input_type text,
   p_output_type text,
   p_idempotency_keys text[] default null,
-  p_start_at timestamptz default null
+  p_start_at timestamptz default null,
+  p_trace_context text default null
 )
 returns setof pgflow.runs
 language plpgsql
@@ -828,6 +835,7 @@ begin
                    '(#[flow(input = T, output = U)]), or start the concrete flow';
   end if;
   return query select * from pgflow.start_flows(v_flow.flow_slug, p_inputs, null, false,
-                                                p_idempotency_keys, p_alias, p_start_at);
+                                                p_idempotency_keys, p_alias, p_start_at,
+                                                p_trace_context);
 end;
 $$;

@@ -17,7 +17,7 @@
 -- message without a queued task (stale) is archived too.
 --
 -- Returns one row per claimed task, in message order, possibly of several concrete flows,
--- with the handler input: the flow input (root single step), the element (map step), or an
+-- with its run's trace context and the handler input: the flow input (root single step), the element (map step), or an
 -- object of the dependencies' outputs keyed by step slug. After them, one row per stale
 -- message (no queued task behind it: sent by hand, for an unknown run, or left over), with
 -- only `message_id` and `queue_name` set, so the caller can report it; a caller that only
@@ -39,7 +39,8 @@ returns table (
   queue_name text,
   attempt integer,
   timeout_seconds integer,
-  input jsonb
+  input jsonb,
+  trace_context text
 )
 language plpgsql
 set plan_cache_mode = force_generic_plan
@@ -128,7 +129,7 @@ begin
     from unnest(v_row_ctids) as l(row_ctid), pgflow.runs r
     where t.ctid = l.row_ctid and r.run_id = t.run_id
     returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count,
-              t.status, r.input as run_input
+              t.status, r.input as run_input, r.trace_context
   )
   select c.flow_slug, c.step_slug, c.run_id, c.task_index, c.message_id, p_queue_name,
          c.attempts_count, o.timeout,
@@ -145,7 +146,8 @@ begin
              from pgflow.deps d
              join pgflow.step_states dss on dss.run_id = c.run_id and dss.step_slug = d.dep_slug
              where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
-         end
+         end,
+         c.trace_context
   from changed c
   join pgflow.steps s on s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
   join pgflow.step_options o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug
@@ -155,7 +157,7 @@ begin
   -- Stale messages: no queued task was behind them.
   return query
   select null::text, null::text, null::uuid, null::integer, m.id, p_queue_name, null::integer,
-         null::integer, null::jsonb
+         null::integer, null::jsonb, null::text
   from unnest(p_message_ids) as m(id)
   where m.id <> all(coalesce(v_matched_ids, array[]::bigint[]))
   order by m.id;
@@ -185,7 +187,8 @@ returns table (
   queue_name text,
   attempt integer,
   timeout_seconds integer,
-  input jsonb
+  input jsonb,
+  trace_context text
 )
 language plpgsql
 set plan_cache_mode = force_generic_plan

@@ -30,6 +30,8 @@ pub struct ClaimedTask {
     /// The handler input: the flow input (root single step), the element (map step), or an
     /// object of the dependencies' outputs keyed by step slug.
     pub input: Value,
+    /// The W3C trace context its run was started in, if any (see `pgflow_runtime::trace`).
+    pub trace_context: Option<String>,
 }
 
 impl ClaimedTask {
@@ -66,6 +68,7 @@ struct ClaimRow {
     attempt: Option<i32>,
     timeout_seconds: Option<i32>,
     input: Option<Value>,
+    trace_context: Option<String>,
 }
 
 impl Claim {
@@ -83,6 +86,7 @@ impl Claim {
                     attempt: row.attempt.unwrap_or_default(),
                     timeout_seconds: row.timeout_seconds.unwrap_or_default(),
                     input: row.input.unwrap_or(Value::Null),
+                    trace_context: row.trace_context,
                 }),
                 _ => claim.stale_message_ids.push(row.message_id),
             }

@@ -87,6 +87,8 @@ pub struct Run {
     pub resumed_from: Option<Uuid>,
     /// The step it resumed from.
     pub resumed_at_step: Option<String>,
+    /// The W3C trace context of the span that started it, if one was recorded.
+    pub trace_context: Option<String>,
     /// The time it was started for, when that was later than its start (or the tick of the
     /// schedule that started it).
     pub scheduled_for: Option<DateTime<Utc>>,
@@ -138,6 +140,9 @@ pub struct StartRuns {
     /// Start the runs for this time: they exist at once (`scheduled_for`) and their first
     /// tasks become visible then (to the second). `None` or a past time: now.
     pub start_at: Option<DateTime<Utc>>,
+    /// The W3C trace context to record on the runs (`traceparent`, then `tracestate` after a
+    /// newline). `None`: the current span's, with the `otel` feature (see [`crate::trace`]).
+    pub trace_context: Option<String>,
 }
 
 impl StartRuns {
@@ -190,6 +195,13 @@ pub async fn start_concrete_flows_with(
     start_flows_as(executor, flow_slug, inputs, false, how).await
 }
 
+/// The trace context a start records: the one given, else the current span's.
+fn trace_context(how: &StartRuns) -> Option<String> {
+    how.trace_context
+        .clone()
+        .or_else(crate::trace::current_trace_context)
+}
+
 async fn start_flows_as(
     executor: impl PgExecutor<'_>,
     name: &str,
@@ -198,13 +210,14 @@ async fn start_flows_as(
     how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
     let runs = sqlx::query_as::<_, Run>(
-        "select * from pgflow.start_flows($1, $2, null, $3, $4, null, $5)",
+        "select * from pgflow.start_flows($1, $2, null, $3, $4, null, $5, $6)",
     )
     .bind(name)
     .bind(inputs)
     .bind(resolve_alias)
     .bind(&how.idempotency_keys)
     .bind(how.start_at)
+    .bind(trace_context(how))
     .fetch_all(executor)
     .await?;
     crate::metrics::runs_started(name, runs.len());
@@ -240,16 +253,18 @@ async fn start_alias_typed_as(
     types: &FlowTypes,
     how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
-    let runs =
-        sqlx::query_as::<_, Run>("select * from pgflow.start_alias_typed($1, $2, $3, $4, $5, $6)")
-            .bind(alias)
-            .bind(inputs)
-            .bind(&types.input)
-            .bind(&types.output)
-            .bind(&how.idempotency_keys)
-            .bind(how.start_at)
-            .fetch_all(executor)
-            .await?;
+    let runs = sqlx::query_as::<_, Run>(
+        "select * from pgflow.start_alias_typed($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(alias)
+    .bind(inputs)
+    .bind(&types.input)
+    .bind(&types.output)
+    .bind(&how.idempotency_keys)
+    .bind(how.start_at)
+    .bind(trace_context(how))
+    .fetch_all(executor)
+    .await?;
     crate::metrics::runs_started(alias, runs.len());
     Ok(runs)
 }

@@ -39,6 +39,8 @@ pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
         message_id = task.message_id,
         attempt = task.attempt,
     );
+    // One run is one trace: the task continues the trace its run was started in.
+    crate::trace::continue_trace(&span, task.trace_context.as_deref());
     async move {
         let started_at = Instant::now();
         let key = task.key();
