@@ -120,7 +120,7 @@ struct Options {
     /// medians.
     repeat: usize,
     /// `--only=a,b`: run just these scenarios (limit, single, chain3, fanout, shared, low_load,
-    /// fanout_one, memory, claim_scale).
+    /// fanout_one, memory, claim_scale, per_call).
     only: Option<Vec<String>>,
     /// `--matrix=1x100,10x10`: (workers, batch) pairs instead of the default matrix.
     matrix: Option<Vec<(usize, usize)>>,
@@ -289,6 +289,46 @@ async fn matrix_cell(options: &Options, workers: usize, batch: usize) -> Result<
     }
     if options.wants("shared") {
         measured.push(shared(scale(5_000), workers, batch).await?);
+    }
+    // pgflow's own method: CLIENTS connections each start one run per call, back to back,
+    // while the workers run (issue 21).
+    if options.wants("per_call") {
+        measured.push(
+            engine_per_call::<bench_single::Flow, _>(
+                "single, 1 run/call",
+                bench_single::deployment(),
+                bench_single::Queue::BenchSingle,
+                scale(2_000),
+                (workers, batch),
+                json!(null),
+                1,
+            )
+            .await?,
+        );
+        measured.push(
+            engine_per_call::<bench_chain3::Flow, _>(
+                "chain3, 1 run/call",
+                bench_chain3::deployment(),
+                bench_chain3::Queue::BenchChain3,
+                scale(1_000),
+                (workers, batch),
+                json!(null),
+                3,
+            )
+            .await?,
+        );
+        measured.push(
+            engine_per_call::<bench_fanout::Flow, _>(
+                "fanout, 1 run/call",
+                bench_fanout::deployment(),
+                bench_fanout::Queue::BenchFanout,
+                if options.smoke { 4 } else { 40 },
+                (workers, batch),
+                json!(100),
+                102,
+            )
+            .await?,
+        )
     }
     for mut row in measured {
         row.vs_limit = ceiling.map(|ceiling| row.tasks_per_s / ceiling);
@@ -502,6 +542,70 @@ async fn engine<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
         },
     )
     .await
+}
+
+/// Client connections of the per-call scenarios, as in pgflow's published method.
+const CLIENTS: usize = 4;
+
+/// Like [`engine`], but the runs are started one per call by [`CLIENTS`] connections at once,
+/// back to back, each through its own pool of one (as an application's request handlers
+/// would), while the workers run.
+async fn engine_per_call<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
+    name: &str,
+    deployment: pgflow::Deployment<F>,
+    queue: Q,
+    runs: usize,
+    (workers, batch): (usize, usize),
+    input: Value,
+    tasks_per_run: usize,
+) -> Result<Row, Error> {
+    let pool = database("pgflow_bench").await?;
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(
+            PgPoolOptions::new()
+                .max_connections(1)
+                .connect_with((*pool.connect_options()).clone())
+                .await?,
+        );
+    }
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        handles.push(Worker::start_with(deployment.clone(), config(queue, &pool, batch)).await?);
+    }
+    let row = measure(
+        name,
+        &pool,
+        handles,
+        (runs - runs % CLIENTS, tasks_per_run),
+        workers,
+        batch,
+        |_, runs| {
+            let clients = clients.clone();
+            let input = input.clone();
+            async move {
+                let mut starters = Vec::new();
+                for client in clients {
+                    let input = input.clone();
+                    starters.push(tokio::spawn(async move {
+                        for _ in 0..runs / CLIENTS {
+                            pgflow::engine::start_flow(&client, F::SLUG, &input).await?;
+                        }
+                        Ok::<_, pgflow::EngineError>(())
+                    }));
+                }
+                for starter in starters {
+                    starter.await.expect("a starter task")?;
+                }
+                Ok(())
+            }
+        },
+    )
+    .await?;
+    for client in clients {
+        client.close().await;
+    }
+    Ok(row)
 }
 
 async fn shared(runs: usize, workers: usize, batch: usize) -> Result<Row, Error> {
