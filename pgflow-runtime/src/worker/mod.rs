@@ -147,6 +147,7 @@ async fn launch(
         shutdown: CancellationToken::new(),
         hard_stop: CancellationToken::new(),
         in_flight: Arc::default(),
+        worker_label: worker_id.to_string(),
     });
     let shutdown = runtime.shutdown.clone();
     let hard_stop = runtime.hard_stop.clone();

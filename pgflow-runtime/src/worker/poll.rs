@@ -133,11 +133,7 @@ pub async fn poll(
 /// Sets the busy-slot gauge.
 fn report_busy(rt: &Runtime) {
     let busy = rt.settings.max_concurrent - rt.slots.available_permits();
-    metrics::slots_busy(
-        rt.started.queue.as_str(),
-        &rt.started.worker_id.to_string(),
-        busy,
-    );
+    metrics::slots_busy(rt.started.queue.as_str(), &rt.worker_label, busy);
 }
 
 /// Says which stale messages (no queued task behind them) a claim archived, and counts them.

@@ -35,6 +35,8 @@ pub struct Runtime {
     pub stale_messages: Arc<std::sync::atomic::AtomicU64>,
     /// The runs it is running handlers of, told at each heartbeat which of them ended.
     pub in_flight: Arc<crate::worker::in_flight::InFlightRuns>,
+    /// The worker id as a metric label, formatted once rather than per task.
+    pub worker_label: String,
 }
 
 /// Retries `call` with backoff until it succeeds; gives up only on a hard stop.
