@@ -117,29 +117,16 @@ pub(crate) fn slots_busy(queue: &str, worker: &str, busy: usize) {
 
 /// Reads the gauges only Postgres knows (queue depth, oldest message age, tasks in flight, live
 /// workers per queue) and sets them on the installed recorder. Whoever serves metrics calls it
-/// before each scrape (`serve_prometheus` does); it reads `pgflow.queue_overview()` and the
-/// live workers, which an operator login may (`pgflow_operator`).
+/// before each scrape (`serve_prometheus` does); it reads `pgflow.queue_overview()`, which an
+/// operator login may (`pgflow_operator`).
 pub async fn record_database_gauges(db: &Db) -> Result<(), EngineError> {
-    use crate::engine::inspect::{self, WorkerFilter, WorkerLiveness};
-    let queues = inspect::queues(db).await?;
-    let workers = inspect::workers(db, WorkerFilter::NotStopped).await?;
-    for queue in &queues {
-        let label = [("queue", queue.queue_name.clone())];
-        let live = workers
-            .iter()
-            .filter(|w| w.queue_name == queue.queue_name)
-            .filter(|w| {
-                matches!(
-                    w.liveness(),
-                    WorkerLiveness::Alive | WorkerLiveness::Draining
-                )
-            })
-            .count();
+    for queue in crate::engine::inspect::queues(db).await? {
+        let label = [("queue", queue.queue_name)];
         metrics::gauge!(names::QUEUE_DEPTH, &label).set(queue.depth as f64);
         metrics::gauge!(names::QUEUE_OLDEST_AGE, &label)
             .set(f64::from(queue.oldest_message_age_seconds.unwrap_or(0)));
         metrics::gauge!(names::TASKS_IN_FLIGHT, &label).set(queue.in_flight_tasks as f64);
-        metrics::gauge!(names::LIVE_WORKERS, &label).set(live as f64);
+        metrics::gauge!(names::LIVE_WORKERS, &label).set(queue.live_workers as f64);
     }
     Ok(())
 }
@@ -147,4 +134,4 @@ pub async fn record_database_gauges(db: &Db) -> Result<(), EngineError> {
 #[cfg(feature = "prometheus")]
 mod prometheus;
 #[cfg(feature = "prometheus")]
-pub use prometheus::{PrometheusServer, serve_prometheus};
+pub use prometheus::{PrometheusServer, prometheus_router, serve_prometheus};

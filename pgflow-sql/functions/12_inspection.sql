@@ -2,16 +2,21 @@
 -- what they show without holding any privilege on PGMQ's own tables.
 
 -- queue_overview: every PGMQ queue of the database with its depth, the age of its oldest
--- message and the tasks in flight on it (claimed, not finished). No locks.
+-- message, the messages ever sent to it (PGMQ's counter: read it twice for a rate), the tasks
+-- in flight on it (claimed, not finished) and the live workers serving it (not stopped, heard
+-- from within 30 s, as pgflow_runtime's LIVE_HEARTBEAT_WITHIN; draining ones count). No locks.
 create or replace function pgflow.queue_overview()
 returns table (queue_name text, depth bigint, oldest_message_age_seconds integer,
-               in_flight_tasks bigint)
+               total_messages bigint, in_flight_tasks bigint, live_workers bigint)
 language sql
 stable
 as $$
-  select m.queue_name, m.queue_length, m.oldest_msg_age_sec,
+  select m.queue_name, m.queue_length, m.oldest_msg_age_sec, m.total_messages,
          (select count(*) from pgflow.step_tasks t
-          where t.queue_name = m.queue_name and t.status = 'started')
+          where t.queue_name = m.queue_name and t.status = 'started'),
+         (select count(*) from pgflow.workers w
+          where w.queue_name = m.queue_name and w.stopped_at is null
+            and w.last_heartbeat_at > now() - interval '30 seconds')
   from pgmq.metrics_all() m
   order by m.queue_name
 $$;

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod app_state;
+mod browse;
 mod cancel;
 mod claim;
 mod concurrency;

@@ -43,11 +43,17 @@ pub struct QueueOverview {
     pub depth: i64,
     /// Age of its oldest waiting message, in seconds (`None` when it is empty).
     pub oldest_message_age_seconds: Option<i32>,
+    /// Messages ever sent to it (PGMQ's counter; two readings give its rate).
+    pub total_messages: i64,
     /// Tasks of the queue that workers have claimed and not finished.
     pub in_flight_tasks: i64,
+    /// Workers serving it that have not stopped and were heard from within
+    /// [`LIVE_HEARTBEAT_WITHIN`] (alive or draining).
+    pub live_workers: i64,
 }
 
-/// Every PGMQ queue of the database, by name, with its depth and the tasks in flight on it.
+/// Every PGMQ queue of the database, by name, with its depth, its message counter, the tasks in
+/// flight on it and its live workers.
 pub async fn queues(executor: impl PgExecutor<'_>) -> Result<Vec<QueueOverview>, EngineError> {
     let rows = sqlx::query_as("select * from pgflow.queue_overview()")
         .fetch_all(executor)

@@ -4,13 +4,14 @@
 //! One file per SQL area, named like the SQL files in `pgflow-sql/functions/`:
 //! [`definitions`], [`runs`], [`claims`], [`completion`], [`recovery`], [`workers`],
 //! [`maintenance`], [`aliases_rollouts`], [`retention`], [`run_control`], [`schedules`], plus [`inspect`] for the typed read
-//! queries the `pgflow` command shows. Every item is also re-exported here, so
+//! queries the `pgflow` command shows and [`browse`] for the paged reads the dashboard shows. Every item is also re-exported here, so
 //! `pgflow::engine::start_flow` is the path to use.
 //!
 //! Every function takes any executor (a pool, a connection or a transaction), so callers can
 //! make a call part of their own transaction.
 
 pub mod aliases_rollouts;
+pub mod browse;
 pub mod claims;
 pub mod completion;
 pub mod definitions;
@@ -26,6 +27,10 @@ pub mod workers;
 pub use aliases_rollouts::{
     Activation, DrainStatus, LiveWorker, Rollout, activate_flow, alias_state, begin_rollout,
     drain_status, finish_rollout, functions_serving_queues, rollout_progress, rollouts, set_alias,
+};
+pub use browse::{
+    FlowSummary, InvalidCursor, PayloadPreview, RunCursor, RunListing, RunPage, RunPayloads,
+    RunSummary, StepTaskCounts, flow_summaries, list_runs, run_payloads, step_task_counts,
 };
 pub use claims::{Claim, ClaimedTask, SupportedPairs, TaskKey, read_and_start_tasks, start_tasks};
 pub use completion::{

@@ -75,16 +75,10 @@ pub async fn serve_prometheus(
     addr: SocketAddr,
     db: impl Into<Db>,
 ) -> Result<PrometheusServer, std::io::Error> {
-    let state = Scrape {
-        handle: handle()?,
-        db: db.into(),
-    };
+    let app = prometheus_router(db)?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     let stop = CancellationToken::new();
-    let app = Router::new()
-        .route("/metrics", get(scrape))
-        .with_state(state);
     let stopped = stop.clone();
     tokio::spawn(async move {
         let served = axum::serve(listener, app)
@@ -96,6 +90,19 @@ pub async fn serve_prometheus(
     });
     tracing::info!(%addr, "serving Prometheus metrics at /metrics");
     Ok(PrometheusServer { addr, stop })
+}
+
+/// The scrape endpoint as an axum router (`GET /metrics`), for a server of the application's own
+/// (the dashboard merges it into its routes); installs the recorder on first use, as
+/// [`serve_prometheus`] does.
+pub fn prometheus_router(db: impl Into<Db>) -> Result<Router, std::io::Error> {
+    let state = Scrape {
+        handle: handle()?,
+        db: db.into(),
+    };
+    Ok(Router::new()
+        .route("/metrics", get(scrape))
+        .with_state(state))
 }
 
 async fn scrape(State(state): State<Scrape>) -> impl IntoResponse {
