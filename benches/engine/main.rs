@@ -22,8 +22,10 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 
 mod claim_scale;
+mod dashboard_pages;
 
 use claim_scale::{claim_scale, print_claims};
+use dashboard_pages::{dashboard_pages, print_pages};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -120,7 +122,7 @@ struct Options {
     /// medians.
     repeat: usize,
     /// `--only=a,b`: run just these scenarios (limit, single, chain3, fanout, shared, low_load,
-    /// fanout_one, memory, claim_scale, per_call).
+    /// fanout_one, memory, claim_scale, per_call, dashboard).
     only: Option<Vec<String>>,
     /// `--matrix=1x100,10x10`: (workers, batch) pairs instead of the default matrix.
     matrix: Option<Vec<(usize, usize)>>,
@@ -206,6 +208,13 @@ async fn main() -> Result<(), Error> {
         None
     };
 
+    // A million ended runs take minutes to write: the full run and `--only` ask for it.
+    let pages = if options.wants("dashboard") && (!options.quick || options.only.is_some()) {
+        Some(dashboard_pages(if options.smoke { 3_000 } else { 1_000_000 }).await?)
+    } else {
+        None
+    };
+
     print_table(&rows);
     if options.repeat > 1 {
         println!(
@@ -223,8 +232,13 @@ async fn main() -> Result<(), Error> {
     if let Some(claims) = &claims {
         print_claims(claims);
     }
+    if let Some(pages) = &pages {
+        print_pages(pages);
+    }
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results.json");
-    let results = json!({ "rows": rows, "worker_rss_mib": rss, "claim_scale": claims });
+    let results = json!({
+        "rows": rows, "worker_rss_mib": rss, "claim_scale": claims, "dashboard_pages": pages,
+    });
     std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
     println!("\nwritten to {}", path.display());
     Ok(())

@@ -156,6 +156,25 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Serve the web dashboard: queues, workers, runs (live), flows; cancel and retry.
+    Dashboard {
+        /// Where to listen. Loopback by default: anyone who reaches the address sees runs.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// The token cancel and retry need (at least 16 characters; default: a random one,
+        /// printed at start).
+        #[arg(long, env = "PGFLOW_DASHBOARD_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Show only: no cancel, no retry.
+        #[arg(long, conflicts_with = "token")]
+        read_only: bool,
+        /// Never show run inputs, outputs or step outputs (their sizes only).
+        #[arg(long)]
+        hide_payloads: bool,
+        /// Also serve Prometheus metrics at /metrics.
+        #[arg(long)]
+        metrics: bool,
+    },
     /// Delete runs that ended (with their steps and tasks), archived messages of pgflow's
     /// queues and stopped workers, older than --older-than. Live runs are never touched.
     Prune {

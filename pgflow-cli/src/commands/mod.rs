@@ -3,6 +3,7 @@
 
 mod aliases;
 mod control;
+mod dashboard;
 mod graph;
 mod install;
 mod prune;
@@ -28,9 +29,27 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
     if let Command::Install = cli.command {
         return install::install(&url, &out).await;
     }
-    let pool = connect(&url).await?;
+    if let Command::Dashboard {
+        listen,
+        token,
+        read_only,
+        hide_payloads,
+        metrics,
+    } = cli.command
+    {
+        let pool = connect(&url, dashboard::CONNECTIONS).await?;
+        let options = dashboard::Options {
+            listen,
+            token,
+            read_only,
+            hide_payloads,
+            metrics,
+        };
+        return dashboard::serve(pool, options).await;
+    }
+    let pool = connect(&url, 2).await?;
     match cli.command {
-        Command::Install => unreachable!("handled above"),
+        Command::Install | Command::Dashboard { .. } => unreachable!("handled above"),
         Command::Grant { login, role } => install::grant(&pool, &out, &login, role.role()).await,
         Command::Alias(AliasCommand::Set { alias, flow }) => {
             aliases::set(&pool, &out, &alias, &flow).await
@@ -126,8 +145,8 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 /// Connects and checks that pgflow is installed and current.
-async fn connect(url: &str) -> Result<pgflow::Db, Failure> {
-    let pool = pgflow::connect::db(url, 2)
+async fn connect(url: &str, connections: u32) -> Result<pgflow::Db, Failure> {
+    let pool = pgflow::connect::db(url, connections)
         .await
         .map_err(|error| match error {
             ConnectError::InvalidUrl { source } => {

@@ -1,0 +1,137 @@
+//! Cancel and retry, each behind a confirmation form that asks for the action token. The form
+//! carries a CSRF token matching its cookie; see [`crate::security`].
+
+use axum::Form;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use maud::html;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::frame;
+use crate::app::AppState;
+use crate::error::PageError;
+use crate::security::{self, Refusal};
+
+/// What a confirmation form posts.
+#[derive(Debug, Deserialize)]
+pub struct ActionForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    token: String,
+    #[serde(default)]
+    reason: String,
+}
+
+#[derive(Clone, Copy)]
+enum Action {
+    Cancel,
+    Retry,
+}
+
+impl Action {
+    fn path(self) -> &'static str {
+        match self {
+            Self::Cancel => "cancel",
+            Self::Retry => "retry",
+        }
+    }
+}
+
+/// `GET /runs/{id}/cancel`.
+pub async fn confirm_cancel(
+    State(app): State<AppState>,
+    Path(run_id): Path<Uuid>,
+    headers: HeaderMap,
+) -> Result<Response, PageError> {
+    confirm(&app, run_id, &headers, Action::Cancel).await
+}
+
+/// `GET /runs/{id}/retry`.
+pub async fn confirm_retry(
+    State(app): State<AppState>,
+    Path(run_id): Path<Uuid>,
+    headers: HeaderMap,
+) -> Result<Response, PageError> {
+    confirm(&app, run_id, &headers, Action::Retry).await
+}
+
+async fn confirm(
+    app: &AppState,
+    run_id: Uuid,
+    headers: &HeaderMap,
+    action: Action,
+) -> Result<Response, PageError> {
+    let run = pgflow_runtime::engine::run(app.db(), run_id).await?;
+    let (csrf, set_cookie) = security::csrf_for_form(headers);
+    let (title, explain, button) = match action {
+        Action::Cancel => (
+            "Cancel this run?",
+            "No step of it starts any more, its queued tasks never reach a handler and a \
+             running handler's result is discarded. This cannot be undone (a cancelled run can \
+             be resumed as a new run from the command line).",
+            "Cancel the run",
+        ),
+        Action::Retry => (
+            "Retry this run?",
+            "Its failed steps, and only they, run again with a fresh budget of attempts; \
+             completed steps keep their outputs.",
+            "Retry the run",
+        ),
+    };
+    let content = html! {
+        h1 { (title) }
+        p { "Run " a.mono href=(format!("/runs/{run_id}")) { (run_id) } " of "
+            (run.flow_slug) " is " (super::badge(run.status.as_str())) "." }
+        p { (explain) }
+        form.confirm method="post" action=(format!("/runs/{run_id}/{}", action.path())) {
+            input type="hidden" name="csrf" value=(csrf);
+            @if matches!(action, Action::Cancel) {
+                label { "Reason (optional) " input type="text" name="reason" maxlength="500"; }
+            }
+            label { "Action token "
+                input type="password" name="token" required autocomplete="current-password"; }
+            button.danger type="submit" { (button) }
+            " " a href=(format!("/runs/{run_id}")) { "Back" }
+        }
+    };
+    let mut response = Html(frame(app, title, content).into_string()).into_response();
+    if let Some(cookie) = set_cookie {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    Ok(response)
+}
+
+/// `POST /runs/{id}/cancel`.
+pub async fn cancel(
+    State(app): State<AppState>,
+    Path(run_id): Path<Uuid>,
+    headers: HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Result<Response, PageError> {
+    security::check_action(&app.config.access, &headers, &form.csrf, &form.token)?;
+    let reason = Some(form.reason.trim()).filter(|r| !r.is_empty());
+    let outcome = app.client.cancel(run_id, reason).await?;
+    tracing::info!(%run_id, cancelled = outcome.cancelled, "cancel from the dashboard");
+    Ok(Redirect::to(&format!("/runs/{run_id}")).into_response())
+}
+
+/// `POST /runs/{id}/retry`.
+pub async fn retry(
+    State(app): State<AppState>,
+    Path(run_id): Path<Uuid>,
+    headers: HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Result<Response, PageError> {
+    security::check_action(&app.config.access, &headers, &form.csrf, &form.token)?;
+    let outcome = app.client.retry(run_id).await?;
+    tracing::info!(%run_id, retried = outcome.retried, "retry from the dashboard");
+    Ok(Redirect::to(&format!("/runs/{run_id}")).into_response())
+}
+
+/// Any action on a read-only dashboard.
+pub async fn read_only() -> PageError {
+    PageError::Refused(Refusal::ReadOnly)
+}

@@ -1,0 +1,121 @@
+//! The pages, rendered on the server, and what they share: the page frame, status badges,
+//! times, durations and sizes.
+
+pub mod actions;
+pub mod flow;
+pub mod overview;
+pub mod run;
+pub mod runs;
+
+use std::time::Duration;
+
+use axum::http::Uri;
+use chrono::{DateTime, Utc};
+use maud::{DOCTYPE, Markup, html};
+
+use crate::app::AppState;
+use crate::error::PageError;
+
+/// A whole page: the frame around `content`, titled `title`.
+pub fn frame(app: &AppState, title: &str, content: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · pgflow" }
+                link rel="stylesheet" href="/assets/app.css";
+                script src="/assets/app.js" defer {}
+            }
+            body {
+                header.top {
+                    a.brand href="/" { "pgflow" }
+                    nav {
+                        a href="/" { "Overview" }
+                        a href="/runs" { "Runs" }
+                    }
+                    span.mode {
+                        @if app.config.actions_enabled() { "actions need the token" }
+                        @else { "read-only" }
+                        @if app.config.hide_payloads { " · payloads hidden" }
+                    }
+                }
+                main { (content) }
+            }
+        }
+    }
+}
+
+/// A status as a coloured badge (`data-status` carries it for scripts and tests).
+pub fn badge(status: &str) -> Markup {
+    html! { span.badge.(format!("status-{status}")) data-status=(status) { (status) } }
+}
+
+/// A time in UTC, to the second, with its exact value for machines.
+pub fn time(at: DateTime<Utc>) -> Markup {
+    html! { time datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M:%S")) } }
+}
+
+/// An optional time, or a dash.
+pub fn maybe_time(at: Option<DateTime<Utc>>) -> Markup {
+    match at {
+        Some(at) => time(at),
+        None => html! { "–" },
+    }
+}
+
+/// How long from `start` to `end` (or to now, while it has not ended), to the millisecond.
+pub fn duration(start: Option<DateTime<Utc>>, end: Option<DateTime<Utc>>) -> String {
+    let Some(start) = start else {
+        return "–".to_owned();
+    };
+    let end = end.unwrap_or_else(Utc::now);
+    let millis = (end - start).num_milliseconds().max(0);
+    let rounded = if millis >= 10_000 {
+        Duration::from_secs((millis / 1000) as u64)
+    } else {
+        Duration::from_millis(millis as u64)
+    };
+    humantime::format_duration(rounded).to_string()
+}
+
+/// A size in bytes for people: `812 B`, `3.4 KiB`, `1.2 MiB`.
+pub fn size(bytes: i64) -> String {
+    const KIB: f64 = 1024.0;
+    let b = bytes as f64;
+    if b < KIB {
+        format!("{bytes} B")
+    } else if b < KIB * KIB {
+        format!("{:.1} KiB", b / KIB)
+    } else {
+        format!("{:.1} MiB", b / (KIB * KIB))
+    }
+}
+
+/// The first 8 characters of an id, for tables (the link carries the whole).
+pub fn short_id(id: uuid::Uuid) -> String {
+    id.simple().to_string()[..8].to_owned()
+}
+
+/// Any path the dashboard does not serve.
+pub async fn not_found(uri: Uri) -> PageError {
+    PageError::NotFound(format!("the dashboard has no page at {}", uri.path()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes_read_well() {
+        let start = DateTime::from_timestamp_millis(1_000_000).unwrap();
+        let later = |ms: i64| Some(DateTime::from_timestamp_millis(1_000_000 + ms).unwrap());
+        assert_eq!(duration(Some(start), later(1_234)), "1s 234ms");
+        assert_eq!(duration(Some(start), later(75_400)), "1m 15s");
+        assert_eq!(duration(None, later(1)), "–");
+        assert_eq!(size(812), "812 B");
+        assert_eq!(size(3_500), "3.4 KiB");
+        assert_eq!(size(1_300_000), "1.2 MiB");
+    }
+}

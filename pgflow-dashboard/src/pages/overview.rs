@@ -1,0 +1,168 @@
+//! The overview: queues, workers, aliases and flows, open rollouts and the drain status of
+//! flows being retired.
+
+use axum::extract::State;
+use axum::response::Html;
+use maud::{Markup, html};
+use pgflow_runtime::engine::inspect::{self, WorkerFilter};
+use pgflow_runtime::engine::{self, DrainStatus, FlowSummary};
+
+use super::{badge, frame, short_id, time};
+use crate::app::AppState;
+use crate::error::PageError;
+
+/// `GET /`.
+pub async fn page(State(app): State<AppState>) -> Result<Html<String>, PageError> {
+    let db = app.db();
+    let queues = inspect::queues(db).await?;
+    app.throughput.record(&queues);
+    let workers = inspect::workers(db, WorkerFilter::NotStopped).await?;
+    let aliases = inspect::aliases(db).await?;
+    let flows = engine::flow_summaries(db, None).await?;
+    let rollouts = engine::rollouts(db, true).await?;
+    // A version no longer active that runs still use or workers still carry is being drained.
+    let mut drains = Vec::new();
+    for flow in flows.iter().filter(|f| !f.active) {
+        let carried = workers
+            .iter()
+            .any(|w| w.flow_slugs.contains(&flow.flow_slug));
+        if carried || flow.started_runs > 0 {
+            drains.push(engine::drain_status(db, &flow.flow_slug, None).await?);
+        }
+    }
+
+    let content = html! {
+        div #overview data-refresh-ms="5000" {
+        h1 { "Overview" }
+        section #queues {
+            h2 { "Queues" }
+            @if queues.is_empty() { p.empty { "No queues yet: start a worker." } }
+            @else {
+                table {
+                    thead { tr {
+                        th { "Queue" } th.num { "Depth" } th.num { "Oldest message" }
+                        th.num { "In flight" } th.num { "Sent/s (last minute)" }
+                        th.num { "Live workers" }
+                    } }
+                    tbody {
+                        @for q in &queues {
+                            tr data-queue=(q.queue_name) {
+                                td { (q.queue_name) }
+                                td.num { (q.depth) }
+                                td.num { @match q.oldest_message_age_seconds {
+                                    Some(age) => { (age) " s" }
+                                    None => { "–" }
+                                } }
+                                td.num { (q.in_flight_tasks) }
+                                td.num { @match app.throughput.per_second(&q.queue_name) {
+                                    Some(rate) => { (format!("{rate:.1}")) }
+                                    None => { "–" }
+                                } }
+                                td.num.(if q.live_workers == 0 && q.depth > 0 { "alert" } else { "" }) {
+                                    (q.live_workers)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section #workers {
+            h2 { "Workers" }
+            @if workers.is_empty() { p.empty { "No worker is running." } }
+            @else {
+                table {
+                    thead { tr {
+                        th { "Worker" } th { "Queue" } th { "Function" } th { "Flows" }
+                        th { "Liveness" } th.num { "Last heartbeat" }
+                    } }
+                    tbody {
+                        @for w in &workers {
+                            tr data-worker=(w.worker_id) {
+                                td.mono title=(w.worker_id) { (short_id(w.worker_id)) }
+                                td { (w.queue_name) }
+                                td { (w.function_name) }
+                                td { @for (i, slug) in w.flow_slugs.iter().enumerate() {
+                                    @if i > 0 { ", " }
+                                    a href=(format!("/flows/{slug}")) { (slug) }
+                                } }
+                                td { (badge(w.liveness().as_str())) }
+                                td.num { (format!("{:.0} s ago", w.heartbeat_age_seconds)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section #flows {
+            h2 { "Aliases and flows" }
+            @if flows.is_empty() { p.empty { "No flow is defined yet." } }
+            @else { (flow_table(&flows, &aliases)) }
+        }
+        section #rollouts {
+            h2 { "Open rollouts" }
+            @if rollouts.is_empty() { p.empty { "None." } }
+            @else {
+                table {
+                    thead { tr { th.num { "Rollout" } th { "Disabled functions" } th { "Begun" } } }
+                    tbody { @for r in &rollouts {
+                        tr { td.num { (r.rollout_id) } td { (r.function_names.join(", ")) }
+                             td { (time(r.begun_at)) } }
+                    } }
+                }
+            }
+        }
+        section #drains {
+            h2 { "Draining versions" }
+            @if drains.is_empty() { p.empty { "No retired version is still in use." } }
+            @else { (drain_table(&drains)) }
+        }
+        }
+    };
+    Ok(Html(frame(&app, "Overview", content).into_string()))
+}
+
+fn flow_table(flows: &[FlowSummary], aliases: &[inspect::AliasTarget]) -> Markup {
+    html! {
+        table {
+            thead { tr {
+                th { "Alias" } th { "Flow" } th.num { "Version" } th { "Active" }
+                th.num { "Steps" } th.num { "Runs going" } th { "Defined" }
+            } }
+            tbody { @for f in flows {
+                tr data-flow=(f.flow_slug) {
+                    td { a href=(format!("/runs?flow={}", f.alias)) { (f.alias) } }
+                    td { a href=(format!("/flows/{}", f.flow_slug)) { (f.flow_slug) } }
+                    td.num { (f.version) }
+                    td { @if f.active {
+                        @let since = aliases.iter().find(|a| a.flow_slug == f.flow_slug);
+                        "active"
+                        @if let Some(a) = since { " since " (time(a.activated_at)) }
+                    } }
+                    td.num { (f.steps) }
+                    td.num { a href=(format!("/runs?flow={}&status=started", f.flow_slug)) { (f.started_runs) } }
+                    td { (time(f.created_at)) }
+                }
+            } }
+        }
+    }
+}
+
+fn drain_table(drains: &[DrainStatus]) -> Markup {
+    html! {
+        table {
+            thead { tr {
+                th { "Flow" } th.num { "Runs going" } th.num { "Queued tasks" }
+                th.num { "Started tasks" } th { "Pending steps" } th { "Safe to remove" }
+            } }
+            tbody { @for d in drains {
+                tr {
+                    td { a href=(format!("/flows/{}", d.flow_slug)) { (d.flow_slug) } }
+                    td.num { (d.started_runs) } td.num { (d.queued_tasks) }
+                    td.num { (d.started_tasks) } td { (d.pending_steps.join(", ")) }
+                    td { @if d.safe_to_remove { "yes" } @else { "not yet" } }
+                }
+            } }
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The run page: the run's facts, its DAG with each step's state, its steps' tasks, attempts,
+//! durations, errors and output sizes, its failed attempts and its payloads. While the run is
+//! going, the page's script follows its events and swaps in a fresh body (`GET
+//! /runs/{id}/body`) after each.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, State};
+use axum::response::Html;
+use maud::{Markup, PreEscaped, html};
+use pgflow_runtime::engine::inspect;
+use pgflow_runtime::engine::{self, PayloadPreview, RunStatus};
+use uuid::Uuid;
+
+use super::{badge, duration, frame, maybe_time, size, time};
+use crate::app::AppState;
+use crate::dag;
+use crate::error::PageError;
+
+/// The longest error text a table cell shows.
+const ERROR_CHARS: usize = 600;
+/// Failed attempts listed.
+const ATTEMPTS_SHOWN: i64 = 50;
+
+/// `GET /runs/{run_id}`.
+pub async fn page(
+    State(app): State<AppState>,
+    Path(run_id): Path<Uuid>,
+) -> Result<Html<String>, PageError> {
+    let body = run_body(&app, run_id).await?;
+    let title = format!("Run {}", super::short_id(run_id));
+    Ok(Html(frame(&app, &title, body).into_string()))
+}
+
+/// `GET /runs/{run_id}/body`: the page's body alone, for the live redraw.
+pub async fn body(
+    State(app): State<AppState>,
+    Path(run_id): Path<Uuid>,
+) -> Result<Html<String>, PageError> {
+    Ok(Html(run_body(&app, run_id).await?.into_string()))
+}
+
+fn truncate(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
+    let db = app.db();
+    let run = engine::run(db, run_id).await?;
+    let steps = inspect::run_steps(db, run_id).await?;
+    let graph = inspect::flow_graph(db, &run.flow_slug).await?;
+    let counts = engine::step_task_counts(db, run_id).await?;
+    let attempts = inspect::failed_attempts(db, run_id, ATTEMPTS_SHOWN).await?;
+    let payloads = if app.config.hide_payloads {
+        None
+    } else {
+        Some(engine::run_payloads(db, run_id, i32::from(app.config.payload_preview_chars)).await?)
+    };
+
+    let states: HashMap<String, String> = steps
+        .iter()
+        .map(|s| (s.step_slug.clone(), s.status.clone()))
+        .collect();
+    let map_steps: Vec<&str> = graph
+        .steps
+        .iter()
+        .filter(|s| s.step_type == "map")
+        .map(|s| s.step_slug.as_str())
+        .collect();
+    let live = run.status == RunStatus::Started;
+    let ended_at = run.completed_at.or(run.failed_at).or(run.cancelled_at);
+    let actions = app.config.actions_enabled();
+
+    Ok(html! {
+        div #run-body data-run=(run_id) data-live=(live) data-status=(run.status.as_str()) {
+            h1 { "Run " span.mono { (run_id) } " " (badge(run.status.as_str())) }
+            dl.facts {
+                dt { "Flow" } dd { a href=(format!("/flows/{}", run.flow_slug)) { (run.flow_slug) } }
+                dt { "Started" } dd { (time(run.started_at)) }
+                dt { "Ended" } dd { (maybe_time(ended_at)) }
+                dt { "Duration" } dd { (duration(Some(run.started_at), ended_at)) }
+                dt { "Steps left" } dd { (run.remaining_steps) }
+                @if run.retry_count > 0 { dt { "Retries" } dd { (run.retry_count) } }
+                @if let Some(reason) = &run.cancel_reason { dt { "Cancel reason" } dd { (reason) } }
+                @if let Some(from) = run.resumed_from {
+                    dt { "Resumed from" }
+                    dd { a href=(format!("/runs/{from}")) { (from) }
+                         @if let Some(step) = &run.resumed_at_step { " at " (step) } }
+                }
+                @if let Some(at) = run.scheduled_for { dt { "Scheduled for" } dd { (time(at)) } }
+                @if let Some(key) = &run.idempotency_key { dt { "Idempotency key" } dd.mono { (key) } }
+            }
+            @if actions && (run.status == RunStatus::Started || run.status == RunStatus::Failed) {
+                p.actions {
+                    @if run.status == RunStatus::Started {
+                        a.button.danger #cancel href=(format!("/runs/{run_id}/cancel")) { "Cancel run…" }
+                    }
+                    @if run.status == RunStatus::Failed {
+                        a.button #retry href=(format!("/runs/{run_id}/retry")) { "Retry failed steps…" }
+                    }
+                }
+            }
+            @if live { p.live { "Live: this page follows the run as it goes." } }
+            section {
+                h2 { "Steps" }
+                div.dag { (PreEscaped(dag::render(&graph, Some(&states)))) }
+                table #steps {
+                    thead { tr {
+                        th { "Step" } th { "Status" } th { "Queue" } th { "Tasks" }
+                        th.num { "Attempts" } th { "Started" } th.num { "Duration" }
+                        th.num { "Output" } th { "Error" }
+                    } }
+                    tbody { @for step in &steps {
+                        @let count = counts.iter().find(|c| c.step_slug == step.step_slug);
+                        tr data-step=(step.step_slug) data-status=(step.status) {
+                            td { (step.step_slug) }
+                            td { (badge(&step.status))
+                                 @if let Some(reason) = &step.skip_reason { " (" (reason) ")" } }
+                            td { (step.queue_name) }
+                            td { @match (count, map_steps.contains(&step.step_slug.as_str())) {
+                                (Some(c), true) => {
+                                    (c.completed) " of " (c.total) " done"
+                                    @if c.failed > 0 { ", " span.failed { (c.failed) " failed" } }
+                                    @if c.started > 0 { ", " (c.started) " running" }
+                                }
+                                (Some(c), false) => { (c.total) }
+                                (None, _) => { @match step.tasks { Some(0) => { "0 (empty map)" } _ => { "–" } } }
+                            } }
+                            td.num { (step.max_attempt.map(|a| a.to_string()).unwrap_or_else(|| "–".into())) }
+                            td { (maybe_time(step.started_at)) }
+                            td.num { (duration(step.started_at, step.ended_at)) }
+                            td.num { (step.output_bytes.map(|b| size(i64::from(b))).unwrap_or_else(|| "–".into())) }
+                            td.error { @if let Some(error) = &step.error { (truncate(error, ERROR_CHARS)) } }
+                        }
+                    } }
+                }
+            }
+            @if !attempts.is_empty() {
+                section {
+                    h2 { "Failed attempts" }
+                    table #attempts {
+                        thead { tr {
+                            th { "Step" } th.num { "Task" } th.num { "Attempt" } th { "Outcome" }
+                            th { "Ended" } th { "Error" }
+                        } }
+                        tbody { @for a in &attempts {
+                            tr {
+                                td { (a.step_slug) } td.num { (a.task_index) } td.num { (a.attempt) }
+                                td { (a.outcome) } td { (time(a.ended_at)) }
+                                td.error { (truncate(&a.error, ERROR_CHARS)) }
+                            }
+                        } }
+                    }
+                }
+            }
+            section #payloads {
+                h2 { "Payloads" }
+                @match &payloads {
+                    None => { p.empty { "Hidden (the dashboard was started with --hide-payloads)." } }
+                    Some(payloads) => {
+                        @if let Some(input) = &payloads.input { (preview("Input", input)) }
+                        @if let Some(output) = &payloads.output { (preview("Output", output)) }
+                        @for (step, output) in &payloads.steps { (preview(&format!("Output of {step}"), output)) }
+                    }
+                }
+            }
+        }
+    })
+}
+
+fn preview(label: &str, payload: &PayloadPreview) -> Markup {
+    html! {
+        details.payload {
+            summary { (label) " · " (size(i64::from(payload.bytes)))
+                      @if payload.truncated { " · truncated" } }
+            pre { (payload.text) @if payload.truncated { "…" } }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn long_text_is_cut_at_a_character() {
+        assert_eq!(super::truncate("héllo", 2), "hé…");
+        assert_eq!(super::truncate("hé", 2), "hé");
+    }
+}

@@ -1,0 +1,126 @@
+// The dashboard in a real browser (Debian's chromium through playwright-core). Started by
+// pgflow-dashboard/tests/browser.rs, which serves the dashboard and runs the workers and passes
+// what to look at in the environment. Each check throws with what it saw; the exit code says
+// whether all passed.
+import { chromium } from "playwright-core";
+import { mkdirSync } from "node:fs";
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set (tests/browser.rs sets it)`);
+  return value;
+};
+const base = env("DASHBOARD_URL");
+const queue = env("QUEUE");
+const runningRun = env("RUN_RUNNING");
+const failedRun = env("RUN_FAILED");
+const cancelRun = env("RUN_TO_CANCEL");
+const failedError = env("FAILED_ERROR");
+const token = env("ACTION_TOKEN");
+const shots = env("SCREENSHOT_DIR");
+mkdirSync(shots, { recursive: true });
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking"],
+});
+const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+const failures = [];
+async function check(name, body) {
+  try {
+    await body();
+    console.log(`ok    ${name}`);
+  } catch (error) {
+    failures.push(name);
+    console.log(`FAIL  ${name}: ${error.message}`);
+    await page.screenshot({ path: `${shots}/failed-${name.replace(/\W+/g, "-")}.png`, fullPage: true })
+      .catch(() => {});
+  }
+}
+function expect(condition, message) {
+  if (!condition) throw new Error(message);
+}
+
+await check("the overview lists the queue and its live worker", async () => {
+  await page.goto(`${base}/`);
+  const row = page.locator(`#queues tr[data-queue="${queue}"]`);
+  await row.waitFor({ timeout: 10000 });
+  const workers = page.locator(`#workers tr[data-worker]`, { hasText: queue });
+  expect(await workers.count() >= 1, `no worker row for queue ${queue}`);
+  const liveness = await workers.first().locator("[data-status]").getAttribute("data-status");
+  expect(liveness === "alive", `the worker is ${liveness}, not alive`);
+  await page.screenshot({ path: `${shots}/overview.png`, fullPage: true });
+});
+
+await check("a running run's page turns completed without a reload", async () => {
+  await page.goto(`${base}/runs/${runningRun}`);
+  const status = await page.locator("#run-body").getAttribute("data-status");
+  expect(status === "started", `the run is ${status} when the page opens, expected started`);
+  await page.evaluate(() => { window.__sameDocument = true; });
+  await page.locator('#run-body[data-status="completed"]').waitFor({ timeout: 30000 });
+  const same = await page.evaluate(() => window.__sameDocument === true);
+  expect(same, "the page was reloaded (its script state is gone)");
+  const steps = await page.locator("#steps tr[data-step]").evaluateAll(
+    (rows) => rows.map((row) => row.getAttribute("data-status")));
+  expect(steps.every((s) => s === "completed"), `steps are ${steps.join(", ")}`);
+  await page.screenshot({ path: `${shots}/run.png`, fullPage: true });
+});
+
+await check("a failed step shows its error", async () => {
+  await page.goto(`${base}/runs/${failedRun}`);
+  const badge = await page.locator("#run-body").getAttribute("data-status");
+  expect(badge === "failed", `the run is ${badge}`);
+  const error = await page.locator('#steps tr[data-status="failed"] td.error').first().innerText();
+  expect(error.includes(failedError), `the failed step's error reads "${error}"`);
+  await page.screenshot({ path: `${shots}/failed-run.png`, fullPage: true });
+});
+
+await check("the status and flow filters narrow the runs", async () => {
+  await page.goto(`${base}/runs`);
+  await page.selectOption('select[name="status"]', "failed");
+  await Promise.all([page.waitForURL(/status=failed/), page.click('form.filters button[type="submit"]')]);
+  const failedRows = await page.locator("#runs tr[data-run]").evaluateAll(
+    (rows) => rows.map((row) => [row.getAttribute("data-run"),
+                                 row.querySelector("[data-status]").getAttribute("data-status")]));
+  expect(failedRows.length >= 1, "no failed run listed");
+  expect(failedRows.every(([, s]) => s === "failed"), `statuses: ${failedRows.map(([, s]) => s)}`);
+  expect(failedRows.some(([id]) => id === failedRun), "the failed run is missing");
+  expect(!failedRows.some(([id]) => id === runningRun), "the completed run is listed as failed");
+  await page.selectOption('select[name="status"]', "completed");
+  await Promise.all([page.waitForURL(/status=completed/), page.click('form.filters button[type="submit"]')]);
+  const completed = await page.locator("#runs tr[data-run]").evaluateAll(
+    (rows) => rows.map((row) => row.getAttribute("data-run")));
+  expect(completed.includes(runningRun) && !completed.includes(failedRun),
+         `completed filter lists ${completed}`);
+  await page.screenshot({ path: `${shots}/runs.png`, fullPage: true });
+});
+
+await check("cancel refuses a wrong token, then cancels with the right one", async () => {
+  await page.goto(`${base}/runs/${cancelRun}`);
+  await Promise.all([page.waitForURL(/\/cancel$/), page.click("#cancel")]);
+  await page.fill('input[name="token"]', "not-the-token-at-all");
+  const refused = page.waitForResponse((r) => r.request().method() === "POST");
+  await page.click("form.confirm button[type=submit]");
+  const response = await refused;
+  expect(response.status() === 403, `a wrong token got ${response.status()}`);
+  const message = await page.locator(".error-message").innerText();
+  expect(message.includes("wrong action token"), `the refusal reads "${message}"`);
+  await page.goto(`${base}/runs/${cancelRun}`);
+  const still = await page.locator("#run-body").getAttribute("data-status");
+  expect(still === "started", `after the refusal the run is ${still}`);
+
+  await Promise.all([page.waitForURL(/\/cancel$/), page.click("#cancel")]);
+  await page.fill('input[name="reason"]', "cancelled from the browser test");
+  await page.fill('input[name="token"]', token);
+  await Promise.all([page.waitForURL(new RegExp(`/runs/${cancelRun}$`)),
+                     page.click("form.confirm button[type=submit]")]);
+  await page.locator('#run-body[data-status="cancelled"]').waitFor({ timeout: 10000 });
+  await page.screenshot({ path: `${shots}/cancelled-run.png`, fullPage: true });
+});
+
+await browser.close();
+if (failures.length > 0) {
+  console.log(`${failures.length} browser check(s) failed: ${failures.join("; ")}`);
+  process.exit(1);
+}

@@ -1,0 +1,233 @@
+//! The dashboard over HTTP against real Postgres and a real worker: every page answers, a
+//! failed step's error shows, payloads can be hidden, and cancel is refused without the token,
+//! from another site, with a stale form or on a read-only dashboard, and works with all three.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::http::{Request, StatusCode, header};
+use pgflow::Client;
+use pgflow::engine::RunStatus;
+use pgflow_dashboard::{Access, ActionToken, DashboardConfig};
+use sqlx::PgPool;
+use tower::ServiceExt;
+use uuid::Uuid;
+
+use support::{DECLINED, Order};
+
+const TOKEN: &str = "a-test-token-of-some-length";
+
+fn dashboard(pool: &PgPool, access: Access, hide_payloads: bool) -> Router {
+    let mut config = DashboardConfig::new(access);
+    config.hide_payloads = hide_payloads;
+    pgflow_dashboard::router(config, pool.clone())
+}
+
+fn with_token() -> Access {
+    Access::Token(ActionToken::new(TOKEN).unwrap())
+}
+
+async fn get(app: &Router, path: &str) -> (StatusCode, String, Option<String>) {
+    let response = app
+        .clone()
+        .oneshot(Request::get(path).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let cookie = response
+        .headers()
+        .get(header::SET_COOKIE)
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body = to_bytes(response.into_body(), 4 << 20).await.unwrap();
+    (status, String::from_utf8(body.to_vec()).unwrap(), cookie)
+}
+
+async fn post(
+    app: &Router,
+    path: &str,
+    headers: &[(&str, &str)],
+    form: &str,
+) -> (StatusCode, String) {
+    let mut request = Request::post(path)
+        .header(header::HOST, "127.0.0.1:8080")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = app
+        .clone()
+        .oneshot(request.body(Body::from(form.to_owned())).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = to_bytes(response.into_body(), 4 << 20).await.unwrap();
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+/// The CSRF token in a confirmation form, and its cookie.
+fn csrf_of(page: &str, set_cookie: &str) -> (String, String) {
+    let start = page.find("name=\"csrf\" value=\"").unwrap() + "name=\"csrf\" value=\"".len();
+    let csrf = page[start..start + 64].to_owned();
+    let cookie = set_cookie.split(';').next().unwrap().to_owned();
+    assert_eq!(cookie, format!("pgflow_csrf={csrf}"));
+    (csrf, cookie)
+}
+
+async fn status_of(pool: &PgPool, run_id: Uuid) -> RunStatus {
+    pgflow::engine::run(pool, run_id).await.unwrap().status
+}
+
+#[sqlx::test(migrations = false)]
+async fn every_page_answers_and_a_failed_step_shows_its_error(pool: PgPool) {
+    let _worker = support::installed_with_worker(&pool).await;
+    let client = Client::new(pool.clone());
+    let done = support::start(&client, Order::quick()).await;
+    let failed = support::start(
+        &client,
+        Order {
+            fail: true,
+            ..Order::quick()
+        },
+    )
+    .await;
+    assert_eq!(support::ended(&client, done).await, RunStatus::Completed);
+    assert_eq!(support::ended(&client, failed).await, RunStatus::Failed);
+    let app = dashboard(&pool, with_token(), false);
+
+    let (status, overview, _) = get(&app, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(overview.contains(r#"data-queue="browsed""#), "{overview}");
+    assert!(
+        overview.contains("dashboard_tests"),
+        "the worker's function is missing"
+    );
+
+    let (status, runs, _) = get(&app, "/runs?flow=browsed&status=failed").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(runs.contains(&failed.to_string()) && !runs.contains(&done.to_string()));
+
+    let (status, page, _) = get(&app, &format!("/runs/{done}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains("3 of 3 done"),
+        "the map step's elements are not counted: {page}"
+    );
+
+    let (status, page, _) = get(&app, &format!("/runs/{failed}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains(DECLINED),
+        "the step's error is missing: {page}"
+    );
+    assert!(page.contains("<svg"), "the DAG is missing");
+    assert!(page.contains(r#"id="retry""#), "a failed run offers retry");
+    assert!(
+        page.contains("&quot;quick&quot;") || page.contains("\"quick\""),
+        "the input preview is missing"
+    );
+
+    let (status, flow, _) = get(&app, "/flows/browsed_v1").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(flow.contains(r#"data-step="settle""#) && flow.contains("<svg"));
+
+    let (status, _, _) = get(&app, &format!("/runs/{}", Uuid::nil())).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, body, _) = get(&app, "/runs?status=done").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("`status` is `done`"), "{body}");
+    let (status, body, _) = get(&app, "/runs?flow=nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body.contains("no flow or alias named `nope`"), "{body}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn hidden_payloads_never_reach_the_page(pool: PgPool) {
+    let _worker = support::installed_with_worker(&pool).await;
+    let client = Client::new(pool.clone());
+    let secret = "card-4111-1111";
+    let run = support::start(
+        &client,
+        Order {
+            note: secret.into(),
+            ..Order::quick()
+        },
+    )
+    .await;
+    support::ended(&client, run).await;
+
+    let shown = dashboard(&pool, with_token(), false);
+    let (_, page, _) = get(&shown, &format!("/runs/{run}")).await;
+    assert!(page.contains(secret), "payloads are shown by default");
+
+    let hidden = dashboard(&pool, with_token(), true);
+    let (_, page, _) = get(&hidden, &format!("/runs/{run}")).await;
+    assert!(!page.contains(secret), "a hidden payload leaked: {page}");
+    assert!(page.contains("--hide-payloads"));
+}
+
+#[sqlx::test(migrations = false)]
+async fn cancel_needs_the_token_a_same_site_form_and_its_csrf_cookie(pool: PgPool) {
+    let _worker = support::installed_with_worker(&pool).await;
+    let client = Client::new(pool.clone());
+    let run = support::start(
+        &client,
+        Order {
+            wait_ms: 60_000,
+            ..Order::quick()
+        },
+    )
+    .await;
+    let app = dashboard(&pool, with_token(), false);
+    let path = format!("/runs/{run}/cancel");
+
+    let (status, form, set_cookie) = get(&app, &path).await;
+    assert_eq!(status, StatusCode::OK);
+    let (csrf, cookie) = csrf_of(&form, &set_cookie.expect("the form sets its CSRF cookie"));
+    let same_site = [
+        ("cookie", cookie.as_str()),
+        ("origin", "http://127.0.0.1:8080"),
+    ];
+
+    let wrong_token = format!("csrf={csrf}&token=not-the-right-token");
+    let (status, body) = post(&app, &path, &same_site, &wrong_token).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(body.contains("wrong action token"), "{body}");
+
+    let right = format!("csrf={csrf}&token={TOKEN}&reason=test");
+    let cross_site = [
+        ("cookie", cookie.as_str()),
+        ("origin", "http://evil.example"),
+    ];
+    let (status, body) = post(&app, &path, &cross_site, &right).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(body.contains("another site"), "{body}");
+
+    let (status, body) = post(&app, &path, &[("origin", "http://127.0.0.1:8080")], &right).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "no CSRF cookie");
+    assert!(body.contains("CSRF"), "{body}");
+
+    let read_only = dashboard(&pool, Access::ReadOnly, false);
+    let (status, body) = post(&read_only, &path, &same_site, &right).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(body.contains("read-only"), "{body}");
+    let (_, page, _) = get(&read_only, &format!("/runs/{run}")).await;
+    assert!(
+        !page.contains(r#"id="cancel""#),
+        "a read-only dashboard offers cancel"
+    );
+
+    assert_eq!(
+        status_of(&pool, run).await,
+        RunStatus::Started,
+        "a refused cancel changed the run"
+    );
+
+    let (status, _) = post(&app, &path, &same_site, &right).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(status_of(&pool, run).await, RunStatus::Cancelled);
+    let run_row = pgflow::engine::run(&pool, run).await.unwrap();
+    assert_eq!(run_row.cancel_reason.as_deref(), Some("test"));
+}
