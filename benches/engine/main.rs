@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 
+mod anchor;
 mod claim_scale;
 mod dashboard_pages;
 
@@ -122,7 +123,7 @@ struct Options {
     /// medians.
     repeat: usize,
     /// `--only=a,b`: run just these scenarios (limit, single, chain3, fanout, shared, low_load,
-    /// fanout_one, memory, claim_scale, per_call, dashboard).
+    /// fanout_one, memory, claim_scale, per_call, anchor, dashboard).
     only: Option<Vec<String>>,
     /// `--matrix=1x100,10x10`: (workers, batch) pairs instead of the default matrix.
     matrix: Option<Vec<(usize, usize)>>,
@@ -216,6 +217,7 @@ async fn main() -> Result<(), Error> {
     };
 
     print_table(&rows);
+    print_anchor_ratios(&rows);
     if options.repeat > 1 {
         println!(
             "\nmatrix rows: the median of {} repeats (each repeat measures its limit first; \
@@ -343,6 +345,19 @@ async fn matrix_cell(options: &Options, workers: usize, batch: usize) -> Result<
             )
             .await?,
         )
+    }
+    // The anchor: pgflow 0.8.1's SQL core under the same method (issue 21).
+    if options.wants("anchor") {
+        for (flow, runs) in [
+            (anchor::AnchorFlow::Single, scale(2_000)),
+            (anchor::AnchorFlow::Chain3, scale(1_000)),
+            (
+                anchor::AnchorFlow::Fanout,
+                if options.smoke { 4 } else { 40 },
+            ),
+        ] {
+            measured.push(anchor::anchor_per_call(flow, runs, CLIENTS, (workers, batch)).await?);
+        }
     }
     for mut row in measured {
         row.vs_limit = ceiling.map(|ceiling| row.tasks_per_s / ceiling);
@@ -992,6 +1007,44 @@ async fn print_machine() -> Result<(), Error> {
             .join(", ")
     );
     Ok(())
+}
+
+/// Each per-call row next to pgflow 0.8.1's row of the same flow and workers, with the ratio.
+fn print_anchor_ratios(rows: &[Row]) {
+    let pairs: Vec<(&Row, &Row)> = rows
+        .iter()
+        .filter_map(|ours| {
+            let flow = ours.scenario.strip_suffix(", 1 run/call")?;
+            let anchor = rows.iter().find(|r| {
+                r.scenario == format!("{flow}, pgflow 0.8.1")
+                    && (r.workers, r.batch) == (ours.workers, ours.batch)
+            })?;
+            Some((ours, anchor))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    println!(
+        "\nper-call method ({CLIENTS} clients, one run per call), against pgflow 0.8.1's SQL core:"
+    );
+    println!(
+        "{:<8} {:>3} {:>5} {:>12} {:>12} {:>7} {:>10} {:>10}",
+        "flow", "wrk", "batch", "0.8.1 t/s", "ours t/s", "ratio", "0.8.1 p50", "ours p50"
+    );
+    for (ours, anchor) in pairs {
+        println!(
+            "{:<8} {:>3} {:>5} {:>12.0} {:>12.0} {:>6.1}× {:>8.1}ms {:>8.1}ms",
+            ours.scenario.split(',').next().unwrap_or_default(),
+            ours.workers,
+            ours.batch,
+            anchor.tasks_per_s,
+            ours.tasks_per_s,
+            ours.tasks_per_s / anchor.tasks_per_s,
+            anchor.run_p50_ms,
+            ours.run_p50_ms
+        );
+    }
 }
 
 fn print_table(rows: &[Row]) {
