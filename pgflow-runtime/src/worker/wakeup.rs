@@ -8,6 +8,13 @@
 //! worker per notification; a worker whose claim came back full wakes the next one
 //! ([`QueueWakeup::pass_on`]), so a burst still reaches every worker, one claim at a time.
 //!
+//! Under load the listener also coalesces: a notification that comes within [`BUSY_WITHIN`] of
+//! the previous wake-up is held for [`COALESCE_FOR`], and every notification arriving meanwhile
+//! rides on the same wake-up. One claim then takes the tasks of several starts instead of one
+//! claim (and one completion) per task, which is where throughput went when many workers
+//! shared a queue that runs were started into one at a time (BENCHMARKS.md, per-call method).
+//! At low load notifications are further apart than [`BUSY_WITHIN`] and wake a worker at once.
+//!
 //! The listener holds a connection of its own, outside the workers' pools (so a worker with
 //! `max_pg_connections(1)` keeps its one connection for work), opened with the pool's connect
 //! options or a URL of its own ([`Notifications`]). It reconnects on its own; while it is
@@ -17,7 +24,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
@@ -27,6 +34,13 @@ use tokio_util::sync::CancellationToken;
 use crate::db::{Db, Pooling};
 use crate::worker::config::Notifications;
 use crate::worker::error::WorkerError;
+
+/// A notification this soon after the previous wake-up means the queue is busy: it is held for
+/// [`COALESCE_FOR`] so that the ones behind it share its wake-up.
+pub const BUSY_WITHIN: Duration = Duration::from_millis(25);
+
+/// How long a notification on a busy queue is held before it wakes a worker.
+pub const COALESCE_FOR: Duration = Duration::from_millis(4);
 
 /// The longest pause between attempts to (re)connect the listener.
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
@@ -161,23 +175,54 @@ async fn listen(pool: PgPool, channel: String, wakeup: Weak<QueueWakeup>, stop: 
             Some(wakeup) => wakeup.notify.notify_waiters(),
             None => return,
         }
+        let mut last_wake: Option<Instant> = None;
         loop {
             let received = tokio::select! {
                 received = listener.try_recv() => received,
                 () = stop.cancelled() => return,
             };
-            match received {
-                Ok(Some(_)) => match wakeup.upgrade() {
-                    Some(wakeup) => wakeup.notify.notify_one(),
-                    None => return,
-                },
-                // The connection was lost (`None`) or failed: reconnect.
-                Ok(None) => break,
+            let lost = match received {
+                Ok(Some(_)) => {
+                    let busy = last_wake.is_some_and(|at| at.elapsed() < BUSY_WITHIN);
+                    let lost = busy && coalesce(&mut listener, &channel, &stop).await;
+                    last_wake = Some(Instant::now());
+                    match wakeup.upgrade() {
+                        Some(wakeup) => wakeup.notify.notify_one(),
+                        None => return,
+                    }
+                    lost
+                }
+                // The connection was lost (`None`) or failed.
+                Ok(None) => true,
                 Err(error) => {
                     tracing::warn!(channel = channel.as_str(), %error, "listening failed; reconnecting");
-                    break;
+                    true
                 }
+            };
+            if lost {
+                break;
             }
+        }
+    }
+}
+
+/// Takes in the notifications that arrive within [`COALESCE_FOR`] (they share the wake-up
+/// that follows); true when the connection was lost meanwhile (the caller still wakes a worker,
+/// then reconnects).
+async fn coalesce(listener: &mut PgListener, channel: &str, stop: &CancellationToken) -> bool {
+    let until = tokio::time::Instant::now() + COALESCE_FOR;
+    loop {
+        tokio::select! {
+            received = listener.try_recv() => match received {
+                Ok(Some(_)) => {}
+                Ok(None) => return true,
+                Err(error) => {
+                    tracing::warn!(channel, %error, "listening failed; reconnecting");
+                    return true;
+                }
+            },
+            () = tokio::time::sleep_until(until) => return false,
+            () = stop.cancelled() => return false,
         }
     }
 }
