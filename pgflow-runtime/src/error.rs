@@ -224,6 +224,8 @@ const FUNCTION_ROLES: &[(&str, &str)] = &[
     ("prune", "pgflow_operator"),
     ("queue_overview", "pgflow_operator"),
     ("run_step_states", "pgflow_client"),
+    ("subscribe_events", "pgflow_client"),
+    ("unsubscribe_events", "pgflow_client"),
     ("cancel_runs", "pgflow_operator"),
     ("cancel_matching", "pgflow_operator"),
     ("retry_runs", "pgflow_operator"),

@@ -134,15 +134,47 @@ impl EventHub {
     }
 }
 
+/// How long a lease on a flow's events lasts (see `pgflow.subscribe_events`).
+const LEASE_SECONDS: i32 = 60;
+/// How often the listener renews its leases.
+const RENEW_EVERY: Duration = Duration::from_secs(20);
+
+/// Takes or renews the listener's leases on the events of `flows` (the triggers notify a flow
+/// only while someone holds one). A failure is logged: streams then learn of transitions by
+/// reading the state, every [`RESYNC_EVERY`].
+async fn lease(db: &Db, subscriber: Uuid, flows: &[String]) {
+    if flows.is_empty() {
+        return;
+    }
+    if let Err(error) = engine::subscribe_events(db, subscriber, flows, LEASE_SECONDS).await {
+        tracing::warn!(
+            %error,
+            "cannot subscribe to run events; streams read the state every second instead"
+        );
+    }
+}
+
+/// The flows of the listener's channels.
+fn flows_of(channels: &HashSet<String>) -> Vec<String> {
+    channels
+        .iter()
+        .filter_map(|c| c.strip_prefix("pgflow_events.").map(str::to_owned))
+        .collect()
+}
+
 /// Starts the shared listener task: a pool of one of its own (never a connection of the
 /// client's pool), `LISTEN` on each channel asked for, every notification broadcast; after a
-/// lost connection it reconnects, listens again and says so.
+/// lost connection it reconnects, listens again and says so. It holds a lease on each flow it
+/// listens to (renewed every [`RENEW_EVERY`], given up when the client is dropped), without
+/// which the triggers send nothing.
 fn start_listener(db: &Db) -> HubHandle {
     let (messages, _) = broadcast::channel(4096);
     let (listen, mut requests) = mpsc::unbounded_channel::<(String, oneshot::Sender<()>)>();
     let options = (*db.pool().connect_options()).clone();
     let sender = messages.clone();
+    let db = db.clone();
     tokio::spawn(async move {
+        let subscriber = Uuid::new_v4();
         let pool = PgPoolOptions::new()
             .max_connections(1)
             .min_connections(0)
@@ -150,12 +182,15 @@ fn start_listener(db: &Db) -> HubHandle {
         let mut channels: HashSet<String> = HashSet::new();
         let mut listener: Option<PgListener> = None;
         let mut backoff = Duration::from_millis(50);
+        let mut renew = tokio::time::interval(RENEW_EVERY);
+        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if listener.is_none() {
                 match connect(&pool, &channels).await {
                     Ok(connected) => {
                         listener = Some(connected);
                         backoff = Duration::from_millis(50);
+                        lease(&db, subscriber, &flows_of(&channels)).await;
                         let _ = sender.send(HubMessage::Reconnected);
                     }
                     Err(error) => {
@@ -165,7 +200,7 @@ fn start_listener(db: &Db) -> HubHandle {
                             request = requests.recv() => match request {
                                 // Answered once connected; the stream polls meanwhile.
                                 Some((channel, _done)) => { channels.insert(channel); }
-                                None => return,
+                                None => break,
                             },
                         }
                         backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -178,8 +213,13 @@ fn start_listener(db: &Db) -> HubHandle {
             };
             tokio::select! {
                 request = requests.recv() => {
-                    let Some((channel, done)) = request else { return };
+                    let Some((channel, done)) = request else { break };
                     if !channels.contains(&channel) {
+                        // The lease first: a transition committed once the lease and the
+                        // LISTEN are in place is notified.
+                        if let Some(flow) = channel.strip_prefix("pgflow_events.") {
+                            lease(&db, subscriber, &[flow.to_owned()]).await;
+                        }
                         if let Err(error) = active.listen(&channel).await {
                             tracing::debug!(%error, "event listener lost its connection");
                             listener = None;
@@ -190,6 +230,7 @@ fn start_listener(db: &Db) -> HubHandle {
                     }
                     let _ = done.send(());
                 }
+                _ = renew.tick() => lease(&db, subscriber, &flows_of(&channels)).await,
                 received = active.try_recv() => match received {
                     Ok(Some(notification)) => {
                         if let Ok(event) = serde_json::from_str::<RunEvent>(notification.payload()) {
@@ -201,6 +242,8 @@ fn start_listener(db: &Db) -> HubHandle {
                 },
             }
         }
+        // The client is gone: give the leases up (they run out anyway).
+        let _ = engine::unsubscribe_events(&db, subscriber).await;
     });
     HubHandle { messages, listen }
 }

@@ -11,6 +11,52 @@
 -- events come before the run event they led to. Postgres delivers a notification only to
 -- sessions listening when it commits, so a client re-reads the state after (re)connecting.
 -- A step's `created` state sends nothing (every step of a new run is created with it).
+--
+-- Who follows a flow says so first, with subscribe_events (and renews the lease before it
+-- runs out): while no live lease on a flow exists, its transitions send nothing. A notification
+-- serializes its transaction's commit with every other notifying commit of the server, which
+-- nobody should pay for when nobody listens. A follower re-reads the state after subscribing
+-- (a transaction that looked before the lease existed may still commit without notifying).
+
+-- subscribe_events: takes or renews the lease of p_subscriber_id on the events of each of
+-- p_flow_slugs for p_seconds (10 to 3600); returns when it runs out. Drops every lease that
+-- ran out.
+create or replace function pgflow.subscribe_events(
+  p_subscriber_id uuid, p_flow_slugs text[], p_seconds integer default 60
+)
+returns timestamptz
+language plpgsql
+as $$
+declare
+  v_expires_at timestamptz := now() + make_interval(secs => least(greatest(p_seconds, 10), 3600));
+begin
+  delete from pgflow.event_subscribers where expires_at < now();
+  insert into pgflow.event_subscribers (subscriber_id, flow_slug, expires_at)
+  select p_subscriber_id, f.flow_slug, v_expires_at
+  from unnest(p_flow_slugs) as f(flow_slug)
+  where f.flow_slug is not null
+  on conflict (subscriber_id, flow_slug) do update set expires_at = excluded.expires_at;
+  return v_expires_at;
+end;
+$$;
+
+-- unsubscribe_events: gives up every lease of p_subscriber_id.
+create or replace function pgflow.unsubscribe_events(p_subscriber_id uuid)
+returns void
+language sql
+as $$
+  delete from pgflow.event_subscribers where subscriber_id = p_subscriber_id
+$$;
+
+-- Whether anyone holds a live lease on one of the flows of a statement's rows.
+create or replace function pgflow.events_followed(p_flow_slugs text[])
+returns boolean
+language sql
+stable
+as $$
+  select exists (select 1 from pgflow.event_subscribers s
+                 where s.flow_slug = any(p_flow_slugs) and s.expires_at > now())
+$$;
 
 -- The events of run rows whose status is new (inserted, or changed by the update).
 create or replace function pgflow.notify_run_events()
@@ -18,6 +64,9 @@ returns trigger
 language plpgsql
 as $$
 begin
+  if not pgflow.events_followed(array(select distinct n.flow_slug from new_rows n)) then
+    return null;
+  end if;
   if tg_op = 'INSERT' then
     perform pg_notify('pgflow_events.' || n.flow_slug,
                       json_build_object('kind', 'run', 'run_id', n.run_id,
@@ -41,6 +90,9 @@ returns trigger
 language plpgsql
 as $$
 begin
+  if not pgflow.events_followed(array(select distinct n.flow_slug from new_rows n)) then
+    return null;
+  end if;
   if tg_op = 'INSERT' then
     perform pg_notify('pgflow_events.' || n.flow_slug,
                       json_build_object('kind', 'step', 'run_id', n.run_id,

@@ -78,7 +78,8 @@ begin
                                 'schedules_to_fire', 'fire_schedule') then
                array['pgflow_worker']
              when p.proname in ('start_flows', 'start_flow', 'start_alias_typed',
-                                'run_step_states') then
+                                'run_step_states', 'subscribe_events',
+                                'unsubscribe_events') then
                array['pgflow_client']
              when p.proname in ('set_alias', 'alias_state', 'drain_status', 'begin_rollout',
                                 'functions_serving_queues', 'rollout_progress',

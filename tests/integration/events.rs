@@ -186,3 +186,55 @@ async fn a_flow_stream_and_a_plain_listen_see_the_runs_of_the_flow(pool: PgPool)
     assert_eq!(payload["status"], "started");
     assert!(payload.get("input").is_none());
 }
+
+#[sqlx::test(migrations = false)]
+async fn events_are_sent_only_while_someone_holds_a_lease(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&evented_v1::deployment()).await.unwrap();
+    let mut raw = sqlx::postgres::PgListener::connect_with(&pool)
+        .await
+        .unwrap();
+    raw.listen("pgflow_events.evented_v1").await.unwrap();
+    // Nobody follows the flow: starting a run notifies nothing.
+    evented_v1::start(&client, &0).await.unwrap();
+    assert!(
+        quiet(&mut raw).await,
+        "a notification with no lease on the flow"
+    );
+
+    // A plain LISTEN client takes a lease, as any language can: now runs are notified.
+    let subscriber = Uuid::new_v4();
+    let flows = ["evented_v1".to_owned()];
+    let expires = pgflow::engine::subscribe_events(&pool, subscriber, &flows, 60)
+        .await
+        .unwrap();
+    assert!(expires > chrono::Utc::now() + chrono::Duration::seconds(50));
+    let run = evented_v1::start(&client, &0).await.unwrap();
+    let notification = tokio::time::timeout(Duration::from_secs(10), raw.recv())
+        .await
+        .expect("no notification while a lease is held")
+        .unwrap();
+    let payload: serde_json::Value = serde_json::from_str(notification.payload()).unwrap();
+    assert_eq!(payload["run_id"], run.run_id().to_string());
+
+    // The run's other notifications (its first step started), then nothing.
+    while !quiet(&mut raw).await {}
+
+    // Given up: quiet again.
+    pgflow::engine::unsubscribe_events(&pool, subscriber)
+        .await
+        .unwrap();
+    evented_v1::start(&client, &0).await.unwrap();
+    assert!(
+        quiet(&mut raw).await,
+        "a notification after the lease was given up"
+    );
+}
+
+/// Whether nothing arrives within 300 ms (the worker takes a few ms per transition).
+async fn quiet(raw: &mut sqlx::postgres::PgListener) -> bool {
+    tokio::time::timeout(Duration::from_millis(300), raw.try_recv())
+        .await
+        .is_err()
+}

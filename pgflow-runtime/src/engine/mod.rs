@@ -3,7 +3,7 @@
 //!
 //! One file per SQL area, named like the SQL files in `pgflow-sql/functions/`:
 //! [`definitions`], [`runs`], [`claims`], [`completion`], [`recovery`], [`workers`],
-//! [`maintenance`], [`aliases_rollouts`], [`retention`], [`run_control`], [`schedules`], plus [`inspect`] for the typed read
+//! [`maintenance`], [`aliases_rollouts`], [`events`], [`retention`], [`run_control`], [`schedules`], plus [`inspect`] for the typed read
 //! queries the `pgflow` command shows and [`browse`] for the paged reads the dashboard shows. Every item is also re-exported here, so
 //! `pgflow::engine::start_flow` is the path to use.
 //!
@@ -15,6 +15,7 @@ pub mod browse;
 pub mod claims;
 pub mod completion;
 pub mod definitions;
+pub mod events;
 pub mod inspect;
 pub mod maintenance;
 pub mod recovery;
@@ -38,6 +39,7 @@ pub use completion::{
     fail_tasks,
 };
 pub use definitions::{CompileStatus, compile_flow};
+pub use events::{subscribe_events, unsubscribe_events};
 pub use maintenance::{refresh_statistics, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};
 pub use retention::{Pruned, prune, prune_all};
