@@ -43,6 +43,11 @@ declare
   v_queues text[];
   v_messages bigint[];
 begin
+  -- The runs' locks in a statement of their own: the update below then reads with a snapshot
+  -- taken after them, so a run a worker's completion changed meanwhile is seen as it is now.
+  -- (Locked and updated in one statement, that run's new version is invisible to the update,
+  -- which then silently changed nothing.)
+  perform pgflow.lock_runs(p_run_ids);
   with locked as (
     select r.ctid as row_ctid from pgflow.runs r
     where r.run_id = any(p_run_ids) and r.status = 'started'
@@ -145,6 +150,8 @@ declare
   v_steps text[];
   v_indexes integer[];
 begin
+  -- The runs' locks first, in a statement of their own (see cancel_runs).
+  perform pgflow.lock_runs(p_run_ids);
   with locked as (
     select r.ctid as row_ctid from pgflow.runs r
     where r.run_id = any(p_run_ids) and r.status = 'failed'

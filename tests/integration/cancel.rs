@@ -295,3 +295,35 @@ async fn ended_runs_unknown_runs_and_bulk_cancels(pool: PgPool) {
         "the completed run and the three cancelled ones"
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_cancel_waiting_on_a_run_a_worker_is_changing_still_cancels_it(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&cancellable_v1::deployment()).await.unwrap();
+    let run = cancellable_v1::start(&client, &1).await.unwrap().run_id();
+
+    // A transaction holds the run's row, as a worker's completion does while it counts a
+    // step down, and commits a change to it while the cancel waits for it.
+    let mut worker_tx = pool.begin().await.unwrap();
+    sqlx::query("update pgflow.runs set remaining_steps = remaining_steps where run_id = $1")
+        .bind(run)
+        .execute(&mut *worker_tx)
+        .await
+        .unwrap();
+    let cancel = tokio::spawn({
+        let pool = pool.clone();
+        async move { engine::cancel_runs(&pool, &[run], Some("late")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!cancel.is_finished(), "the cancel waits for the run's lock");
+    worker_tx.commit().await.unwrap();
+
+    let answer = cancel.await.unwrap().unwrap();
+    assert_eq!(answer.len(), 1);
+    assert!(answer[0].cancelled, "the cancel did nothing: {answer:?}");
+    assert_eq!(
+        engine::run(&pool, run).await.unwrap().status,
+        RunStatus::Cancelled
+    );
+}
