@@ -120,3 +120,78 @@ async fn two_queued_tasks_cannot_share_a_message(pool: PgPool) {
     .await;
     assert_eq!(code, "23505");
 }
+
+#[sqlx::test(migrations = false)]
+async fn rows_that_break_a_state_invariant_are_refused(pool: PgPool) {
+    install(&pool).await;
+    compiled(
+        &pool,
+        FlowDefinition::new(flow("invariants")).step(single("only", &[])),
+    )
+    .await;
+    let run = engine::start_flow(&pool, "invariants", &json!(null))
+        .await
+        .unwrap()
+        .run_id;
+    let broken = [
+        // A completed run has its output and completion time.
+        (
+            "update pgflow.runs set status = 'completed', completed_at = now() where run_id = $1",
+            "runs_row_valid",
+        ),
+        (
+            "update pgflow.runs set remaining_steps = -1 where run_id = $1",
+            "runs_row_valid",
+        ),
+        (
+            "update pgflow.runs set status = 'paused' where run_id = $1",
+            "runs_row_valid",
+        ),
+        // A cancelled run has its cancellation time, and only it has a reason.
+        (
+            "update pgflow.runs set cancel_reason = 'why' where run_id = $1",
+            "runs_row_valid",
+        ),
+        // A started step has its start time and its task counts.
+        (
+            "update pgflow.step_states set remaining_tasks = null where run_id = $1",
+            "step_states_row_valid",
+        ),
+        (
+            "update pgflow.step_states set remaining_tasks = initial_tasks + 1 where run_id = $1",
+            "step_states_row_valid",
+        ),
+        (
+            "update pgflow.step_states set skip_reason = 'bored' where run_id = $1",
+            "step_states_row_valid",
+        ),
+        // A completed task has its output; a queued one has none.
+        (
+            "update pgflow.step_tasks set status = 'completed', completed_at = now()
+             where run_id = $1",
+            "step_tasks_row_valid",
+        ),
+        (
+            "update pgflow.step_tasks set output = '1' where run_id = $1",
+            "step_tasks_row_valid",
+        ),
+        (
+            "update pgflow.step_tasks set attempts_count = -1 where run_id = $1",
+            "step_tasks_row_valid",
+        ),
+    ];
+    for (sql, constraint) in broken {
+        let (code, message) = refusal(&pool, sql, run).await;
+        assert_eq!(code, "23514", "{sql}: {message}");
+        assert!(message.contains(constraint), "{sql}: {message}");
+    }
+    // The same rows, consistent, pass.
+    sqlx::query(
+        "update pgflow.runs set status = 'cancelled', cancelled_at = now(), cancel_reason = 'ok'
+         where run_id = $1",
+    )
+    .bind(run)
+    .execute(&pool)
+    .await
+    .unwrap();
+}
