@@ -48,37 +48,32 @@ as $$
   delete from pgflow.event_subscribers where subscriber_id = p_subscriber_id
 $$;
 
--- Whether anyone holds a live lease on one of the flows of a statement's rows.
-create or replace function pgflow.events_followed(p_flow_slugs text[])
-returns boolean
-language sql
-stable
-as $$
-  select exists (select 1 from pgflow.event_subscribers s
-                 where s.flow_slug = any(p_flow_slugs) and s.expires_at > now())
-$$;
-
 -- The events of run rows whose status is new (inserted, or changed by the update).
 create or replace function pgflow.notify_run_events()
 returns trigger
 language plpgsql
 as $$
 begin
-  if not pgflow.events_followed(array(select distinct n.flow_slug from new_rows n)) then
+  -- Nobody follows any flow (the common case): one look at the small lease table, no more.
+  if not exists (select 1 from pgflow.event_subscribers s where s.expires_at > now()) then
     return null;
   end if;
   if tg_op = 'INSERT' then
     perform pg_notify('pgflow_events.' || n.flow_slug,
                       json_build_object('kind', 'run', 'run_id', n.run_id,
                                         'flow_slug', n.flow_slug, 'status', n.status)::text)
-    from new_rows n;
+    from new_rows n
+    where exists (select 1 from pgflow.event_subscribers s
+                  where s.flow_slug = n.flow_slug and s.expires_at > now());
   else
     perform pg_notify('pgflow_events.' || n.flow_slug,
                       json_build_object('kind', 'run', 'run_id', n.run_id,
                                         'flow_slug', n.flow_slug, 'status', n.status)::text)
     from new_rows n
     join old_rows o on o.run_id = n.run_id
-    where o.status is distinct from n.status;
+    where o.status is distinct from n.status
+      and exists (select 1 from pgflow.event_subscribers s
+                  where s.flow_slug = n.flow_slug and s.expires_at > now());
   end if;
   return null;
 end;
@@ -90,7 +85,8 @@ returns trigger
 language plpgsql
 as $$
 begin
-  if not pgflow.events_followed(array(select distinct n.flow_slug from new_rows n)) then
+  -- Nobody follows any flow (the common case): one look at the small lease table, no more.
+  if not exists (select 1 from pgflow.event_subscribers s where s.expires_at > now()) then
     return null;
   end if;
   if tg_op = 'INSERT' then
@@ -99,7 +95,9 @@ begin
                                         'flow_slug', n.flow_slug, 'step_slug', n.step_slug,
                                         'status', n.status)::text)
     from new_rows n
-    where n.status <> 'created';
+    where n.status <> 'created'
+      and exists (select 1 from pgflow.event_subscribers s
+                  where s.flow_slug = n.flow_slug and s.expires_at > now());
   else
     perform pg_notify('pgflow_events.' || n.flow_slug,
                       json_build_object('kind', 'step', 'run_id', n.run_id,
@@ -107,7 +105,9 @@ begin
                                         'status', n.status)::text)
     from new_rows n
     join old_rows o on o.run_id = n.run_id and o.step_slug = n.step_slug
-    where o.status is distinct from n.status and n.status <> 'created';
+    where o.status is distinct from n.status and n.status <> 'created'
+      and exists (select 1 from pgflow.event_subscribers s
+                  where s.flow_slug = n.flow_slug and s.expires_at > now());
   end if;
   return null;
 end;
