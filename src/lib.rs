@@ -54,7 +54,7 @@ pub use pgflow_runtime::{
 };
 pub use pgflow_runtime::{
     client, connect, context, db, definition, deployment, engine, error, events, failure, handler,
-    metrics, names, rollout, schedule, trace, worker,
+    human, metrics, names, rollout, schedule, trace, worker,
 };
 
 #[doc = include_str!("docs/flow.md")]

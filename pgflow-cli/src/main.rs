@@ -1,14 +1,13 @@
 //! The `pgflow` command line: installs, inspects and operates pgflow databases.
 //!
 //! `args` declares the commands (clap), `commands` runs them through the `pgflow` library's
-//! typed calls (this crate writes no SQL), `output` and `human` print tables, ages and sizes,
-//! `graph` renders a flow's DAG and `failure` carries a failed command's message and exit code.
+//! typed calls (this crate writes no SQL), `output` prints tables (ages and sizes through
+//! `pgflow::human`), `graph` renders a flow's DAG and `failure` carries a failed command's message and exit code.
 
 mod args;
 mod commands;
 mod failure;
 mod graph;
-mod human;
 mod output;
 
 use std::process::ExitCode;

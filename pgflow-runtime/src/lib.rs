@@ -20,6 +20,7 @@ pub mod error;
 pub mod events;
 pub mod failure;
 pub mod handler;
+pub mod human;
 pub mod metrics;
 pub mod names;
 #[doc(hidden)]

@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::{alias_note, resolve_flow};
 use crate::failure::Failure;
-use crate::human;
 use crate::output::Output;
+use pgflow::human;
 
 /// Points an alias at one of its concrete flows.
 pub async fn set(pool: &pgflow::Db, out: &Output, alias: &str, flow: &str) -> Result<(), Failure> {

@@ -10,8 +10,8 @@ use serde_json::json;
 use super::{parse_run_id, resolve_flow};
 use crate::args::StatusArg;
 use crate::failure::Failure;
-use crate::human;
 use crate::output::Output;
+use pgflow::human;
 
 /// How many troubled tasks `pgflow run` lists at most.
 const TASKS_SHOWN: i64 = 50;

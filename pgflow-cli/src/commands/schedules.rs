@@ -4,8 +4,8 @@ use comfy_table::Cell;
 use serde_json::json;
 
 use crate::failure::Failure;
-use crate::human;
 use crate::output::Output;
+use pgflow::human;
 
 /// Every schedule with its state.
 pub async fn list(db: &pgflow::Db, out: &Output) -> Result<(), Failure> {

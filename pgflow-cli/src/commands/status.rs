@@ -5,8 +5,8 @@ use pgflow::engine::inspect::{self, WorkerEntry, WorkerFilter, WorkerLiveness};
 use serde_json::json;
 
 use crate::failure::Failure;
-use crate::human;
 use crate::output::Output;
+use pgflow::human;
 
 /// The workers of `queue` among `workers`.
 fn on_queue<'a>(

@@ -5,8 +5,8 @@ use pgflow::engine::inspect::{self, WorkerFilter};
 use serde_json::json;
 
 use crate::failure::Failure;
-use crate::human;
 use crate::output::Output;
+use pgflow::human;
 
 /// The first 8 hex digits of a worker id: enough to tell a handful of workers apart.
 pub fn short_id(id: uuid::Uuid) -> String {

@@ -12,6 +12,7 @@ use std::time::Duration;
 use axum::http::Uri;
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
+use pgflow_runtime::human;
 
 use crate::app::AppState;
 use crate::error::PageError;
@@ -54,7 +55,7 @@ pub fn badge(status: &str) -> Markup {
 
 /// A time in UTC, to the second, with its exact value for machines.
 pub fn time(at: DateTime<Utc>) -> Markup {
-    html! { time datetime=(at.to_rfc3339()) { (at.format("%Y-%m-%d %H:%M:%S")) } }
+    html! { time datetime=(at.to_rfc3339()) { (human::timestamp(at)) } }
 }
 
 /// An optional time, or a dash.
@@ -80,19 +81,6 @@ pub fn duration(start: Option<DateTime<Utc>>, end: Option<DateTime<Utc>>) -> Str
     humantime::format_duration(rounded).to_string()
 }
 
-/// A size in bytes for people: `812 B`, `3.4 KiB`, `1.2 MiB`.
-pub fn size(bytes: i64) -> String {
-    const KIB: f64 = 1024.0;
-    let b = bytes as f64;
-    if b < KIB {
-        format!("{bytes} B")
-    } else if b < KIB * KIB {
-        format!("{:.1} KiB", b / KIB)
-    } else {
-        format!("{:.1} MiB", b / (KIB * KIB))
-    }
-}
-
 /// The first 8 characters of an id, for tables (the link carries the whole).
 pub fn short_id(id: uuid::Uuid) -> String {
     id.simple().to_string()[..8].to_owned()
@@ -114,8 +102,8 @@ mod tests {
         assert_eq!(duration(Some(start), later(1_234)), "1s 234ms");
         assert_eq!(duration(Some(start), later(75_400)), "1m 15s");
         assert_eq!(duration(None, later(1)), "–");
-        assert_eq!(size(812), "812 B");
-        assert_eq!(size(3_500), "3.4 KiB");
-        assert_eq!(size(1_300_000), "1.2 MiB");
+        assert_eq!(human::bytes(812), "812 B");
+        assert_eq!(human::bytes(3_500), "3.4 KiB");
+        assert_eq!(human::bytes(1_300_000), "1.2 MiB");
     }
 }

@@ -12,7 +12,9 @@ use pgflow_runtime::engine::inspect;
 use pgflow_runtime::engine::{self, PayloadPreview, RunStatus};
 use uuid::Uuid;
 
-use super::{badge, duration, frame, maybe_time, size, time};
+use pgflow_runtime::human;
+
+use super::{badge, duration, frame, maybe_time, time};
 use crate::app::AppState;
 use crate::dag;
 use crate::error::PageError;
@@ -132,7 +134,7 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
                             td.num { (step.max_attempt.map(|a| a.to_string()).unwrap_or_else(|| "–".into())) }
                             td { (maybe_time(step.started_at)) }
                             td.num { (duration(step.started_at, step.ended_at)) }
-                            td.num { (step.output_bytes.map(|b| size(i64::from(b))).unwrap_or_else(|| "–".into())) }
+                            td.num { (step.output_bytes.map(|b| human::bytes(i64::from(b))).unwrap_or_else(|| "–".into())) }
                             td.error { @if let Some(error) = &step.error { (truncate(error, ERROR_CHARS)) } }
                         }
                     } }
@@ -174,7 +176,7 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
 fn preview(label: &str, payload: &PayloadPreview) -> Markup {
     html! {
         details.payload {
-            summary { (label) " · " (size(i64::from(payload.bytes)))
+            summary { (label) " · " (human::bytes(i64::from(payload.bytes)))
                       @if payload.truncated { " · truncated" } }
             pre { (payload.text) @if payload.truncated { "…" } }
         }

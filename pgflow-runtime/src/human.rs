@@ -1,4 +1,5 @@
-//! Ages, durations and sizes as people read them: `2m ago`, `1.3 s`, `4.2 KiB`.
+//! Ages, durations, sizes and times as people read them: `2m ago`, `1.3 s`, `4.2 KiB`. The
+//! `pgflow` command's tables and the dashboard's pages print them.
 //!
 //! Hand-written because they are a few lines each: `humantime` prints every unit (`2m 13s
 //! 402ms`), which is exact but hard to scan in a table column.
