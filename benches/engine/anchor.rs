@@ -20,11 +20,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, PgPool, Row as _};
+use sqlx::{PgPool, Row as _};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::{CpuClock, Error, Row, commits, server_url, warm_up_size};
+use crate::{
+    CpuClock, Error, Row, commits, empty_database, wait_until_no_run_is_open, warm_up_size,
+};
 
 /// The flows of the comparison, as pgflow 0.8.1 defines them.
 #[derive(Debug, Clone, Copy)]
@@ -90,19 +92,7 @@ fn migrations_dir() -> Result<PathBuf, Error> {
 
 /// A fresh database with pgflow 0.8.1's SQL core and the three flows.
 async fn anchor_database() -> Result<PgPool, Error> {
-    let name = "pgflow_bench_anchor";
-    let server: PgConnectOptions = server_url().parse()?;
-    let mut admin = server.connect().await?;
-    sqlx::query(&format!("drop database if exists {name} with (force)"))
-        .execute(&mut admin)
-        .await?;
-    sqlx::query(&format!("create database {name}"))
-        .execute(&mut admin)
-        .await?;
-    let pool = PgPoolOptions::new()
-        .max_connections(40)
-        .connect_with(server.database(name))
-        .await?;
+    let pool = empty_database("pgflow_bench_anchor").await?;
     pgmq::install::install_sql_from_embedded(&pool).await?;
     sqlx::raw_sql(
         "create schema if not exists realtime;
@@ -274,22 +264,6 @@ async fn start_per_call(clients: &[PgPool], flow: AnchorFlow, runs: usize) -> Re
     Ok(())
 }
 
-async fn wait_until_done(pool: &PgPool) -> Result<i64, Error> {
-    let mut polls = 0;
-    loop {
-        polls += 1;
-        let open: bool = sqlx::query_scalar(
-            "select exists (select 1 from pgflow.runs where status = 'started')",
-        )
-        .fetch_one(pool)
-        .await?;
-        if !open {
-            return Ok(polls);
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 /// pgflow 0.8.1 under the per-call method: `clients` connections start `runs` runs of `flow`
 /// one per call while `workers` Edge Workers (batch `batch`) run them; a tenth as many runs
 /// first, untimed, as this project's rows do.
@@ -322,7 +296,7 @@ pub async fn anchor_per_call(
     }
     let runs = runs - runs % clients;
     start_per_call(&client_pools, flow, warm_up_size(runs).max(clients)).await?;
-    wait_until_done(&pool).await?;
+    wait_until_no_run_is_open(&pool).await?;
     sqlx::raw_sql("vacuum analyze").execute(&pool).await?;
 
     let window_start: f64 =
@@ -333,7 +307,7 @@ pub async fn anchor_per_call(
     let cpu = CpuClock::now();
     let started = Instant::now();
     start_per_call(&client_pools, flow, runs).await?;
-    let polls = wait_until_done(&pool).await?;
+    let polls = wait_until_no_run_is_open(&pool).await?;
     let seconds = started.elapsed().as_secs_f64();
     let cpu = cpu.and_then(|c| c.elapsed());
     stop.cancel();

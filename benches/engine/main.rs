@@ -400,8 +400,15 @@ fn server_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
 }
 
-/// A fresh database for one scenario.
+/// A fresh database for one scenario, with pgflow installed.
 async fn database(name: &str) -> Result<PgPool, Error> {
+    let pool = empty_database(name).await?;
+    pgflow::install(&pool).await?;
+    Ok(pool)
+}
+
+/// A fresh, empty database (dropped first if it exists).
+async fn empty_database(name: &str) -> Result<PgPool, Error> {
     let server: PgConnectOptions = server_url().parse()?;
     let mut admin = server.connect().await?;
     sqlx::query(&format!("drop database if exists {name} with (force)"))
@@ -414,7 +421,6 @@ async fn database(name: &str) -> Result<PgPool, Error> {
         .max_connections(40)
         .connect_with(server.database(name))
         .await?;
-    pgflow::install(&pool).await?;
     Ok(pool)
 }
 

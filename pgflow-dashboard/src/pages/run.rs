@@ -10,9 +10,8 @@ use axum::response::Html;
 use maud::{Markup, PreEscaped, html};
 use pgflow_runtime::engine::inspect;
 use pgflow_runtime::engine::{self, PayloadPreview, RunStatus};
-use uuid::Uuid;
-
 use pgflow_runtime::human;
+use uuid::Uuid;
 
 use super::{badge, duration, frame, maybe_time, time};
 use crate::app::AppState;
