@@ -24,6 +24,7 @@ use sqlx::{ConnectOptions, PgPool};
 mod anchor;
 mod claim_scale;
 mod dashboard_pages;
+mod per_call_limit;
 
 use claim_scale::{claim_scale, print_claims};
 use dashboard_pages::{dashboard_pages, print_pages};
@@ -123,7 +124,7 @@ struct Options {
     /// medians.
     repeat: usize,
     /// `--only=a,b`: run just these scenarios (limit, single, chain3, fanout, shared, low_load,
-    /// fanout_one, memory, claim_scale, per_call, anchor, dashboard).
+    /// fanout_one, memory, claim_scale, per_call_limit, per_call, anchor, dashboard).
     only: Option<Vec<String>>,
     /// `--matrix=1x100,10x10`: (workers, batch) pairs instead of the default matrix.
     matrix: Option<Vec<(usize, usize)>>,
@@ -305,6 +306,10 @@ async fn matrix_cell(options: &Options, workers: usize, batch: usize) -> Result<
     }
     if options.wants("shared") {
         measured.push(shared(scale(5_000), workers, batch).await?);
+    }
+    // PGMQ alone under pgflow's per-call method: the ceiling of the per-call rows.
+    if options.wants("per_call_limit") {
+        measured.push(per_call_limit::per_call_limit(scale(4_000), workers, batch).await?);
     }
     // pgflow's own method: CLIENTS connections each start one run per call, back to back,
     // while the workers run (issue 21).
@@ -1028,7 +1033,11 @@ fn print_anchor_ratios(rows: &[Row]) {
             Some((ours, anchor))
         })
         .collect();
-    if pairs.is_empty() {
+    let ceilings: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.scenario == "limit per call (pgmq)")
+        .collect();
+    if pairs.is_empty() && ceilings.is_empty() {
         return;
     }
     println!(
@@ -1049,6 +1058,23 @@ fn print_anchor_ratios(rows: &[Row]) {
             ours.tasks_per_s / anchor.tasks_per_s,
             anchor.run_p50_ms,
             ours.run_p50_ms
+        );
+    }
+    // What PGMQ alone does under the same method: the yardstick of the per-call rows.
+    for ceiling in ceilings {
+        let anchor = rows.iter().find(|r| {
+            r.scenario == "single, pgflow 0.8.1"
+                && (r.workers, r.batch) == (ceiling.workers, ceiling.batch)
+        });
+        println!(
+            "PGMQ alone at {} workers: {:.0} messages/s (one send per call, read and archive per \
+             batch){}",
+            ceiling.workers,
+            ceiling.tasks_per_s,
+            anchor.map_or_else(String::new, |a| format!(
+                "; {:.1}× pgflow 0.8.1's single",
+                ceiling.tasks_per_s / a.tasks_per_s
+            ))
         );
     }
 }
