@@ -807,25 +807,17 @@ async fn stats(pool: &PgPool, since: f64) -> Result<Stats, Error> {
     .bind(since)
     .fetch_one(pool)
     .await?;
-    let queues: Vec<String> =
-        sqlx::query_scalar("select distinct queue_name from pgflow.step_tasks")
-            .fetch_all(pool)
-            .await?;
-    let mut pickups: Vec<f64> = Vec::new();
-    for queue in queues {
-        let mut ms: Vec<f64> = sqlx::query_scalar(&format!(
-            "select (extract(epoch from t.started_at - a.enqueued_at) * 1000)::float8
-             from pgflow.step_tasks t
-             join pgflow.runs r on r.run_id = t.run_id
-             join pgmq.a_{queue} a on a.msg_id = t.message_id
-             where t.queue_name = $1 and r.started_at >= to_timestamp($2)"
-        ))
-        .bind(&queue)
-        .bind(since)
-        .fetch_all(pool)
-        .await?;
-        pickups.append(&mut ms);
-    }
+    // A task's message is sent in the transaction that queues the task, so the message's
+    // enqueue time is the task's `queued_at`.
+    let mut pickups: Vec<f64> = sqlx::query_scalar(
+        "select (extract(epoch from t.started_at - t.queued_at) * 1000)::float8
+         from pgflow.step_tasks t
+         join pgflow.runs r on r.run_id = t.run_id
+         where t.started_at is not null and r.started_at >= to_timestamp($1)",
+    )
+    .bind(since)
+    .fetch_all(pool)
+    .await?;
     pickups.sort_by(f64::total_cmp);
     Ok(Stats {
         runs: runs as usize,
