@@ -141,7 +141,7 @@ fn handle(task: &ClaimedTask) -> Value {
 async fn queue_loop(pool: PgPool, queue: QueueName, pairs: SupportedPairs) -> Result<(), Error> {
     let worker_id = Uuid::new_v4();
     loop {
-        let tasks = engine::read_and_start_tasks(&pool, &queue, worker_id, &pairs, 20, 30)
+        let tasks = engine::read_and_start_tasks(&pool, &queue, worker_id, &pairs, 20)
             .await?
             .tasks;
         if tasks.is_empty() {

@@ -66,7 +66,7 @@ async fn claim(
     queue: &pgflow::names::QueueName,
     pairs: &pgflow::engine::SupportedPairs,
 ) -> Vec<pgflow::engine::ClaimedTask> {
-    pgflow::engine::read_and_start_tasks(pool, queue, uuid::Uuid::new_v4(), pairs, 100, 30)
+    pgflow::engine::read_and_start_tasks(pool, queue, uuid::Uuid::new_v4(), pairs, 100)
         .await
         .expect("claim tasks")
         .tasks

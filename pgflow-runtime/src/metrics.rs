@@ -34,7 +34,7 @@ pub mod names {
     pub const TASKS_STALLED: &str = "pgflow_tasks_stalled_total";
     /// Counter: stalled tasks queued again (`queue`).
     pub const TASKS_REQUEUED: &str = "pgflow_tasks_requeued_total";
-    /// Counter: messages archived with no queued task behind them (`queue`).
+    /// Counter: messages a claim removed with no queued task behind them (`queue`).
     pub const STALE_MESSAGES: &str = "pgflow_stale_messages_total";
     /// Histogram, seconds: one handler run (`queue`, `flow`, `step`).
     pub const HANDLER_DURATION: &str = "pgflow_handler_duration_seconds";

@@ -1,20 +1,21 @@
 -- Claims: a worker claims the queued tasks behind the PGMQ messages it read, and gets each
 -- task's handler input.
 
--- start_tasks: claims the queued tasks behind PGMQ messages a worker of `p_queue_name` read.
+-- claim_tasks: claims the queued tasks behind PGMQ messages of `p_queue_name` that the caller
+-- has taken off the queue (popped, or archives in the same transaction). The claim behind
+-- start_tasks and read_and_start_tasks; not an entry point.
 --
 -- Matches tasks by (queue_name, message_id) only; the flow recorded on each task is data, never
 -- a filter. Every matched (flow_slug, step_slug) pair is checked against the worker's supported
 -- pairs (p_flow_slugs[i], p_step_slugs[i]) before anything is written: one unsupported pair
--- raises PF003 naming the queue, the message ids and the pairs, and nothing changes (no task
--- status, no attempt, no message archived; with read_and_start_tasks, not the read either).
+-- raises PF003 naming the queue, the message ids and the pairs, and the transaction's changes
+-- are undone (no task status, no attempt, and the messages stay on the queue as they were).
 --
 -- Otherwise each claimable task becomes 'started' and its attempt is counted; tasks of runs
--- that already failed are failed instead of being returned. Every message of the call is
--- archived: a claimed task is tracked by its row from now on (a task whose worker dies is
--- recovered by requeue_stalled_tasks, a failed attempt is retried with a new message), so
--- the queue holds only messages that wait, and reads never walk past claimed ones. A
--- message without a queued task (stale) is archived too.
+-- that already failed are failed instead of being returned. A claimed task is tracked by its
+-- row from now on (a task whose worker dies is recovered by requeue_stalled_tasks, a failed
+-- attempt is retried with a new message), so the queue holds only messages that wait, and
+-- reads never walk past claimed ones.
 --
 -- Returns one row per claimed task, in message order, possibly of several concrete flows,
 -- with its run's trace context and the handler input: the flow input (root single step), the element (map step), or an
@@ -23,7 +24,7 @@
 -- only `message_id` and `queue_name` set, so the caller can report it; a caller that only
 -- wants tasks skips rows whose `run_id` is null.
 -- Locks: the matched queued step_tasks (key order); no run locks.
-create or replace function pgflow.start_tasks(
+create or replace function pgflow.claim_tasks(
   p_queue_name text,
   p_message_ids bigint[],
   p_worker_id uuid,
@@ -43,8 +44,6 @@ returns table (
   trace_context text
 )
 language plpgsql
-set plan_cache_mode = force_generic_plan
-set enable_seqscan = off
 as $$
 #variable_conflict use_column
 declare
@@ -54,7 +53,7 @@ declare
 begin
   if cardinality(coalesce(p_flow_slugs, array[]::text[]))
      <> cardinality(coalesce(p_step_slugs, array[]::text[])) then
-    raise exception 'start_tasks: % flow slugs but % step slugs; supported pairs are given as '
+    raise exception 'claim: % flow slugs but % step slugs; supported pairs are given as '
       'two arrays of equal length', cardinality(p_flow_slugs), cardinality(p_step_slugs)
       using errcode = 'PF005';
   end if;
@@ -106,8 +105,6 @@ begin
                                         'unsupported', v_unsupported)::text,
             hint = 'add the missing concrete flows to this worker''s registry and restart it';
   end if;
-
-  perform pgmq.archive(p_queue_name, p_message_ids);
 
   -- Claim the locked tasks (if any), found by row address: a task of a live run becomes
   -- 'started'; a task of a run that ended while it waited becomes 'failed' ('cancelled' when
@@ -164,12 +161,52 @@ begin
 end;
 $$;
 
--- read_and_start_tasks: reads up to p_quantity visible messages of the queue and claims their
--- tasks with start_tasks, in one transaction, which archives the messages it read. The read
--- hides the messages for p_visibility_timeout seconds, which only matters to concurrent
--- readers until the claim commits.
--- When start_tasks refuses the batch (PF003), the read is rolled back with it: every message
--- of the batch is visible again with its read count unchanged.
+-- start_tasks: claims the queued tasks behind PGMQ messages a worker of `p_queue_name` read
+-- itself, and archives every one of those messages (a stale one too). See claim_tasks for the
+-- claim, the PF003 refusal (which archives nothing) and the rows returned.
+-- Locks: the messages (archiving them), then as claim_tasks.
+create or replace function pgflow.start_tasks(
+  p_queue_name text,
+  p_message_ids bigint[],
+  p_worker_id uuid,
+  p_flow_slugs text[],
+  p_step_slugs text[]
+)
+returns table (
+  flow_slug text,
+  step_slug text,
+  run_id uuid,
+  task_index integer,
+  message_id bigint,
+  queue_name text,
+  attempt integer,
+  timeout_seconds integer,
+  input jsonb,
+  trace_context text
+)
+language plpgsql
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+as $$
+begin
+  if coalesce(cardinality(p_message_ids), 0) > 0 then
+    perform pgmq.archive(p_queue_name, p_message_ids);
+  end if;
+  return query
+  select * from pgflow.claim_tasks(p_queue_name, p_message_ids, p_worker_id, p_flow_slugs,
+                                   p_step_slugs);
+end;
+$$;
+
+-- read_and_start_tasks: takes up to p_quantity visible messages off the queue (PGMQ's pop,
+-- which deletes them) and claims their tasks with claim_tasks, in one transaction. The task
+-- rows are the record of claimed work, so its messages are not archived: one PGMQ call per
+-- claim instead of a read and an archive, and no archive row per task. A stale message (no
+-- queued task behind it) is removed too, and returned for the caller to report.
+-- When the batch is refused (PF003), the pop is undone with it: every message of the batch is
+-- on the queue again as it was.
+-- p_visibility_timeout is not used (a popped message needs none); it stays so that workers of
+-- an earlier release keep claiming through a rollout.
 create or replace function pgflow.read_and_start_tasks(
   p_queue_name text,
   p_worker_id uuid,
@@ -197,9 +234,9 @@ as $$
 begin
   return query
   select *
-  from pgflow.start_tasks(
+  from pgflow.claim_tasks(
     p_queue_name,
-    array(select m.msg_id from pgmq.read(p_queue_name, p_visibility_timeout, p_quantity) m),
+    array(select m.msg_id from pgmq.pop(p_queue_name, p_quantity) m order by m.msg_id),
     p_worker_id,
     p_flow_slugs,
     p_step_slugs);

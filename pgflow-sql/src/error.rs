@@ -58,6 +58,16 @@ pub enum InstallError {
         login: String,
     },
 
+    /// The database's PGMQ (an extension installed before pgflow) is older than pgflow needs.
+    #[error(
+        "the pgmq extension of this database has no `pgmq.{function}`, which pgflow's claims \
+         call; update it (`alter extension pgmq update`, as its owner) and install again"
+    )]
+    PgmqTooOld {
+        /// The PGMQ function (with its argument types) that is missing.
+        function: String,
+    },
+
     /// PGMQ's own installer failed.
     #[error("installing PGMQ failed: {0}")]
     Pgmq(#[source] Box<dyn std::error::Error + Send + Sync>),

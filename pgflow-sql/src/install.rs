@@ -118,6 +118,7 @@ async fn install_locked(
     options: &PgConnectOptions,
 ) -> Result<InstallReport, InstallError> {
     let pgmq = install_pgmq(conn, options).await?;
+    require_pgmq_functions(conn).await?;
     let applied = apply_pending(conn).await?;
     let schema_version = crate::code_schema_version();
     tracing::info!(
@@ -133,6 +134,27 @@ async fn install_locked(
         applied_functions: applied.functions,
         schema_version,
     })
+}
+
+/// The PGMQ functions pgflow calls that an older PGMQ lacks (an extension installed before
+/// pgflow is kept as it is; PGMQ's embedded SQL always has them).
+const REQUIRED_PGMQ_FUNCTIONS: &[&str] = &["pop(text,integer)"];
+
+/// Refuses a PGMQ without [`REQUIRED_PGMQ_FUNCTIONS`]: pgflow's functions would install, and
+/// every claim would fail.
+async fn require_pgmq_functions(conn: &mut PgConnection) -> Result<(), InstallError> {
+    for function in REQUIRED_PGMQ_FUNCTIONS {
+        let present: bool = sqlx::query_scalar("select to_regprocedure($1) is not null")
+            .bind(format!("pgmq.{function}"))
+            .fetch_one(&mut *conn)
+            .await?;
+        if !present {
+            return Err(InstallError::PgmqTooOld {
+                function: (*function).to_owned(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// PGMQ: keep an installed extension; otherwise keep SQL-installed PGMQ up to date; otherwise

@@ -131,7 +131,7 @@ async fn an_unsupported_pair_refuses_the_whole_batch_and_changes_nothing(pool: P
 
     // A worker that carries only v1 reads both messages in one batch.
     let only_v1 = pairs_for(&[&v1], &classify);
-    let error = engine::read_and_start_tasks(&pool, &classify, Uuid::new_v4(), &only_v1, 10, 30)
+    let error = engine::read_and_start_tasks(&pool, &classify, Uuid::new_v4(), &only_v1, 10)
         .await
         .unwrap_err();
     match &error {
@@ -265,11 +265,10 @@ async fn concurrent_claimers_never_get_the_same_task(pool: PgPool) {
             tokio::spawn(async move {
                 let mut mine = Vec::new();
                 loop {
-                    let batch =
-                        engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 7, 30)
-                            .await
-                            .unwrap()
-                            .tasks;
+                    let batch = engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 7)
+                        .await
+                        .unwrap()
+                        .tasks;
                     if batch.is_empty() {
                         return mine;
                     }
@@ -312,12 +311,12 @@ async fn a_queued_task_of_a_failed_run_is_failed_at_claim_not_returned(pool: PgP
     );
     assert!(
         messages(&pool, "classify_threads").await.is_empty(),
-        "its message is archived"
+        "its message is off the queue"
     );
 }
 
 #[sqlx::test(migrations = false)]
-async fn a_claim_archives_every_message_it_read(pool: PgPool) {
+async fn a_claim_takes_every_message_it_read_off_the_queue_and_names_the_stale_ones(pool: PgPool) {
     install(&pool).await;
     let f = compiled(
         &pool,
@@ -351,7 +350,7 @@ async fn a_claim_archives_every_message_it_read(pool: PgPool) {
         .await
         .unwrap();
 
-    let claim = engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 10, 30)
+    let claim = engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 10)
         .await
         .unwrap();
     let claimed = claim.tasks;
@@ -360,11 +359,12 @@ async fn a_claim_archives_every_message_it_read(pool: PgPool) {
     assert_eq!(
         claim.stale_message_ids,
         vec![left_over, hand_sent],
-        "the claim names the stale messages it archived"
+        "the claim names the stale messages it removed"
     );
-    // The claimed task is tracked by its row now; the queue holds only waiting messages.
+    // The claimed task is tracked by its row now; the queue holds only waiting messages, and
+    // the claim archived none of them.
     assert!(messages(&pool, "hidden").await.is_empty());
-    assert_eq!(archived(&pool, "hidden").await, 3);
+    assert_eq!(archived(&pool, "hidden").await, 0);
     assert_eq!(
         task_rows(&pool, runs[0].run_id).await,
         vec![("work".into(), 0, "started".into(), 1)]

@@ -36,7 +36,7 @@ async fn concurrent_batched_completions_of_shared_runs_finish_every_run_once(poo
                 let worker = Uuid::new_v4();
                 let mut idle_rounds = 0;
                 while idle_rounds < 20 {
-                    let tasks = engine::read_and_start_tasks(&pool, &q, worker, &pairs, 5, 30)
+                    let tasks = engine::read_and_start_tasks(&pool, &q, worker, &pairs, 5)
                         .await
                         .unwrap()
                         .tasks;

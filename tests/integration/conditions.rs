@@ -584,7 +584,7 @@ async fn a_skip_archives_the_queued_messages_of_the_skipped_steps_tasks(pool: Pg
         .await
         .unwrap();
     // Claim one element; the other two stay queued behind their messages.
-    let first = engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 1, 30)
+    let first = engine::read_and_start_tasks(&pool, &q, Uuid::new_v4(), &pairs, 1)
         .await
         .unwrap()
         .tasks;

@@ -90,7 +90,7 @@ async fn run_until_idle<F: FlowSpec>(pool: &PgPool, deployment: &Deployment<F>) 
         let mut progressed = false;
         for queue in &queues {
             let pairs = SupportedPairs::routed_to(definition, queue);
-            let tasks = engine::read_and_start_tasks(pool, queue, Uuid::new_v4(), &pairs, 50, 30)
+            let tasks = engine::read_and_start_tasks(pool, queue, Uuid::new_v4(), &pairs, 50)
                 .await
                 .unwrap()
                 .tasks;

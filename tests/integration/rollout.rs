@@ -589,7 +589,7 @@ async fn coverage_requires_every_started_task(pool: PgPool) {
     // A worker that has since died claimed it: the task is started (recoverable).
     let queue = pgflow::names::QueueName::new("classify_threads").unwrap();
     let pairs = SupportedPairs::routed_to(triage_v1::deployment().definition(), &queue);
-    let claimed = engine::read_and_start_tasks(&pool, &queue, Uuid::new_v4(), &pairs, 10, 30)
+    let claimed = engine::read_and_start_tasks(&pool, &queue, Uuid::new_v4(), &pairs, 10)
         .await
         .unwrap()
         .tasks;

@@ -262,7 +262,7 @@ async fn batches_planned_while_the_tables_were_small_reach_their_rows_by_key(poo
         .unwrap();
     for _ in 0..2 {
         let tasks =
-            engine::read_and_start_tasks(&mut *tx, &queue, uuid::Uuid::new_v4(), &pairs, 10, 30)
+            engine::read_and_start_tasks(&mut *tx, &queue, uuid::Uuid::new_v4(), &pairs, 10)
                 .await
                 .unwrap()
                 .tasks;

@@ -70,7 +70,7 @@ pub fn pairs_for(flows: &[&FlowDefinition], queue: &QueueName) -> SupportedPairs
 
 /// Reads and claims up to 100 visible tasks of `queue`.
 pub async fn claim(pool: &PgPool, queue: &QueueName, pairs: &SupportedPairs) -> Vec<ClaimedTask> {
-    engine::read_and_start_tasks(pool, queue, Uuid::new_v4(), pairs, 100, 30)
+    engine::read_and_start_tasks(pool, queue, Uuid::new_v4(), pairs, 100)
         .await
         .expect("claim tasks")
         .tasks

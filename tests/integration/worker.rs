@@ -767,7 +767,7 @@ async fn sigterm_drains_the_worker(pool: PgPool) {
 // ------------------------------------------------------------------ stale messages
 
 #[sqlx::test(migrations = false)]
-async fn a_worker_archives_and_counts_messages_with_no_task(pool: PgPool) {
+async fn a_worker_removes_and_counts_messages_with_no_task(pool: PgPool) {
     install(&pool).await;
     let client = Client::new(pool.clone());
     let worker = Worker::start_with(
@@ -790,9 +790,9 @@ async fn a_worker_archives_and_counts_messages_with_no_task(pool: PgPool) {
         .unwrap();
     assert_eq!(output.only, json!({"echo": 1}));
     assert!(
-        eventually(5, async || worker.stale_messages_archived() == 3).await,
+        eventually(5, async || worker.stale_messages_removed() == 3).await,
         "counted: {}",
-        worker.stale_messages_archived()
+        worker.stale_messages_removed()
     );
     assert!(messages(&pool, "simple").await.is_empty());
     worker.shutdown();

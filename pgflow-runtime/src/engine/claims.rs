@@ -178,27 +178,27 @@ pub async fn start_tasks(
     Ok(Claim::from_rows(rows))
 }
 
-/// Reads up to `quantity` visible messages of `queue` (hidden from other readers for
-/// `visibility_timeout_seconds`) and claims their tasks, archiving the messages, in one
-/// transaction: when the batch is refused
-/// ([`EngineError::UnsupportedTasks`]) the read is undone too and every message stays as it was.
+/// Takes up to `quantity` visible messages off `queue` (PGMQ's `pop`: they are deleted, not
+/// archived; the task rows are the record) and claims their tasks, in one transaction: when
+/// the batch is refused ([`EngineError::UnsupportedTasks`]) nothing happened, and every message
+/// is on the queue as it was. A stale message (no queued task behind it) is removed too, and
+/// listed in [`Claim::stale_message_ids`].
 pub async fn read_and_start_tasks(
     executor: impl PgExecutor<'_>,
     queue: &QueueName,
     worker_id: Uuid,
     supported: &SupportedPairs,
     quantity: i32,
-    visibility_timeout_seconds: i32,
 ) -> Result<Claim, EngineError> {
+    // The last argument, a visibility timeout, is not used since claims pop their messages.
     let rows = sqlx::query_as::<_, ClaimRow>(
-        "select * from pgflow.read_and_start_tasks($1, $2, $3, $4, $5, $6)",
+        "select * from pgflow.read_and_start_tasks($1, $2, $3, $4, $5, 0)",
     )
     .bind(queue.as_str())
     .bind(worker_id)
     .bind(&supported.flow_slugs)
     .bind(&supported.step_slugs)
     .bind(quantity)
-    .bind(visibility_timeout_seconds)
     .fetch_all(executor)
     .await?;
     Ok(Claim::from_rows(rows))

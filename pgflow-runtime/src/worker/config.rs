@@ -98,11 +98,6 @@ pub struct WorkerSettings {
     /// How long an idle worker waits before reading again when no new-message notification
     /// wakes it sooner (notifications wake it at once; this catches delayed retries). Default 1 s.
     pub poll_interval: Duration,
-    /// How long read messages stay hidden from other readers. The claim that follows the
-    /// read archives them in the same transaction, so this only matters while that
-    /// transaction runs (a claimed task is then tracked by its row; stalled tasks are
-    /// recovered by the stalled-task sweep). Default 10 s.
-    pub visibility_timeout: Duration,
     /// How often the worker reports it is alive and checks whether it was deprecated. Default 5 s.
     pub heartbeat_interval: Duration,
     /// How long a stopping worker waits for in-flight handlers before cancelling them (their
@@ -141,7 +136,6 @@ impl Default for WorkerSettings {
             max_pg_connections: 4,
             notifications: Notifications::SameDatabase,
             poll_interval: Duration::from_secs(1),
-            visibility_timeout: Duration::from_secs(10),
             heartbeat_interval: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(30),
             stalled_check_interval: Duration::from_secs(15),
@@ -249,10 +243,12 @@ impl<Q: FlowQueue> WorkerConfig<Q> {
         self
     }
 
-    /// Initial visibility timeout of read messages (whole seconds, at least 1).
+    /// Has no effect: a claim takes its messages off the queue (PGMQ's `pop`) in the
+    /// transaction that claims their tasks, so no message is ever hidden and waiting for one.
+    #[deprecated(note = "claims pop their messages; there is no visibility timeout to set")]
     #[must_use]
-    pub fn visibility_timeout(mut self, timeout: Duration) -> Self {
-        self.settings.visibility_timeout = timeout.max(Duration::from_secs(1));
+    pub fn visibility_timeout(self, timeout: Duration) -> Self {
+        let _ = timeout;
         self
     }
 

@@ -135,11 +135,8 @@ async fn launch(
     let started = startup::start(flows, queue.clone(), choice, &settings).await?;
     let worker_id = started.worker_id;
     let flow_states = started.flow_states.clone();
-    let read_visibility_seconds =
-        i32::try_from(settings.visibility_timeout.as_secs()).unwrap_or(i32::MAX);
     let stale_messages = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let runtime = Arc::new(runtime::Runtime {
-        read_visibility_seconds,
         stale_messages: Arc::clone(&stale_messages),
         slots: Arc::new(Semaphore::new(settings.max_concurrent)),
         started,
@@ -211,11 +208,18 @@ impl WorkerHandle {
     }
 
     /// How many stale messages (no queued task behind them: sent by hand, for an unknown run,
-    /// or left over) this worker's claims have archived; each claim that meets some logs them
-    /// at WARN with their ids.
-    pub fn stale_messages_archived(&self) -> u64 {
+    /// or left over) this worker's claims have removed from its queue; each claim that meets
+    /// some logs them at WARN with their ids.
+    pub fn stale_messages_removed(&self) -> u64 {
         self.stale_messages
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The former name of [`WorkerHandle::stale_messages_removed`], from when claims archived
+    /// the messages they read.
+    #[deprecated(note = "claims now remove stale messages; use `stale_messages_removed`")]
+    pub fn stale_messages_archived(&self) -> u64 {
+        self.stale_messages_removed()
     }
 
     /// Asks the worker to stop polling, finish in-flight tasks (within its shutdown grace)

@@ -49,7 +49,6 @@ pub async fn poll(
             started.worker_id,
             started.handlers.pairs(),
             i32::try_from(quantity).unwrap_or(i32::MAX),
-            rt.read_visibility_seconds,
         )
         .await;
         metrics::claim_duration(started.queue.as_str(), claim_began.elapsed());
@@ -136,7 +135,7 @@ fn report_busy(rt: &Runtime) {
     metrics::slots_busy(rt.started.queue.as_str(), &rt.worker_label, busy);
 }
 
-/// Says which stale messages (no queued task behind them) a claim archived, and counts them.
+/// Says which stale messages (no queued task behind them) a claim removed, and counts them.
 fn report_stale(rt: &Runtime, message_ids: &[i64]) {
     let count = message_ids.len() as u64;
     metrics::count_queue(
@@ -153,7 +152,7 @@ fn report_stale(rt: &Runtime, message_ids: &[i64]) {
         count,
         total,
         message_ids = ?message_ids,
-        "archived messages with no queued task behind them (sent by hand, for an unknown run, \
+        "removed messages with no queued task behind them (sent by hand, for an unknown run, \
          or left over); nothing was run for them"
     );
 }

@@ -28,10 +28,7 @@ pub struct Runtime {
     /// Cancelled to stop at once (in-flight handlers are cancelled, their tasks recovered
     /// later as stalled).
     pub hard_stop: CancellationToken,
-    /// How long a read hides messages from other readers until its claim, which archives
-    /// them, commits.
-    pub read_visibility_seconds: i32,
-    /// Stale messages (no queued task behind them) this worker's claims archived, in all.
+    /// Stale messages (no queued task behind them) this worker's claims removed, in all.
     pub stale_messages: Arc<std::sync::atomic::AtomicU64>,
     /// The runs it is running handlers of, told at each heartbeat which of them ended.
     pub in_flight: Arc<crate::worker::in_flight::InFlightRuns>,
