@@ -142,67 +142,74 @@ begin
     return;
   end if;
 
-  with released as (
-    select c.run_id, d.step_slug, count(*)::integer as n
-    from unnest(p_run_ids, p_step_slugs, p_flow_slugs) as c(run_id, step_slug, flow_slug)
-    join pgflow.deps d on d.flow_slug = c.flow_slug and d.dep_slug = c.step_slug
-    group by c.run_id, d.step_slug
-  ),
-  locked as (
-    select ss.ctid as row_ctid, ss.run_id, ss.step_slug, ss.flow_slug, released.n,
-           ss.status = 'created' and ss.remaining_deps = released.n and r.status = 'started'
-             as ready
-    from pgflow.step_states ss
-    join released on released.run_id = ss.run_id and released.step_slug = ss.step_slug
-    join pgflow.runs r on r.run_id = ss.run_id
-    order by ss.run_id, ss.step_slug
-    for no key update of ss
-  ),
-  sized as (
-    -- A map step has exactly one dependency: the step whose array it maps over.
-    select l.row_ctid, l.run_id, l.step_slug, l.n, l.ready, s.queue_name,
-           coalesce(s.opt_start_delay, 0) as start_delay,
-           case when not l.ready then null
-                -- a condition is evaluated by start_ready_steps
-                when s.condition_when is not null or s.condition_unless is not null then null
-                when s.step_type = 'single' then 1
-                else (select case when dss.status = 'skipped' then 0
-                                  when jsonb_typeof(dss.output) = 'array'
-                                  then jsonb_array_length(dss.output) end
-                      from pgflow.deps d
-                      join pgflow.step_states dss
-                        on dss.run_id = l.run_id and dss.step_slug = d.dep_slug
-                      where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
-           end as task_count
-    from locked l
-    join pgflow.steps s on s.flow_slug = l.flow_slug and s.step_slug = l.step_slug
-  ),
-  decided as (
-    select sized.*,
-           sized.task_count is not null
-             and not bool_or(sized.ready and sized.task_count is null)
-                   over (partition by sized.run_id) as start
-    from sized
-  ),
-  changed as (
-    update pgflow.step_states ss
-    set remaining_deps = ss.remaining_deps - decided.n,
-        status = case when decided.start then 'started' else ss.status end,
-        started_at = case when decided.start then now() else ss.started_at end,
-        initial_tasks = case when decided.start then decided.task_count
-                             else ss.initial_tasks end,
-        remaining_tasks = case when decided.start then decided.task_count
-                               else ss.remaining_tasks end
-    from decided
-    where ss.ctid = decided.row_ctid
-    returning ss.run_id, ss.step_slug, ss.flow_slug, decided.ready, decided.start,
-              decided.task_count, decided.queue_name, decided.start_delay
-  )
-  select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
-                   ::pgflow.started_step) filter (where start),
-         array_agg(distinct run_id) filter (where ready and not start)
-  into v_started, v_blocked_runs
-  from changed;
+  -- Release the dependents, when there are any: a leaf step's completion (every completion
+  -- of a one-step flow) skips the statement that sizes and starts them, whose plan is large
+  -- enough that starting it up costs more than this look.
+  if exists (select 1
+             from unnest(p_step_slugs, p_flow_slugs) as c(step_slug, flow_slug)
+             join pgflow.deps d on d.flow_slug = c.flow_slug and d.dep_slug = c.step_slug) then
+    with released as (
+      select c.run_id, d.step_slug, count(*)::integer as n
+      from unnest(p_run_ids, p_step_slugs, p_flow_slugs) as c(run_id, step_slug, flow_slug)
+      join pgflow.deps d on d.flow_slug = c.flow_slug and d.dep_slug = c.step_slug
+      group by c.run_id, d.step_slug
+    ),
+    locked as (
+      select ss.ctid as row_ctid, ss.run_id, ss.step_slug, ss.flow_slug, released.n,
+             ss.status = 'created' and ss.remaining_deps = released.n and r.status = 'started'
+               as ready
+      from pgflow.step_states ss
+      join released on released.run_id = ss.run_id and released.step_slug = ss.step_slug
+      join pgflow.runs r on r.run_id = ss.run_id
+      order by ss.run_id, ss.step_slug
+      for no key update of ss
+    ),
+    sized as (
+      -- A map step has exactly one dependency: the step whose array it maps over.
+      select l.row_ctid, l.run_id, l.step_slug, l.n, l.ready, s.queue_name,
+             coalesce(s.opt_start_delay, 0) as start_delay,
+             case when not l.ready then null
+                  -- a condition is evaluated by start_ready_steps
+                  when s.condition_when is not null or s.condition_unless is not null then null
+                  when s.step_type = 'single' then 1
+                  else (select case when dss.status = 'skipped' then 0
+                                    when jsonb_typeof(dss.output) = 'array'
+                                    then jsonb_array_length(dss.output) end
+                        from pgflow.deps d
+                        join pgflow.step_states dss
+                          on dss.run_id = l.run_id and dss.step_slug = d.dep_slug
+                        where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
+             end as task_count
+      from locked l
+      join pgflow.steps s on s.flow_slug = l.flow_slug and s.step_slug = l.step_slug
+    ),
+    decided as (
+      select sized.*,
+             sized.task_count is not null
+               and not bool_or(sized.ready and sized.task_count is null)
+                     over (partition by sized.run_id) as start
+      from sized
+    ),
+    changed as (
+      update pgflow.step_states ss
+      set remaining_deps = ss.remaining_deps - decided.n,
+          status = case when decided.start then 'started' else ss.status end,
+          started_at = case when decided.start then now() else ss.started_at end,
+          initial_tasks = case when decided.start then decided.task_count
+                               else ss.initial_tasks end,
+          remaining_tasks = case when decided.start then decided.task_count
+                                 else ss.remaining_tasks end
+      from decided
+      where ss.ctid = decided.row_ctid
+      returning ss.run_id, ss.step_slug, ss.flow_slug, decided.ready, decided.start,
+                decided.task_count, decided.queue_name, decided.start_delay
+    )
+    select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
+                     ::pgflow.started_step) filter (where start),
+           array_agg(distinct run_id) filter (where ready and not start)
+    into v_started, v_blocked_runs
+    from changed;
+  end if;
 
   -- Count the steps down on their runs and complete, in the same write, the runs with nothing
   -- left (output: an object of the leaf steps' outputs).
