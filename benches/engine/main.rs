@@ -117,6 +117,40 @@ struct Row {
     vs_limit: Option<f64>,
 }
 
+impl Row {
+    /// A row of raw PGMQ messages (no runs, no latencies): `messages` taken in `seconds`, with
+    /// the commits counted and the CPU used over the timed window.
+    fn of_messages(
+        scenario: &str,
+        (workers, batch): (usize, usize),
+        messages: usize,
+        seconds: f64,
+        commits: i64,
+        cpu: Option<CpuUse>,
+    ) -> Self {
+        Self {
+            scenario: scenario.into(),
+            workers,
+            batch,
+            runs: 0,
+            tasks: messages,
+            seconds,
+            tasks_per_s: messages as f64 / seconds,
+            runs_per_s: 0.0,
+            run_p50_ms: 0.0,
+            run_p95_ms: 0.0,
+            run_p99_ms: 0.0,
+            pickup_p50_ms: 0.0,
+            // The two reads of the commit counter are not the scenario's.
+            commits_per_task: (commits - 2).max(0) as f64 / messages as f64,
+            cpu_us_per_task: cpu.map(|c| c.busy_us / messages as f64),
+            steal_pct: cpu.map(|c| c.steal_pct),
+            vs_limit: None,
+            repeats: 1,
+        }
+    }
+}
+
 struct Options {
     smoke: bool,
     quick: bool,
@@ -471,25 +505,14 @@ async fn limit(messages: usize, workers: usize, batch: usize) -> Result<Row, Err
         messages + warm_up_size(messages),
         "limit: every message archived once"
     );
-    Ok(Row {
-        scenario: "limit (pgmq)".into(),
-        workers,
-        batch,
-        runs: 0,
-        tasks: messages,
+    Ok(Row::of_messages(
+        "limit (pgmq)",
+        (workers, batch),
+        messages,
         seconds,
-        tasks_per_s: messages as f64 / seconds,
-        runs_per_s: 0.0,
-        run_p50_ms: 0.0,
-        run_p95_ms: 0.0,
-        run_p99_ms: 0.0,
-        pickup_p50_ms: 0.0,
-        commits_per_task: (after - before - 2) as f64 / messages as f64,
-        cpu_us_per_task: cpu.map(|c| c.busy_us / messages as f64),
-        steal_pct: cpu.map(|c| c.steal_pct),
-        vs_limit: None,
-        repeats: 1,
-    })
+        after - before,
+        cpu,
+    ))
 }
 
 /// Sends `messages` and drains them with `workers` consumers of `batch` messages each.
@@ -587,6 +610,21 @@ async fn engine<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
 /// Client connections of the per-call scenarios, as in pgflow's published method.
 const CLIENTS: usize = 4;
 
+/// [`CLIENTS`] pools of one connection each to `pool`'s database: the per-call scenarios'
+/// clients, each as one of an application's request handlers would hold.
+async fn client_pools(pool: &PgPool) -> Result<Vec<PgPool>, Error> {
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(
+            PgPoolOptions::new()
+                .max_connections(1)
+                .connect_with((*pool.connect_options()).clone())
+                .await?,
+        );
+    }
+    Ok(clients)
+}
+
 /// Like [`engine`], but the runs are started one per call by [`CLIENTS`] connections at once,
 /// back to back, each through its own pool of one (as an application's request handlers
 /// would), while the workers run.
@@ -600,15 +638,7 @@ async fn engine_per_call<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
     tasks_per_run: usize,
 ) -> Result<Row, Error> {
     let pool = database("pgflow_bench").await?;
-    let mut clients = Vec::new();
-    for _ in 0..CLIENTS {
-        clients.push(
-            PgPoolOptions::new()
-                .max_connections(1)
-                .connect_with((*pool.connect_options()).clone())
-                .await?,
-        );
-    }
+    let clients = client_pools(&pool).await?;
     let mut handles = Vec::new();
     for _ in 0..workers {
         handles.push(Worker::start_with(deployment.clone(), config(queue, &pool, batch)).await?);

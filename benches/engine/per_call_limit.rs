@@ -15,9 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 
-use crate::{CLIENTS, CpuClock, Error, Row, commits, database, warm_up_size};
+use crate::{CLIENTS, CpuClock, Error, Row, client_pools, commits, database, warm_up_size};
 
 const QUEUE: &str = "bench_limit_per_call";
 
@@ -29,15 +28,7 @@ pub async fn per_call_limit(messages: usize, workers: usize, batch: usize) -> Re
         .bind(QUEUE)
         .execute(&pool)
         .await?;
-    let mut clients = Vec::new();
-    for _ in 0..CLIENTS {
-        clients.push(
-            PgPoolOptions::new()
-                .max_connections(1)
-                .connect_with((*pool.connect_options()).clone())
-                .await?,
-        );
-    }
+    let clients = client_pools(&pool).await?;
     let messages = messages - messages % CLIENTS;
     let warm_up = warm_up_size(messages);
     cycle(&pool, &clients, warm_up - warm_up % CLIENTS, workers, batch).await?;
@@ -55,25 +46,14 @@ pub async fn per_call_limit(messages: usize, workers: usize, batch: usize) -> Re
     for client in clients {
         client.close().await;
     }
-    Ok(Row {
-        scenario: "limit per call (pgmq)".into(),
-        workers,
-        batch,
-        runs: 0,
-        tasks: messages,
+    Ok(Row::of_messages(
+        "limit per call (pgmq)",
+        (workers, batch),
+        messages,
         seconds,
-        tasks_per_s: messages as f64 / seconds,
-        runs_per_s: 0.0,
-        run_p50_ms: 0.0,
-        run_p95_ms: 0.0,
-        run_p99_ms: 0.0,
-        pickup_p50_ms: 0.0,
-        commits_per_task: (after - before - 2).max(0) as f64 / messages as f64,
-        cpu_us_per_task: cpu.map(|c| c.busy_us / messages as f64),
-        steal_pct: cpu.map(|c| c.steal_pct),
-        vs_limit: None,
-        repeats: 1,
-    })
+        after - before,
+        cpu,
+    ))
 }
 
 /// One timed (or warm-up) cycle: `messages` sent one per call, and taken, each exactly once.
