@@ -58,10 +58,12 @@ pub enum InstallError {
         login: String,
     },
 
-    /// The database's PGMQ (an extension installed before pgflow) is older than pgflow needs.
+    /// The database's PGMQ (typically an extension installed before pgflow) lacks a function
+    /// pgflow calls: it is older than pgflow needs.
     #[error(
-        "the pgmq extension of this database has no `pgmq.{function}`, which pgflow's claims \
-         call; update it (`alter extension pgmq update`, as its owner) and install again"
+        "this database's PGMQ has no `pgmq.{function}`, which pgflow's claims call; update PGMQ \
+         to a release that has it (for the pgmq extension: `alter extension pgmq update`, as its \
+         owner) and install again"
     )]
     PgmqTooOld {
         /// The PGMQ function (with its argument types) that is missing.

@@ -147,3 +147,24 @@ async fn name_rules_agree_with_sql(pool: PgPool) {
         );
     }
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_pgmq_without_pop_is_refused_naming_what_it_lacks(pool: PgPool) {
+    pgflow::install(&pool).await.unwrap();
+    // What an older PGMQ looks like to pgflow: no `pop(queue, qty)`, which claims call. PGMQ's
+    // embedded installer applies only its scripts that are new, so installing again keeps it so.
+    sqlx::query("drop function pgmq.pop(text, integer)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let error = pgflow::install(&pool).await.unwrap_err();
+    assert!(
+        matches!(&error, InstallError::PgmqTooOld { function } if function == "pop(text,integer)"),
+        "{error:?}"
+    );
+    let text = error.to_string();
+    assert!(
+        text.contains("pgmq.pop(text,integer)") && text.contains("alter extension pgmq update"),
+        "{text}"
+    );
+}
