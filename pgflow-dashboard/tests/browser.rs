@@ -60,32 +60,11 @@ async fn the_dashboard_works_in_a_real_browser(pool: PgPool) {
     let _worker = support::installed_with_worker(&pool).await;
     let client = Client::new(pool.clone());
 
-    let failed = support::start(
-        &client,
-        Order {
-            fail: true,
-            ..Order::quick()
-        },
-    )
-    .await;
+    let failed = support::start(&client, Order::failing()).await;
     assert_eq!(support::ended(&client, failed).await, RunStatus::Failed);
-    let to_cancel = support::start(
-        &client,
-        Order {
-            wait_ms: 120_000,
-            ..Order::quick()
-        },
-    )
-    .await;
+    let to_cancel = support::start(&client, Order::waiting(120_000)).await;
     // Long enough for the browser to open its page while it runs.
-    let running = support::start(
-        &client,
-        Order {
-            wait_ms: 6_000,
-            ..Order::quick()
-        },
-    )
-    .await;
+    let running = support::start(&client, Order::waiting(6_000)).await;
 
     let token = ActionToken::generate();
     let mut config = DashboardConfig::new(Access::Token(token.clone()));

@@ -85,14 +85,7 @@ async fn every_page_answers_and_a_failed_step_shows_its_error(pool: PgPool) {
     let _worker = support::installed_with_worker(&pool).await;
     let client = Client::new(pool.clone());
     let done = support::start(&client, Order::quick()).await;
-    let failed = support::start(
-        &client,
-        Order {
-            fail: true,
-            ..Order::quick()
-        },
-    )
-    .await;
+    let failed = support::start(&client, Order::failing()).await;
     assert_eq!(support::ended(&client, done).await, RunStatus::Completed);
     assert_eq!(support::ended(&client, failed).await, RunStatus::Failed);
     let app = dashboard(&pool, with_token(), false);
@@ -172,14 +165,7 @@ async fn hidden_payloads_never_reach_the_page(pool: PgPool) {
 async fn cancel_needs_the_token_a_same_site_form_and_its_csrf_cookie(pool: PgPool) {
     let _worker = support::installed_with_worker(&pool).await;
     let client = Client::new(pool.clone());
-    let run = support::start(
-        &client,
-        Order {
-            wait_ms: 60_000,
-            ..Order::quick()
-        },
-    )
-    .await;
+    let run = support::start(&client, Order::waiting(60_000)).await;
     let app = dashboard(&pool, with_token(), false);
     let path = format!("/runs/{run}/cancel");
 

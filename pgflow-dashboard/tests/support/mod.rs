@@ -32,6 +32,22 @@ impl Order {
             note: "quick".into(),
         }
     }
+
+    /// An order whose step fails (one attempt: the run fails with it).
+    pub fn failing() -> Self {
+        Self {
+            fail: true,
+            ..Self::quick()
+        }
+    }
+
+    /// An order whose step takes `wait_ms` to finish.
+    pub fn waiting(wait_ms: u64) -> Self {
+        Self {
+            wait_ms,
+            ..Self::quick()
+        }
+    }
 }
 
 #[pgflow::flow(slug = "browsed_v1", alias = "browsed", input = Order, max_attempts = 1, base_delay = 0)]
