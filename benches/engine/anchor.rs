@@ -275,15 +275,7 @@ pub async fn anchor_per_call(
 ) -> Result<Row, Error> {
     let pool = anchor_database().await?;
     let options = (*pool.connect_options()).clone();
-    let mut client_pools = Vec::new();
-    for _ in 0..clients {
-        client_pools.push(
-            PgPoolOptions::new()
-                .max_connections(1)
-                .connect_with(options.clone())
-                .await?,
-        );
-    }
+    let client_pools = crate::client_pools(&pool, clients).await?;
     let stop = CancellationToken::new();
     let mut handles = Vec::new();
     for _ in 0..workers {
@@ -299,10 +291,7 @@ pub async fn anchor_per_call(
     wait_until_no_run_is_open(&pool).await?;
     sqlx::raw_sql("vacuum analyze").execute(&pool).await?;
 
-    let window_start: f64 =
-        sqlx::query_scalar("select extract(epoch from clock_timestamp())::float8")
-            .fetch_one(&pool)
-            .await?;
+    let window_start = crate::database_clock(&pool).await?;
     let before = commits(&pool).await?;
     let cpu = CpuClock::now();
     let started = Instant::now();

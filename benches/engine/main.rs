@@ -610,11 +610,11 @@ async fn engine<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
 /// Client connections of the per-call scenarios, as in pgflow's published method.
 const CLIENTS: usize = 4;
 
-/// [`CLIENTS`] pools of one connection each to `pool`'s database: the per-call scenarios'
+/// `count` pools of one connection each to `pool`'s database: the per-call scenarios'
 /// clients, each as one of an application's request handlers would hold.
-async fn client_pools(pool: &PgPool) -> Result<Vec<PgPool>, Error> {
+async fn client_pools(pool: &PgPool, count: usize) -> Result<Vec<PgPool>, Error> {
     let mut clients = Vec::new();
-    for _ in 0..CLIENTS {
+    for _ in 0..count {
         clients.push(
             PgPoolOptions::new()
                 .max_connections(1)
@@ -638,7 +638,7 @@ async fn engine_per_call<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
     tasks_per_run: usize,
 ) -> Result<Row, Error> {
     let pool = database("pgflow_bench").await?;
-    let clients = client_pools(&pool).await?;
+    let clients = client_pools(&pool, CLIENTS).await?;
     let mut handles = Vec::new();
     for _ in 0..workers {
         handles.push(Worker::start_with(deployment.clone(), config(queue, &pool, batch)).await?);

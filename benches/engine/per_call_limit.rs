@@ -28,7 +28,7 @@ pub async fn per_call_limit(messages: usize, workers: usize, batch: usize) -> Re
         .bind(QUEUE)
         .execute(&pool)
         .await?;
-    let clients = client_pools(&pool).await?;
+    let clients = client_pools(&pool, CLIENTS).await?;
     let messages = messages - messages % CLIENTS;
     let warm_up = warm_up_size(messages);
     cycle(&pool, &clients, warm_up - warm_up % CLIENTS, workers, batch).await?;
