@@ -210,6 +210,8 @@ const FUNCTION_ROLES: &[(&str, &str)] = &[
     ("refresh_statistics", "pgflow_worker"),
     ("tables_to_vacuum", "pgflow_worker"),
     ("lock_namespace", "pgflow_worker"),
+    ("request_wakeups", "pgflow_worker"),
+    ("withdraw_wakeups", "pgflow_worker"),
     ("start_flows", "pgflow_client"),
     ("start_flow", "pgflow_client"),
     ("start_alias_typed", "pgflow_client"),

@@ -69,15 +69,33 @@ begin
 end;
 $$;
 
--- Wakes the workers listening on `pgflow.<queue_name>` (see `pgflow_runtime::worker`).
--- Postgres delivers one notification per channel and payload at commit, however often a
--- transaction calls this.
+-- The advisory key (second half; the first is lock_namespace()) that a queue's listeners hold
+-- while they want notifications: see request_wakeups.
+create or replace function pgflow.wakeup_key(p_queue_name text)
+returns integer
+language sql
+immutable
+parallel safe
+as $$ select hashtext('wakeup:' || p_queue_name) $$;
+
+-- Wakes the workers listening on `pgflow.<queue_name>` (see `pgflow_runtime::worker`), if any
+-- listener wants a wake-up: a notification makes its commit wait for every other notifying
+-- commit of the server (Postgres serializes them, WAL flush included), so a start notifies
+-- only while some worker process has every worker of the queue idle (it then holds the
+-- queue's wake-up key shared, see request_wakeups). The probe is an exclusive try-lock,
+-- released at once: it fails while any listener holds the key (or another probe does, at the
+-- same instant: one notification too many, never one too few). Postgres delivers one
+-- notification per channel and payload at commit, however often a transaction calls this.
 create or replace function pgflow.notify_queue(p_queue_name text)
 returns void
 language plpgsql
 as $$
 begin
-  perform pg_notify('pgflow.' || p_queue_name, '');
+  if pg_try_advisory_lock(pgflow.lock_namespace(), pgflow.wakeup_key(p_queue_name)) then
+    perform pg_advisory_unlock(pgflow.lock_namespace(), pgflow.wakeup_key(p_queue_name));
+  else
+    perform pg_notify('pgflow.' || p_queue_name, '');
+  end if;
 end;
 $$;
 

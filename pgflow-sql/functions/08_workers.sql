@@ -35,6 +35,35 @@ begin
 end;
 $$;
 
+-- request_wakeups: from now until withdraw_wakeups (or the end of this session), transactions
+-- that make tasks of the queue visible notify `pgflow.<queue_name>` (see notify_queue). A
+-- worker process's listener calls it on its own session when every worker it serves on the
+-- queue is idle, then has one worker look once more: a transaction that probed just before
+-- this call may still commit without notifying, and that look (and one a little later) finds
+-- its tasks. Holds the queue's wake-up key shared, at session level: the request dies with the
+-- session, so a crashed worker leaves nothing behind. Call it at most once per session and
+-- queue before withdrawing it.
+create or replace function pgflow.request_wakeups(p_queue_name text)
+returns void
+language plpgsql
+as $$
+begin
+  perform pg_advisory_lock_shared(pgflow.lock_namespace(), pgflow.wakeup_key(p_queue_name));
+end;
+$$;
+
+-- withdraw_wakeups: ends this session's request_wakeups on the queue (a worker of it is
+-- claiming again and will find new tasks without being woken). False when the session held
+-- no request.
+create or replace function pgflow.withdraw_wakeups(p_queue_name text)
+returns boolean
+language plpgsql
+as $$
+begin
+  return pg_advisory_unlock_shared(pgflow.lock_namespace(), pgflow.wakeup_key(p_queue_name));
+end;
+$$;
+
 -- function_enabled: whether workers of the function may start (true for an unknown function).
 create or replace function pgflow.function_enabled(p_function_name text)
 returns boolean

@@ -75,7 +75,8 @@ begin
                                 'read_and_start_tasks', 'start_tasks', 'complete_tasks',
                                 'fail_tasks', 'stored_completions', 'requeue_stalled_tasks',
                                 'refresh_statistics', 'tables_to_vacuum', 'lock_namespace',
-                                'schedules_to_fire', 'fire_schedule') then
+                                'schedules_to_fire', 'fire_schedule', 'request_wakeups',
+                                'withdraw_wakeups') then
                array['pgflow_worker']
              when p.proname in ('start_flows', 'start_flow', 'start_alias_typed',
                                 'run_step_states', 'subscribe_events',

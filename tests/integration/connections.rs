@@ -6,7 +6,7 @@ use std::time::Duration;
 use pgflow::{Client, Worker, WorkerConfig};
 use sqlx::PgPool;
 
-use crate::support::{database_url, install};
+use crate::support::{database_url, install, listening_sessions};
 
 #[pgflow::flow(slug = "frugal_v1", input = u32)]
 pub mod frugal_v1 {
@@ -19,18 +19,6 @@ pub mod frugal_v1 {
     pub async fn add_one(double: u32) -> Result<u32, String> {
         Ok(double + 1)
     }
-}
-
-/// The sessions on the test database listening for new tasks (a queue channel, `pgflow.<queue>`;
-/// clients listen for run events on `pgflow_events.<flow>`).
-async fn listening_sessions(pool: &PgPool) -> i64 {
-    sqlx::query_scalar(
-        "select count(*) from pg_stat_activity
-         where datname = current_database() and query ilike 'listen \"pgflow.%'",
-    )
-    .fetch_one(pool)
-    .await
-    .unwrap()
 }
 
 /// Starts `runs` runs of `frugal_v1` and waits for each: (input, output.add_one).

@@ -40,4 +40,5 @@ mod support;
 mod tls;
 mod typed_alias;
 mod upgrade;
+mod wakeups;
 mod worker;

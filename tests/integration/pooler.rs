@@ -9,7 +9,7 @@ use pgflow::{Client, Worker, WorkerConfig};
 use pgflow_testkit::PgBouncer;
 use sqlx::PgPool;
 
-use crate::support::{database_url, install};
+use crate::support::{database_url, install, listening_sessions};
 
 #[pgflow::flow(slug = "bounced_v1", input = u32)]
 pub mod bounced_v1 {
@@ -47,18 +47,6 @@ fn pooled_url(bouncer: &PgBouncer, pool: &PgPool) -> String {
 
 fn expected_total(input: u32) -> u32 {
     (1..=input).map(|i| i * i).sum()
-}
-
-/// The sessions on the test database listening for new tasks (a queue channel, `pgflow.<queue>`;
-/// clients listen for run events on `pgflow_events.<flow>`).
-async fn listening_sessions(pool: &PgPool) -> i64 {
-    sqlx::query_scalar(
-        "select count(*) from pg_stat_activity
-         where datname = current_database() and query ilike 'listen \"pgflow.%'",
-    )
-    .fetch_one(pool)
-    .await
-    .unwrap()
 }
 
 #[sqlx::test(migrations = false)]

@@ -199,3 +199,18 @@ pub async fn worker_stopped(pool: &PgPool, worker_id: Uuid) -> bool {
         .await
         .expect("read the worker's row")
 }
+
+/// How many sessions on the test database listen for new tasks: their last statement was the
+/// `LISTEN` of a queue channel (`pgflow.<queue>`; clients listen for run events on
+/// `pgflow_events.<flow>`) or a request or withdrawal of wake-ups, which only listeners make.
+pub async fn listening_sessions(pool: &PgPool) -> i64 {
+    sqlx::query_scalar(
+        "select count(*) from pg_stat_activity
+         where datname = current_database()
+           and (query ilike 'listen \"pgflow.%' or query ilike 'select pgflow.request_wakeups(%'
+                or query ilike 'select pgflow.withdraw_wakeups(%')",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}

@@ -695,7 +695,8 @@ async fn notifications_alone_wake_idle_workers_and_a_burst_reaches_each_of_them(
     // The shared listener comes back after its connection is cut, and wakes the workers again.
     let cut: i64 = sqlx::query_scalar(
         "select count(*) from (select pg_terminate_backend(pid) from pg_stat_activity
-         where application_name = 'woken_workers' and query ilike 'listen%') t",
+         where application_name = 'woken_workers'
+           and (query ilike 'listen%' or query ilike '%_wakeups(%')) t",
     )
     .fetch_one(&pool)
     .await

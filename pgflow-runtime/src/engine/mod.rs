@@ -58,5 +58,6 @@ pub use schedules::{
 };
 pub use workers::{
     CoverageGap, Heartbeat, LostWorker, deprecate_workers, function_enabled, heartbeat,
-    mark_lost_workers, queue_channel, queue_coverage_gaps, register_worker, stop_worker,
+    mark_lost_workers, queue_channel, queue_coverage_gaps, register_worker, request_wakeups,
+    stop_worker, withdraw_wakeups,
 };

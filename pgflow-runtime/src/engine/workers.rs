@@ -163,3 +163,33 @@ pub async fn deprecate_workers(
 pub fn queue_channel(queue: &QueueName) -> String {
     format!("pgflow.{}", queue.as_str())
 }
+
+/// From now until [`withdraw_wakeups`] (or the end of the session `executor` runs on), every
+/// transaction that makes tasks of `queue` visible notifies [`queue_channel`]. Without a
+/// request, starts and completions send no notification: each one would make its commit wait
+/// for every other notifying commit of the server. Call it on the session that listens, when
+/// every worker it serves is idle, then claim once more (and again a little later): a
+/// transaction that looked for requests just before this one may still commit without
+/// notifying. Session state: never call it through a transaction-mode pooler.
+pub async fn request_wakeups(
+    executor: impl PgExecutor<'_>,
+    queue: &QueueName,
+) -> Result<(), EngineError> {
+    sqlx::query("select pgflow.request_wakeups($1)")
+        .bind(queue.as_str())
+        .execute(executor)
+        .await?;
+    Ok(())
+}
+
+/// Ends this session's [`request_wakeups`] on `queue`; false when it held none.
+pub async fn withdraw_wakeups(
+    executor: impl PgExecutor<'_>,
+    queue: &QueueName,
+) -> Result<bool, EngineError> {
+    let withdrawn = sqlx::query_scalar("select pgflow.withdraw_wakeups($1)")
+        .bind(queue.as_str())
+        .fetch_one(executor)
+        .await?;
+    Ok(withdrawn)
+}

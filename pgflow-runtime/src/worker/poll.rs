@@ -14,19 +14,27 @@ use crate::worker::execute::{Outcome, execute};
 use crate::worker::runtime::{MAX_BACKOFF, Runtime};
 use crate::worker::wakeup::QueueWakeup;
 
+/// How long a worker whose read found tasks, but fewer than it asked for, lets new ones gather
+/// before it reads again. While it does so it counts as claiming: new tasks wake nobody (see
+/// [`crate::worker::wakeup`]), and the next read takes the tasks of several starts at once.
+pub const GATHER_FOR: Duration = Duration::from_millis(4);
+
+/// How long a worker with every slot busy still counts as claiming: short handlers free a
+/// slot sooner, and flipping the process's request for wake-ups on every full claim would cost
+/// more than it saves.
+pub const SLOT_PATIENCE: Duration = Duration::from_millis(25);
+
 /// Reads at most the free slots' worth of messages, claims them and hands each to a handler
-/// task; waits to be woken (or the poll interval) when the queue is empty, and wakes the next
-/// idle worker of the queue when its claim came back full.
+/// task; reads again at once when the read was full (waking the next idle worker of the queue
+/// too), after [`GATHER_FOR`] when it found some tasks, and waits to be woken (or the poll
+/// interval) when the queue is empty.
 pub async fn poll(
     rt: &Arc<Runtime>,
     results: mpsc::UnboundedSender<Outcome>,
 ) -> Result<(), WorkerError> {
     let started = &rt.started;
-    let wakeup = QueueWakeup::subscribe(
-        &started.pool,
-        &engine::queue_channel(&started.queue),
-        &rt.settings.notifications,
-    )?;
+    let wakeup = QueueWakeup::subscribe(&started.pool, &started.queue, &rt.settings.notifications)?;
+    let mut member = wakeup.join();
     let mut backoff = Duration::from_millis(50);
     loop {
         if rt.shutdown.is_cancelled() {
@@ -34,9 +42,20 @@ pub async fn poll(
         }
         let free = rt.slots.available_permits();
         if free == 0 {
-            // Wait until a handler finishes.
+            // Wait until a handler finishes. A slot that frees within SLOT_PATIENCE keeps this
+            // worker claiming; after that it reads nothing until one does, and new tasks must
+            // wake another worker.
+            let slot = Arc::clone(&rt.slots);
             tokio::select! {
-                permit = Arc::clone(&rt.slots).acquire_owned() => drop(permit),
+                permit = tokio::time::timeout(SLOT_PATIENCE, slot.acquire_owned()) => {
+                    if permit.is_err() {
+                        member.set_claiming(false);
+                        tokio::select! {
+                            permit = Arc::clone(&rt.slots).acquire_owned() => drop(permit),
+                            () = rt.shutdown.cancelled() => return Ok(()),
+                        }
+                    }
+                }
                 () = rt.shutdown.cancelled() => return Ok(()),
             }
             continue;
@@ -68,6 +87,7 @@ pub async fn poll(
         match claimed {
             Ok(claim) if claim.tasks.is_empty() && claim.stale_message_ids.len() < quantity => {
                 backoff = Duration::from_millis(50);
+                member.set_claiming(false);
                 wait_for_work(rt, &wakeup).await;
             }
             Ok(Claim {
@@ -79,6 +99,8 @@ pub async fn poll(
                 if !drained {
                     wakeup.pass_on();
                 }
+                // This worker reads again soon on its own: new tasks need wake nobody.
+                member.set_claiming(true);
                 for task in tasks {
                     let Ok(permit) = Arc::clone(&rt.slots).acquire_owned().await else {
                         return Ok(());
@@ -99,8 +121,11 @@ pub async fn poll(
                 }
                 if drained {
                     // The read took everything visible: reading again now would find nothing.
-                    // New work wakes us (a notification that came meanwhile is kept).
-                    wait_for_work(rt, &wakeup).await;
+                    // Let the tasks of the next starts gather first.
+                    tokio::select! {
+                        () = tokio::time::sleep(GATHER_FOR) => {}
+                        () = rt.shutdown.cancelled() => return Ok(()),
+                    }
                 }
             }
             Err(error @ EngineError::UnsupportedTasks { .. }) => {
@@ -113,6 +138,7 @@ pub async fn poll(
                 return Err(WorkerError::UnsupportedTasks(error));
             }
             Err(error) => {
+                member.set_claiming(false);
                 tracing::warn!(
                     queue = started.queue.as_str(),
                     %error,

@@ -1,26 +1,34 @@
 //! Wake-ups for idle workers, shared by every worker of one process that polls the same queue
 //! of the same database.
 //!
-//! pgflow sends `pg_notify('pgflow.<queue>')` when tasks become visible. If every worker held
-//! its own `LISTEN`, each notification would wake all idle workers of the queue at once; all
-//! but one would then claim nothing, and each of those empty claims still scans the queue's
-//! in-flight messages. Here one listener per (database, queue) and process wakes **one** idle
-//! worker per notification; a worker whose claim came back full wakes the next one
-//! ([`QueueWakeup::pass_on`]), so a burst still reaches every worker, one claim at a time.
+//! A notification makes its commit wait for every other notifying commit of the server
+//! (Postgres serializes them, WAL flush included), so pgflow notifies `pgflow.<queue>` only when
+//! someone asks for it. This process's listener asks (`pgflow.request_wakeups`, a shared
+//! advisory lock on its own session) while every worker it serves on the queue is idle, and
+//! withdraws the request as soon as one of them is claiming again: a claiming worker reads
+//! again within [`GATHER_FOR`](crate::worker::poll::GATHER_FOR) and finds new tasks without
+//! being woken. Under load, then, starts and completions send nothing. A transaction that
+//! looked for requests just before one was made may still commit without notifying; so after
+//! each request one idle worker looks at once, and again after each of [`RECHECKS`].
+//!
+//! If every worker held its own `LISTEN`, each notification would wake all idle workers of the
+//! queue at once; all but one would then claim nothing, and each of those empty claims still
+//! scans the queue's in-flight messages. Here one listener per (database, queue) and process
+//! wakes **one** idle worker per notification; a worker whose claim came back full wakes the
+//! next one ([`QueueWakeup::pass_on`]), so a burst still reaches every worker, one claim at a
+//! time.
 //!
 //! Under load the listener also coalesces: a notification that comes within [`BUSY_WITHIN`] of
 //! the previous wake-up is held for [`COALESCE_FOR`], and every notification arriving meanwhile
-//! rides on the same wake-up. One claim then takes the tasks of several starts instead of one
-//! claim (and one completion) per task, which is where throughput went when many workers
-//! shared a queue that runs were started into one at a time (BENCHMARKS.md, per-call method).
-//! At low load notifications are further apart than [`BUSY_WITHIN`] and wake a worker at once.
+//! rides on the same wake-up. At low load notifications are further apart than [`BUSY_WITHIN`]
+//! and wake a worker at once.
 //!
 //! The listener holds a connection of its own, outside the workers' pools (so a worker with
 //! `max_pg_connections(1)` keeps its one connection for work), opened with the pool's connect
 //! options or a URL of its own ([`Notifications`]). It reconnects on its own; while it is
 //! down, and after it comes back (when notifications may have been missed), workers fall back
-//! to their poll interval and are all woken once. With notifications off there is no listener:
-//! workers poll, and still pass work on to each other.
+//! to their poll interval and are all woken once. With notifications off there is no listener
+//! and no request: idle workers poll, and still pass work on to each other.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -28,10 +36,12 @@ use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::db::{Db, Pooling};
+use crate::engine;
+use crate::names::QueueName;
 use crate::worker::config::Notifications;
 use crate::worker::error::WorkerError;
 
@@ -42,6 +52,12 @@ pub const BUSY_WITHIN: Duration = Duration::from_millis(25);
 /// How long a notification on a busy queue is held before it wakes a worker.
 pub const COALESCE_FOR: Duration = Duration::from_millis(4);
 
+/// After a request for wake-ups, one idle worker looks again at once and after each of these
+/// (from the request): tasks whose transaction looked for requests just before it and committed
+/// after the last empty claim. A transaction that stays open longer between its start and its
+/// commit waits for the next notification or the poll interval.
+pub const RECHECKS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(100)];
+
 /// The longest pause between attempts to (re)connect the listener.
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
 
@@ -50,23 +66,35 @@ const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
 pub struct QueueWakeup {
     notify: Notify,
     stop: CancellationToken,
+    members: Mutex<Members>,
+    /// Whether this process wants notifications: it has workers on the queue and none of them
+    /// is claiming. The listener keeps its session's request in line with it.
+    wanted: watch::Sender<bool>,
+}
+
+/// The workers of this process on one queue, and how many of them are claiming.
+#[derive(Default)]
+struct Members {
+    count: usize,
+    claiming: usize,
 }
 
 impl QueueWakeup {
-    /// The shared wake-up of `channel` on the database `db` points at, started on first use;
+    /// The shared wake-up of `queue` on the database `db` points at, started on first use;
     /// `notifications` says where its listener connects, if anywhere. Behind a
     /// transaction-mode pooler a `LISTEN` would hold no session, so without a
     /// [`Notifications::Url`] there is no listener and idle workers poll.
     pub fn subscribe(
         db: &Db,
-        channel: &str,
+        queue: &QueueName,
         notifications: &Notifications,
     ) -> Result<Arc<Self>, WorkerError> {
+        let channel = engine::queue_channel(queue);
         let pool = db.pool();
         let listen_options = match notifications {
             Notifications::SameDatabase if db.pooling() == Pooling::Transaction => {
                 tracing::info!(
-                    channel,
+                    queue = queue.as_str(),
                     "behind a transaction-mode pooler with no listen_url: idle workers poll"
                 );
                 None
@@ -87,9 +115,12 @@ impl QueueWakeup {
         if let Some(existing) = registry.get(&key).and_then(Weak::upgrade) {
             return Ok(existing);
         }
+        let (wanted, wanted_changes) = watch::channel(false);
         let wakeup = Arc::new(Self {
             notify: Notify::new(),
             stop: CancellationToken::new(),
+            members: Mutex::default(),
+            wanted,
         });
         registry.insert(key, Arc::downgrade(&wakeup));
         if let Some(options) = listen_options {
@@ -100,17 +131,31 @@ impl QueueWakeup {
                 .min_connections(0)
                 .connect_lazy_with(options);
             tokio::spawn(listen(
-                listener_pool,
-                channel.to_owned(),
-                Arc::downgrade(&wakeup),
+                Listening {
+                    pool: listener_pool,
+                    queue: queue.clone(),
+                    channel,
+                    wakeup: Arc::downgrade(&wakeup),
+                    wanted: wanted_changes,
+                },
                 wakeup.stop.clone(),
             ));
         }
         Ok(wakeup)
     }
 
+    /// Counts a worker in (not claiming until it says so); it counts out when the returned
+    /// member is dropped.
+    pub fn join(self: &Arc<Self>) -> WakeupMember {
+        self.update_members(|members| members.count += 1);
+        WakeupMember {
+            wakeup: Arc::clone(self),
+            claiming: false,
+        }
+    }
+
     /// Waits until this worker is woken: a notification arrived, another worker passed work
-    /// on, or the listener (re)connected.
+    /// on, the listener (re)connected, or a request for wake-ups was just made.
     pub async fn woken(&self) {
         self.notify.notified().await;
     }
@@ -120,11 +165,60 @@ impl QueueWakeup {
     pub fn pass_on(&self) {
         self.notify.notify_one();
     }
+
+    fn update_members(&self, change: impl FnOnce(&mut Members)) {
+        let mut members = self.members.lock().unwrap_or_else(|e| e.into_inner());
+        change(&mut members);
+        let wanted = members.count > 0 && members.claiming == 0;
+        self.wanted.send_if_modified(|current| {
+            let changed = *current != wanted;
+            *current = wanted;
+            changed
+        });
+    }
 }
 
 impl Drop for QueueWakeup {
     fn drop(&mut self) {
         self.stop.cancel();
+    }
+}
+
+/// One worker's place in its queue's [`QueueWakeup`]: whether it is claiming (it will read
+/// again soon without being woken) decides, with the others', whether the process asks for
+/// notifications.
+pub struct WakeupMember {
+    wakeup: Arc<QueueWakeup>,
+    claiming: bool,
+}
+
+impl WakeupMember {
+    /// Says whether this worker will read the queue again soon on its own (true), or waits to
+    /// be woken or for a free slot (false).
+    pub fn set_claiming(&mut self, claiming: bool) {
+        if self.claiming == claiming {
+            return;
+        }
+        self.claiming = claiming;
+        self.wakeup.update_members(|members| {
+            if claiming {
+                members.claiming += 1;
+            } else {
+                members.claiming -= 1;
+            }
+        });
+    }
+}
+
+impl Drop for WakeupMember {
+    fn drop(&mut self) {
+        let claiming = self.claiming;
+        self.wakeup.update_members(|members| {
+            members.count -= 1;
+            if claiming {
+                members.claiming -= 1;
+            }
+        });
     }
 }
 
@@ -144,19 +238,30 @@ fn database_identity(options: &PgConnectOptions) -> String {
     )
 }
 
-/// Listens on `channel` and wakes one waiting worker per notification, until `stop`.
-async fn listen(pool: PgPool, channel: String, wakeup: Weak<QueueWakeup>, stop: CancellationToken) {
+/// What a listener serves: its queue and channel, the wake-up it feeds, and the workers' wish
+/// for notifications.
+struct Listening {
+    pool: PgPool,
+    queue: QueueName,
+    channel: String,
+    wakeup: Weak<QueueWakeup>,
+    wanted: watch::Receiver<bool>,
+}
+
+/// Listens on the queue's channel and wakes one waiting worker per notification, keeping its
+/// session's request for wake-ups in line with what the workers want, until `stop`.
+async fn listen(mut listening: Listening, stop: CancellationToken) {
     let mut delay = Duration::from_millis(50);
     loop {
         let connected = tokio::select! {
-            connected = connect(&pool, &channel) => connected,
+            connected = connect(&listening.pool, &listening.channel) => connected,
             () = stop.cancelled() => return,
         };
         let mut listener = match connected {
             Ok(listener) => listener,
             Err(error) => {
                 tracing::warn!(
-                    channel = channel.as_str(),
+                    queue = listening.queue.as_str(),
                     %error,
                     retry_in_ms = delay.as_millis() as u64,
                     "cannot listen for new tasks; workers poll until it recovers"
@@ -171,38 +276,116 @@ async fn listen(pool: PgPool, channel: String, wakeup: Weak<QueueWakeup>, stop: 
         };
         delay = Duration::from_millis(50);
         // Notifications may have been missed while not listening: every idle worker looks once.
-        match wakeup.upgrade() {
+        match listening.wakeup.upgrade() {
             Some(wakeup) => wakeup.notify.notify_waiters(),
             None => return,
         }
-        let mut last_wake: Option<Instant> = None;
-        loop {
-            let received = tokio::select! {
-                received = listener.try_recv() => received,
-                () = stop.cancelled() => return,
+        match serve(&mut listening, &mut listener, &stop).await {
+            Served::Stopped => return,
+            Served::Lost => {}
+        }
+    }
+}
+
+/// How serving one listening session ended.
+enum Served {
+    Stopped,
+    Lost,
+}
+
+/// Serves one listening session: wakes workers on notifications and rechecks, and requests or
+/// withdraws wake-ups as the workers want.
+async fn serve(
+    listening: &mut Listening,
+    listener: &mut PgListener,
+    stop: &CancellationToken,
+) -> Served {
+    let queue = listening.queue.as_str();
+    // A new session holds no request.
+    let mut requested = false;
+    let mut rechecks: Vec<tokio::time::Instant> = Vec::new();
+    let mut last_wake: Option<Instant> = None;
+    loop {
+        let wanted = *listening.wanted.borrow_and_update();
+        if wanted != requested {
+            let changed = if wanted {
+                engine::request_wakeups(&mut *listener, &listening.queue).await
+            } else {
+                engine::withdraw_wakeups(&mut *listener, &listening.queue)
+                    .await
+                    .map(drop)
             };
-            let lost = match received {
-                Ok(Some(_)) => {
-                    let busy = last_wake.is_some_and(|at| at.elapsed() < BUSY_WITHIN);
-                    let lost = busy && coalesce(&mut listener, &channel, &stop).await;
-                    last_wake = Some(Instant::now());
-                    match wakeup.upgrade() {
-                        Some(wakeup) => wakeup.notify.notify_one(),
-                        None => return,
-                    }
-                    lost
+            if let Err(error) = changed {
+                tracing::warn!(queue, %error, "requesting wake-ups failed; reconnecting");
+                return Served::Lost;
+            }
+            requested = wanted;
+            rechecks.clear();
+            if requested {
+                // Tasks whose transaction looked for a request just before this one.
+                let now = tokio::time::Instant::now();
+                rechecks.extend(RECHECKS.iter().rev().map(|after| now + *after));
+                if !wake_one(&listening.wakeup) {
+                    return Served::Stopped;
                 }
-                // The connection was lost (`None`) or failed.
-                Ok(None) => true,
-                Err(error) => {
-                    tracing::warn!(channel = channel.as_str(), %error, "listening failed; reconnecting");
-                    true
-                }
-            };
-            if lost {
-                break;
             }
         }
+        let next_recheck = rechecks.last().copied();
+        tokio::select! {
+            received = listener.try_recv() => {
+                let lost = match received {
+                    Ok(Some(_)) => {
+                        let busy = last_wake.is_some_and(|at| at.elapsed() < BUSY_WITHIN);
+                        let lost = busy && coalesce(listener, &listening.channel, stop).await;
+                        last_wake = Some(Instant::now());
+                        if !wake_one(&listening.wakeup) {
+                            return Served::Stopped;
+                        }
+                        lost
+                    }
+                    // The connection was lost (`None`) or failed.
+                    Ok(None) => true,
+                    Err(error) => {
+                        tracing::warn!(queue, %error, "listening failed; reconnecting");
+                        true
+                    }
+                };
+                if lost {
+                    return Served::Lost;
+                }
+            }
+            changed = listening.wanted.changed() => {
+                if changed.is_err() {
+                    return Served::Stopped;
+                }
+            }
+            () = sleep_until_some(next_recheck) => {
+                rechecks.pop();
+                if !wake_one(&listening.wakeup) {
+                    return Served::Stopped;
+                }
+            }
+            () = stop.cancelled() => return Served::Stopped,
+        }
+    }
+}
+
+/// Wakes one idle worker; false when the wake-up is gone (its last worker stopped).
+fn wake_one(wakeup: &Weak<QueueWakeup>) -> bool {
+    match wakeup.upgrade() {
+        Some(wakeup) => {
+            wakeup.notify.notify_one();
+            true
+        }
+        None => false,
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 

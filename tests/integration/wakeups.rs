@@ -1,0 +1,178 @@
+//! Wake-ups on request: transactions that make tasks visible notify a queue only while some
+//! session requests it (a worker process with every worker of the queue idle), and a run whose
+//! transaction missed a request that came just before its commit is still found.
+
+use std::time::Duration;
+
+use pgflow::definition::FlowDefinition;
+use pgflow::engine::{self, RunStatus};
+use pgflow::{Client, Worker};
+use serde_json::json;
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+
+use crate::support::{compiled, flow, install, queue, single, worker_config};
+
+/// A notification on `listener` within `within`, if one came.
+async fn notified(listener: &mut PgListener, within: Duration) -> bool {
+    tokio::time::timeout(within, listener.recv()).await.is_ok()
+}
+
+/// Sessions holding a request for wake-ups of `queue_name` (the shared advisory lock on the
+/// queue's wake-up key).
+async fn requests(pool: &PgPool, queue_name: &str) -> i64 {
+    sqlx::query_scalar(
+        "select count(*) from pg_locks
+         where locktype = 'advisory' and mode = 'ShareLock' and granted
+           and classid::integer = pgflow.lock_namespace()
+           and objid::integer = pgflow.wakeup_key($1)
+           and database = (select oid from pg_database where datname = current_database())",
+    )
+    .bind(queue_name)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrations = false)]
+async fn starts_notify_a_queue_only_while_a_session_requests_wake_ups(pool: PgPool) {
+    install(&pool).await;
+    compiled(
+        &pool,
+        FlowDefinition::new(flow("quiet")).step(single("only", &[])),
+    )
+    .await;
+    let mut listener = PgListener::connect_with(&pool).await.unwrap();
+    listener.listen("pgflow.quiet").await.unwrap();
+    let mut requester = pool.acquire().await.unwrap();
+    let quiet = queue("quiet");
+
+    engine::start_flow(&pool, "quiet", &json!(1)).await.unwrap();
+    assert!(
+        !notified(&mut listener, Duration::from_millis(300)).await,
+        "nobody requested wake-ups: the start notifies nothing"
+    );
+
+    engine::request_wakeups(&mut *requester, &quiet)
+        .await
+        .unwrap();
+    assert_eq!(requests(&pool, "quiet").await, 1);
+    engine::start_flow(&pool, "quiet", &json!(2)).await.unwrap();
+    assert!(
+        notified(&mut listener, Duration::from_secs(5)).await,
+        "a session requested wake-ups: the start notifies the queue"
+    );
+
+    assert!(
+        engine::withdraw_wakeups(&mut *requester, &quiet)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !engine::withdraw_wakeups(&mut *requester, &quiet)
+            .await
+            .unwrap(),
+        "withdrawing twice finds nothing the second time"
+    );
+    engine::start_flow(&pool, "quiet", &json!(3)).await.unwrap();
+    assert!(
+        !notified(&mut listener, Duration::from_millis(300)).await,
+        "the request was withdrawn"
+    );
+
+    // A request dies with its session.
+    engine::request_wakeups(&mut *requester, &quiet)
+        .await
+        .unwrap();
+    requester.close().await.unwrap();
+    assert!(
+        crate::support::eventually(5, async || requests(&pool, "quiet").await == 0).await,
+        "the closed session's request is gone"
+    );
+    engine::start_flow(&pool, "quiet", &json!(4)).await.unwrap();
+    assert!(
+        !notified(&mut listener, Duration::from_millis(300)).await,
+        "the session that requested wake-ups is gone"
+    );
+}
+
+#[pgflow::flow(slug = "dozing")]
+pub mod dozing {
+    #[step]
+    pub async fn echo(input: serde_json::Value) -> Result<serde_json::Value, String> {
+        Ok(input)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_idle_worker_requests_wake_ups_and_a_stopped_one_leaves_none(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    // An hour between polls: only a notification (or a recheck) can wake this worker.
+    let worker = Worker::start_with(
+        dozing::deployment(),
+        worker_config(dozing::Queue::Dozing, &pool).poll_interval(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    assert!(
+        crate::support::eventually(5, async || requests(&pool, "dozing").await == 1).await,
+        "the idle worker's process requests wake-ups"
+    );
+
+    let run = dozing::start(&client, &json!("ping")).await.unwrap();
+    run.wait(&client, Duration::from_secs(5)).await.unwrap();
+    assert!(
+        crate::support::eventually(5, async || requests(&pool, "dozing").await == 1).await,
+        "idle again, the worker requests wake-ups again"
+    );
+
+    worker.shutdown();
+    worker.wait().await.unwrap();
+    assert!(
+        crate::support::eventually(5, async || requests(&pool, "dozing").await == 0).await,
+        "a stopped worker leaves no request behind"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_run_committed_just_after_the_worker_went_idle_is_found_without_a_notification(
+    pool: PgPool,
+) {
+    install(&pool).await;
+    // Compiled before the worker starts, so the run can be started first.
+    engine::compile_flow(&pool, dozing::deployment().definition())
+        .await
+        .unwrap();
+
+    // The start looks for a request while there is none, and commits only after the worker's
+    // process has made one (after its first, empty claim): it notifies nobody.
+    let mut tx = pool.begin().await.unwrap();
+    let run_id = engine::start_flow(&mut *tx, "dozing", &json!("late"))
+        .await
+        .unwrap()
+        .run_id;
+    let worker = Worker::start_with(
+        dozing::deployment(),
+        worker_config(dozing::Queue::Dozing, &pool).poll_interval(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    assert!(
+        crate::support::eventually(5, async || requests(&pool, "dozing").await == 1).await,
+        "the idle worker's process requests wake-ups"
+    );
+    tx.commit().await.unwrap();
+
+    // An hour between polls: the run completes because a worker looked again after the request.
+    assert!(
+        crate::support::eventually(5, async || {
+            crate::support::run(&pool, run_id).await.status == RunStatus::Completed
+        })
+        .await,
+        "the run was found by a look after the request, not by the hourly poll"
+    );
+
+    worker.shutdown();
+    worker.wait().await.unwrap();
+}
