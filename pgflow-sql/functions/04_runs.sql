@@ -270,27 +270,44 @@ begin
     where u.task_count > 0
     group by u.queue_name, u.start_delay
   loop
-    with batch as (
-      select b.flow_slug, b.run_id, b.step_slug, b.task_index, b.ordinality
-      from unnest(v_group.flow_slugs, v_group.run_ids, v_group.step_slugs, v_group.task_indexes)
-        with ordinality as b(flow_slug, run_id, step_slug, task_index, ordinality)
-    ),
-    sent as (
-      -- PGMQ assigns increasing ids in insertion order; pair them with the batch by rank.
-      select msg_id, row_number() over (order by msg_id) as ordinality
-      from pgmq.send_batch(
+    if cardinality(v_group.run_ids) = 1 then
+      -- One task (a start of one run, most often): PGMQ's single send costs a good deal less
+      -- than a batch of one.
+      insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name,
+                                     message_id)
+      select v_group.run_ids[1], v_group.step_slugs[1], v_group.task_indexes[1],
+             v_group.flow_slugs[1], v_group.queue_name, sent.msg_id
+      from pgmq.send(
         v_group.queue_name,
-        (select array_agg(jsonb_build_object('flow_slug', flow_slug, 'run_id', run_id,
-                                             'step_slug', step_slug, 'task_index', task_index)
-                          order by ordinality)
-         from batch),
-        null::jsonb[],
-        clock_timestamp() + make_interval(secs => v_group.start_delay)) as msg_id
-    )
-    insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name, message_id)
-    select batch.run_id, batch.step_slug, batch.task_index, batch.flow_slug,
-           v_group.queue_name, sent.msg_id
-    from batch join sent on sent.ordinality = batch.ordinality;
+        jsonb_build_object('flow_slug', v_group.flow_slugs[1], 'run_id', v_group.run_ids[1],
+                           'step_slug', v_group.step_slugs[1],
+                           'task_index', v_group.task_indexes[1]),
+        null::jsonb,
+        clock_timestamp() + make_interval(secs => v_group.start_delay)) as sent(msg_id);
+    else
+      with batch as (
+        select b.flow_slug, b.run_id, b.step_slug, b.task_index, b.ordinality
+        from unnest(v_group.flow_slugs, v_group.run_ids, v_group.step_slugs, v_group.task_indexes)
+          with ordinality as b(flow_slug, run_id, step_slug, task_index, ordinality)
+      ),
+      sent as (
+        -- PGMQ assigns increasing ids in insertion order; pair them with the batch by rank.
+        select msg_id, row_number() over (order by msg_id) as ordinality
+        from pgmq.send_batch(
+          v_group.queue_name,
+          (select array_agg(jsonb_build_object('flow_slug', flow_slug, 'run_id', run_id,
+                                               'step_slug', step_slug, 'task_index', task_index)
+                            order by ordinality)
+           from batch),
+          null::jsonb[],
+          clock_timestamp() + make_interval(secs => v_group.start_delay)) as msg_id
+      )
+      insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name,
+                                     message_id)
+      select batch.run_id, batch.step_slug, batch.task_index, batch.flow_slug,
+             v_group.queue_name, sent.msg_id
+      from batch join sent on sent.ordinality = batch.ordinality;
+    end if;
 
     -- Wake the queue's idle workers (delivered at commit, once per channel and transaction).
     if v_group.start_delay = 0 then
