@@ -775,6 +775,12 @@ begin
     into v_started, v_slow_runs
     from decided;
 
+    -- Their events (`started`), before anything moves them on; checked here first, since a
+    -- call costs more than the look at the lease table that nearly always ends it.
+    if exists (select 1 from pgflow.event_subscribers s where s.expires_at > now()) then
+      perform pgflow.notify_new_runs(v_run_ids);
+    end if;
+
     if v_slow_runs is not null then
       perform pgflow.start_ready_steps(v_slow_runs);
     end if;

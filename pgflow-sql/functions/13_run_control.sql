@@ -318,6 +318,7 @@ begin
   from pgflow.steps s
   where s.flow_slug = v_old.flow_slug and s.step_slug = any(v_rerun);
 
+  perform pgflow.notify_new_runs(array[v_new_id]);
   perform pgflow.start_ready_steps(array[v_new_id]);
 
   select * into v_new from pgflow.runs r where r.run_id = v_new_id;

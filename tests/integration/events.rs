@@ -238,3 +238,57 @@ async fn quiet(raw: &mut sqlx::postgres::PgListener) -> bool {
         .await
         .is_err()
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_resumed_run_announces_itself_and_the_steps_it_keeps(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = Worker::start_with(
+        evented_v1::deployment(),
+        worker_config(evented_v1::Queue::Evented, &pool),
+    )
+    .await
+    .unwrap();
+    let old = evented_v1::start(&client, &0).await.unwrap();
+    old.wait(&client, Duration::from_secs(10)).await.unwrap();
+    worker.shutdown();
+    worker.wait().await.unwrap();
+
+    let subscriber = Uuid::new_v4();
+    pgflow::engine::subscribe_events(&pool, subscriber, &["evented_v1".to_owned()], 60)
+        .await
+        .unwrap();
+    let mut raw = sqlx::postgres::PgListener::connect_with(&pool)
+        .await
+        .unwrap();
+    raw.listen("pgflow_events.evented_v1").await.unwrap();
+    let resumed = pgflow::engine::resume_run(&pool, old.run_id(), "second")
+        .await
+        .unwrap();
+
+    // The new run, the step it keeps (completed, as the old run left it), then the step it
+    // runs again, started at once since what it depends on is kept.
+    let mut payloads = Vec::new();
+    for _ in 0..3 {
+        let notification = tokio::time::timeout(Duration::from_secs(10), raw.recv())
+            .await
+            .expect("an event of the resumed run")
+            .unwrap();
+        let payload: serde_json::Value = serde_json::from_str(notification.payload()).unwrap();
+        payloads.push((
+            payload["kind"].as_str().unwrap().to_owned(),
+            payload["step_slug"].as_str().unwrap_or_default().to_owned(),
+            payload["status"].as_str().unwrap().to_owned(),
+            payload["run_id"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let id = resumed.run_id.to_string();
+    assert_eq!(
+        payloads,
+        vec![
+            ("run".into(), String::new(), "started".into(), id.clone()),
+            ("step".into(), "first".into(), "completed".into(), id.clone()),
+            ("step".into(), "second".into(), "started".into(), id),
+        ]
+    );
+}
