@@ -287,7 +287,12 @@ async fn a_resumed_run_announces_itself_and_the_steps_it_keeps(pool: PgPool) {
         payloads,
         vec![
             ("run".into(), String::new(), "started".into(), id.clone()),
-            ("step".into(), "first".into(), "completed".into(), id.clone()),
+            (
+                "step".into(),
+                "first".into(),
+                "completed".into(),
+                id.clone()
+            ),
             ("step".into(), "second".into(), "started".into(), id),
         ]
     );
