@@ -11,11 +11,21 @@ use serde_json::json;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
-use crate::support::{compiled, flow, install, queue, single, worker_config};
+use crate::support::{compiled, eventually, flow, install, queue, single, worker_config};
 
-/// A notification on `listener` within `within`, if one came.
-async fn notified(listener: &mut PgListener, within: Duration) -> bool {
-    tokio::time::timeout(within, listener.recv()).await.is_ok()
+/// Starts a run of `quiet` and says whether its queue was notified within a second.
+async fn start_notifies(pool: &PgPool, listener: &mut PgListener) -> bool {
+    engine::start_flow(pool, "quiet", &json!(null))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(1), listener.recv())
+        .await
+        .is_ok()
+}
+
+/// Whether `count` sessions hold a request for wake-ups of `queue_name` within 5 seconds.
+async fn requested_by(pool: &PgPool, queue_name: &str, count: i64) -> bool {
+    eventually(5, async || requests(pool, queue_name).await == count).await
 }
 
 /// Sessions holding a request for wake-ups of `queue_name` (the shared advisory lock on the
@@ -47,9 +57,8 @@ async fn starts_notify_a_queue_only_while_a_session_requests_wake_ups(pool: PgPo
     let mut requester = pool.acquire().await.unwrap();
     let quiet = queue("quiet");
 
-    engine::start_flow(&pool, "quiet", &json!(1)).await.unwrap();
     assert!(
-        !notified(&mut listener, Duration::from_millis(300)).await,
+        !start_notifies(&pool, &mut listener).await,
         "nobody requested wake-ups: the start notifies nothing"
     );
 
@@ -57,26 +66,20 @@ async fn starts_notify_a_queue_only_while_a_session_requests_wake_ups(pool: PgPo
         .await
         .unwrap();
     assert_eq!(requests(&pool, "quiet").await, 1);
-    engine::start_flow(&pool, "quiet", &json!(2)).await.unwrap();
     assert!(
-        notified(&mut listener, Duration::from_secs(5)).await,
+        start_notifies(&pool, &mut listener).await,
         "a session requested wake-ups: the start notifies the queue"
     );
 
+    let withdrawn = engine::withdraw_wakeups(&mut *requester, &quiet).await;
+    assert!(withdrawn.unwrap());
+    let again = engine::withdraw_wakeups(&mut *requester, &quiet).await;
     assert!(
-        engine::withdraw_wakeups(&mut *requester, &quiet)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !engine::withdraw_wakeups(&mut *requester, &quiet)
-            .await
-            .unwrap(),
+        !again.unwrap(),
         "withdrawing twice finds nothing the second time"
     );
-    engine::start_flow(&pool, "quiet", &json!(3)).await.unwrap();
     assert!(
-        !notified(&mut listener, Duration::from_millis(300)).await,
+        !start_notifies(&pool, &mut listener).await,
         "the request was withdrawn"
     );
 
@@ -86,12 +89,11 @@ async fn starts_notify_a_queue_only_while_a_session_requests_wake_ups(pool: PgPo
         .unwrap();
     requester.close().await.unwrap();
     assert!(
-        crate::support::eventually(5, async || requests(&pool, "quiet").await == 0).await,
+        requested_by(&pool, "quiet", 0).await,
         "the closed session's request is gone"
     );
-    engine::start_flow(&pool, "quiet", &json!(4)).await.unwrap();
     assert!(
-        !notified(&mut listener, Duration::from_millis(300)).await,
+        !start_notifies(&pool, &mut listener).await,
         "the session that requested wake-ups is gone"
     );
 }
@@ -116,21 +118,21 @@ async fn an_idle_worker_requests_wake_ups_and_a_stopped_one_leaves_none(pool: Pg
     .await
     .unwrap();
     assert!(
-        crate::support::eventually(5, async || requests(&pool, "dozing").await == 1).await,
+        requested_by(&pool, "dozing", 1).await,
         "the idle worker's process requests wake-ups"
     );
 
     let run = dozing::start(&client, &json!("ping")).await.unwrap();
     run.wait(&client, Duration::from_secs(5)).await.unwrap();
     assert!(
-        crate::support::eventually(5, async || requests(&pool, "dozing").await == 1).await,
+        requested_by(&pool, "dozing", 1).await,
         "idle again, the worker requests wake-ups again"
     );
 
     worker.shutdown();
     worker.wait().await.unwrap();
     assert!(
-        crate::support::eventually(5, async || requests(&pool, "dozing").await == 0).await,
+        requested_by(&pool, "dozing", 0).await,
         "a stopped worker leaves no request behind"
     );
 }
@@ -159,14 +161,14 @@ async fn a_run_committed_just_after_the_worker_went_idle_is_found_without_a_noti
     .await
     .unwrap();
     assert!(
-        crate::support::eventually(5, async || requests(&pool, "dozing").await == 1).await,
+        requested_by(&pool, "dozing", 1).await,
         "the idle worker's process requests wake-ups"
     );
     tx.commit().await.unwrap();
 
     // An hour between polls: the run completes because a worker looked again after the request.
     assert!(
-        crate::support::eventually(5, async || {
+        eventually(5, async || {
             crate::support::run(&pool, run_id).await.status == RunStatus::Completed
         })
         .await,
