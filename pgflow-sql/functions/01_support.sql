@@ -90,9 +90,11 @@ create or replace function pgflow.notify_queue(p_queue_name text)
 returns void
 language plpgsql
 as $$
+declare
+  v_key integer := pgflow.wakeup_key(p_queue_name);
 begin
-  if pg_try_advisory_lock(pgflow.lock_namespace(), pgflow.wakeup_key(p_queue_name)) then
-    perform pg_advisory_unlock(pgflow.lock_namespace(), pgflow.wakeup_key(p_queue_name));
+  if pg_try_advisory_lock(pgflow.lock_namespace(), v_key) then
+    perform pg_advisory_unlock(pgflow.lock_namespace(), v_key);
   else
     perform pg_notify('pgflow.' || p_queue_name, '');
   end if;

@@ -48,6 +48,27 @@ as $$
   delete from pgflow.event_subscribers where subscriber_id = p_subscriber_id
 $$;
 
+-- The payload of a run's event and of a step's (see the top of this file).
+create or replace function pgflow.run_event_payload(p_run_id uuid, p_flow_slug text,
+                                                    p_status text)
+returns text
+language sql
+immutable
+as $$
+  select json_build_object('kind', 'run', 'run_id', p_run_id, 'flow_slug', p_flow_slug,
+                           'status', p_status)::text
+$$;
+
+create or replace function pgflow.step_event_payload(p_run_id uuid, p_flow_slug text,
+                                                     p_step_slug text, p_status text)
+returns text
+language sql
+immutable
+as $$
+  select json_build_object('kind', 'step', 'run_id', p_run_id, 'flow_slug', p_flow_slug,
+                           'step_slug', p_step_slug, 'status', p_status)::text
+$$;
+
 -- The events of run rows whose status the update changed.
 create or replace function pgflow.notify_run_events()
 returns trigger
@@ -59,8 +80,7 @@ begin
     return null;
   end if;
   perform pg_notify('pgflow_events.' || n.flow_slug,
-                    json_build_object('kind', 'run', 'run_id', n.run_id,
-                                      'flow_slug', n.flow_slug, 'status', n.status)::text)
+                    pgflow.run_event_payload(n.run_id, n.flow_slug, n.status))
   from new_rows n
   join old_rows o on o.run_id = n.run_id
   where o.status is distinct from n.status
@@ -81,9 +101,7 @@ begin
     return null;
   end if;
   perform pg_notify('pgflow_events.' || n.flow_slug,
-                    json_build_object('kind', 'step', 'run_id', n.run_id,
-                                      'flow_slug', n.flow_slug, 'step_slug', n.step_slug,
-                                      'status', n.status)::text)
+                    pgflow.step_event_payload(n.run_id, n.flow_slug, n.step_slug, n.status))
   from new_rows n
   join old_rows o on o.run_id = n.run_id and o.step_slug = n.step_slug
   where o.status is distinct from n.status and n.status <> 'created'
@@ -107,17 +125,14 @@ begin
     return;
   end if;
   perform pg_notify('pgflow_events.' || r.flow_slug,
-                    json_build_object('kind', 'run', 'run_id', r.run_id,
-                                      'flow_slug', r.flow_slug, 'status', r.status)::text)
+                    pgflow.run_event_payload(r.run_id, r.flow_slug, r.status))
   from unnest(p_run_ids) with ordinality as ids(run_id, ordinality)
   join pgflow.runs r on r.run_id = ids.run_id
   where exists (select 1 from pgflow.event_subscribers s
                 where s.flow_slug = r.flow_slug and s.expires_at > now())
   order by ids.ordinality;
   perform pg_notify('pgflow_events.' || ss.flow_slug,
-                    json_build_object('kind', 'step', 'run_id', ss.run_id,
-                                      'flow_slug', ss.flow_slug, 'step_slug', ss.step_slug,
-                                      'status', ss.status)::text)
+                    pgflow.step_event_payload(ss.run_id, ss.flow_slug, ss.step_slug, ss.status))
   from unnest(p_run_ids) with ordinality as ids(run_id, ordinality)
   join pgflow.step_states ss on ss.run_id = ids.run_id
   join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
