@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pgflow::definition::FlowDefinition;
 use pgflow::engine::{self, RunStatus};
-use pgflow::{Client, Worker};
+use pgflow::{Client, Worker, WorkerHandle};
 use serde_json::json;
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
@@ -106,21 +106,27 @@ pub mod dozing {
     }
 }
 
-#[sqlx::test(migrations = false)]
-async fn an_idle_worker_requests_wake_ups_and_a_stopped_one_leaves_none(pool: PgPool) {
-    install(&pool).await;
-    let client = Client::new(pool.clone());
-    // An hour between polls: only a notification (or a recheck) can wake this worker.
+/// A worker of `dozing` with an hour between polls (only a notification or a recheck wakes
+/// it), once its process has requested wake-ups.
+async fn idle_dozing_worker(pool: &PgPool) -> WorkerHandle {
     let worker = Worker::start_with(
         dozing::deployment(),
-        worker_config(dozing::Queue::Dozing, &pool).poll_interval(Duration::from_secs(3600)),
+        worker_config(dozing::Queue::Dozing, pool).poll_interval(Duration::from_secs(3600)),
     )
     .await
     .unwrap();
     assert!(
-        requested_by(&pool, "dozing", 1).await,
+        requested_by(pool, "dozing", 1).await,
         "the idle worker's process requests wake-ups"
     );
+    worker
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_idle_worker_requests_wake_ups_and_a_stopped_one_leaves_none(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = idle_dozing_worker(&pool).await;
 
     let run = dozing::start(&client, &json!("ping")).await.unwrap();
     run.wait(&client, Duration::from_secs(5)).await.unwrap();
@@ -154,16 +160,7 @@ async fn a_run_committed_just_after_the_worker_went_idle_is_found_without_a_noti
         .await
         .unwrap()
         .run_id;
-    let worker = Worker::start_with(
-        dozing::deployment(),
-        worker_config(dozing::Queue::Dozing, &pool).poll_interval(Duration::from_secs(3600)),
-    )
-    .await
-    .unwrap();
-    assert!(
-        requested_by(&pool, "dozing", 1).await,
-        "the idle worker's process requests wake-ups"
-    );
+    let worker = idle_dozing_worker(&pool).await;
     tx.commit().await.unwrap();
 
     // An hour between polls: the run completes because a worker looked again after the request.
