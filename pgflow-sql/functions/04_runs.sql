@@ -658,8 +658,8 @@ begin
   end if;
 
   if p_idempotency_keys is null and cardinality(p_inputs) = 1 then
-    -- One run (an application's request starting its run): a plain insert of one row, which
-    -- costs about a fifth of the whole start less than the batch statement below.
+    -- One run (an application's request starting its run): a plain insert of one row, without
+    -- the batch statement's unnest, ordering and aggregates (a fifth of its time).
     v_run_ids := array[coalesce(p_run_ids[1], gen_random_uuid())];
     v_inputs := p_inputs;
     insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, scheduled_for,
