@@ -101,6 +101,18 @@ begin
 end;
 $$;
 
+-- The body of a task's PGMQ message: the task it stands for. (A SQL function Postgres inlines
+-- into the statements that call it.)
+create or replace function pgflow.task_message(p_flow_slug text, p_run_id uuid,
+                                               p_step_slug text, p_task_index integer)
+returns jsonb
+language sql
+stable
+as $$
+  select jsonb_build_object('flow_slug', p_flow_slug, 'run_id', p_run_id,
+                            'step_slug', p_step_slug, 'task_index', p_task_index)
+$$;
+
 -- Gives queued tasks (parallel arrays: run, step, task index, delay in seconds) a new PGMQ
 -- message each, sent to the task's queue snapshot and visible after the delay: a claim
 -- archives the message it claimed, so a retry or a requeue needs a new one. One batch per
@@ -118,8 +130,7 @@ begin
   for v_group in
     select t.queue_name, u.delay,
            array_agg(t.ctid order by t.run_id, t.step_slug, t.task_index) as row_ctids,
-           array_agg(jsonb_build_object('flow_slug', t.flow_slug, 'run_id', t.run_id,
-                                        'step_slug', t.step_slug, 'task_index', t.task_index)
+           array_agg(pgflow.task_message(t.flow_slug, t.run_id, t.step_slug, t.task_index)
                      order by t.run_id, t.step_slug, t.task_index) as bodies
     from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_delays)
       as u(run_id, step_slug, task_index, delay)

@@ -279,9 +279,8 @@ begin
              v_group.flow_slugs[1], v_group.queue_name, sent.msg_id
       from pgmq.send(
         v_group.queue_name,
-        jsonb_build_object('flow_slug', v_group.flow_slugs[1], 'run_id', v_group.run_ids[1],
-                           'step_slug', v_group.step_slugs[1],
-                           'task_index', v_group.task_indexes[1]),
+        pgflow.task_message(v_group.flow_slugs[1], v_group.run_ids[1], v_group.step_slugs[1],
+                            v_group.task_indexes[1]),
         null::jsonb,
         clock_timestamp() + make_interval(secs => v_group.start_delay)) as sent(msg_id);
     else
@@ -295,8 +294,7 @@ begin
         select msg_id, row_number() over (order by msg_id) as ordinality
         from pgmq.send_batch(
           v_group.queue_name,
-          (select array_agg(jsonb_build_object('flow_slug', flow_slug, 'run_id', run_id,
-                                               'step_slug', step_slug, 'task_index', task_index)
+          (select array_agg(pgflow.task_message(flow_slug, run_id, step_slug, task_index)
                             order by ordinality)
            from batch),
           null::jsonb[],
