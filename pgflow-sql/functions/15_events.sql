@@ -53,7 +53,7 @@ create or replace function pgflow.run_event_payload(p_run_id uuid, p_flow_slug t
                                                     p_status text)
 returns text
 language sql
-immutable
+stable
 as $$
   select json_build_object('kind', 'run', 'run_id', p_run_id, 'flow_slug', p_flow_slug,
                            'status', p_status)::text
@@ -63,7 +63,7 @@ create or replace function pgflow.step_event_payload(p_run_id uuid, p_flow_slug 
                                                      p_step_slug text, p_status text)
 returns text
 language sql
-immutable
+stable
 as $$
   select json_build_object('kind', 'step', 'run_id', p_run_id, 'flow_slug', p_flow_slug,
                            'step_slug', p_step_slug, 'status', p_status)::text
