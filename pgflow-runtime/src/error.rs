@@ -204,6 +204,7 @@ const FUNCTION_ROLES: &[(&str, &str)] = &[
     ("read_and_start_tasks", "pgflow_worker"),
     ("start_tasks", "pgflow_worker"),
     ("complete_tasks", "pgflow_worker"),
+    ("complete_and_claim_tasks", "pgflow_worker"),
     ("fail_tasks", "pgflow_worker"),
     ("stored_completions", "pgflow_worker"),
     ("requeue_stalled_tasks", "pgflow_worker"),

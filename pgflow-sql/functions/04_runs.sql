@@ -129,7 +129,8 @@ $$;
 -- its run); the other ready steps of that run are left to it too.
 -- Locks: step_states of the dependents (order), then runs (order).
 create or replace function pgflow.finish_completed_steps(
-  p_run_ids uuid[], p_step_slugs text[], p_flow_slugs text[]
+  p_run_ids uuid[], p_step_slugs text[], p_flow_slugs text[],
+  p_claimer pgflow.task_claimer default null
 )
 returns void
 language plpgsql
@@ -241,7 +242,7 @@ begin
     perform pgflow.start_ready_steps(v_blocked_runs);
   end if;
   if v_started is not null then
-    perform pgflow.enqueue_step_tasks(v_started);
+    perform pgflow.enqueue_step_tasks(v_started, p_claimer);
   end if;
 end;
 $$;
@@ -250,7 +251,13 @@ $$;
 -- element, sent to the step's queue (the task's queue snapshot) and delayed by the step's
 -- start delay, one batch per (queue, delay). A map step over an empty array completes at once
 -- with [], which may start further steps.
-create or replace function pgflow.enqueue_step_tasks(p_steps pgflow.started_step[])
+-- With a claimer (see complete_and_claim_tasks), up to its quantity of the tasks it runs on
+-- its queue, visible at once, are created claimed by it instead ('started', first attempt,
+-- no message); complete_and_claim_tasks returns them.
+create or replace function pgflow.enqueue_step_tasks(
+  p_steps pgflow.started_step[],
+  p_claimer pgflow.task_claimer default null
+)
 returns void
 language plpgsql
 as $$
@@ -258,7 +265,35 @@ declare
   v_group record;
   v_empty_runs uuid[];
   v_empty_steps text[];
+  v_claimed_runs uuid[];
+  v_claimed_steps text[];
+  v_claimed_indexes integer[];
 begin
+  if p_claimer.quantity > 0 then
+    with claimable as (
+      select u.run_id, u.step_slug, u.flow_slug, u.queue_name, i as task_index
+      from unnest(p_steps) as u
+      cross join lateral generate_series(0, u.task_count - 1) as i
+      where u.queue_name = p_claimer.queue_name and u.start_delay = 0
+        and exists (select 1 from unnest(p_claimer.flow_slugs, p_claimer.step_slugs)
+                      as p(flow_slug, step_slug)
+                    where p.flow_slug = u.flow_slug and p.step_slug = u.step_slug)
+      order by u.run_id, u.step_slug, i
+      limit p_claimer.quantity
+    ),
+    claimed as (
+      insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name,
+                                     status, attempts_count, started_at, last_worker_id)
+      select c.run_id, c.step_slug, c.task_index, c.flow_slug, c.queue_name,
+             'started', 1, now(), p_claimer.worker_id
+      from claimable c
+      returning run_id, step_slug, task_index
+    )
+    select array_agg(run_id), array_agg(step_slug), array_agg(task_index)
+    into v_claimed_runs, v_claimed_steps, v_claimed_indexes
+    from claimed;
+  end if;
+
   for v_group in
     select u.queue_name, u.start_delay,
            array_agg(u.flow_slug order by u.run_id, u.step_slug, i) as flow_slugs,
@@ -268,6 +303,11 @@ begin
     from unnest(p_steps) as u
     cross join lateral generate_series(0, u.task_count - 1) as i
     where u.task_count > 0
+      and not exists (select 1
+                      from unnest(v_claimed_runs, v_claimed_steps, v_claimed_indexes)
+                        as c(run_id, step_slug, task_index)
+                      where c.run_id = u.run_id and c.step_slug = u.step_slug
+                        and c.task_index = i)
     group by u.queue_name, u.start_delay
   loop
     if cardinality(v_group.run_ids) = 1 then

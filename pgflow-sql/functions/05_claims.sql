@@ -1,6 +1,52 @@
 -- Claims: a worker claims the queued tasks behind the PGMQ messages it read, and gets each
 -- task's handler input.
 
+-- The rows a claim returns for tasks it has just started (found by row address), in message
+-- order (tasks claimed at release, which have no message, last): each task with its attempt,
+-- its step's timeout, its run's trace context and the handler input: the flow input (root
+-- single step), the element (map step), or an object of the dependencies' outputs keyed by
+-- step slug. (A SQL function Postgres inlines into the statement that calls it.)
+create or replace function pgflow.started_task_rows(p_row_ctids tid[])
+returns table (
+  flow_slug text,
+  step_slug text,
+  run_id uuid,
+  task_index integer,
+  message_id bigint,
+  queue_name text,
+  attempt integer,
+  timeout_seconds integer,
+  input jsonb,
+  trace_context text
+)
+language sql
+stable
+as $$
+  select t.flow_slug, t.step_slug, t.run_id, t.task_index, t.message_id, t.queue_name,
+         t.attempts_count, o.timeout,
+         case
+           when s.step_type = 'map' and s.deps_count = 0 then r.input -> t.task_index
+           when s.step_type = 'map' then (
+             select dss.output -> t.task_index
+             from pgflow.deps d
+             join pgflow.step_states dss on dss.run_id = t.run_id and dss.step_slug = d.dep_slug
+             where d.flow_slug = t.flow_slug and d.step_slug = t.step_slug)
+           when s.deps_count = 0 then r.input
+           else (
+             select jsonb_object_agg(d.dep_slug, dss.output)
+             from pgflow.deps d
+             join pgflow.step_states dss on dss.run_id = t.run_id and dss.step_slug = d.dep_slug
+             where d.flow_slug = t.flow_slug and d.step_slug = t.step_slug)
+         end,
+         r.trace_context
+  from pgflow.step_tasks t
+  join pgflow.runs r on r.run_id = t.run_id
+  join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
+  join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
+  where t.ctid = any(p_row_ctids)
+  order by t.message_id, t.run_id, t.step_slug, t.task_index
+$$;
+
 -- claim_tasks: claims the queued tasks behind PGMQ messages of `p_queue_name` that the caller
 -- has taken off the queue (popped, or archives in the same transaction). The claim behind
 -- start_tasks and read_and_start_tasks; not an entry point.
@@ -17,9 +63,8 @@
 -- attempt is retried with a new message), so the queue holds only messages that wait, and
 -- reads never walk past claimed ones.
 --
--- Returns one row per claimed task, in message order, possibly of several concrete flows,
--- with its run's trace context and the handler input: the flow input (root single step), the element (map step), or an
--- object of the dependencies' outputs keyed by step slug. After them, one row per stale
+-- Returns one row per claimed task, in message order, possibly of several concrete flows (see
+-- started_task_rows for what a row holds). After them, one row per stale
 -- message (no queued task behind it: sent by hand, for an unknown run, or left over), with
 -- only `message_id` and `queue_name` set, so the caller can report it; a caller that only
 -- wants tasks skips rows whose `run_id` is null.
@@ -48,6 +93,7 @@ as $$
 #variable_conflict use_column
 declare
   v_row_ctids tid[];
+  v_started_ctids tid[];
   v_matched_ids bigint[];
   v_unsupported jsonb;
 begin
@@ -109,7 +155,6 @@ begin
   -- Claim the locked tasks (if any), found by row address: a task of a live run becomes
   -- 'started'; a task of a run that ended while it waited becomes 'failed' ('cancelled' when
   -- the run was cancelled) and is not returned.
-  return query
   with changed as (
     update pgflow.step_tasks t
     set status = case when r.status = 'started' then 'started'
@@ -125,31 +170,12 @@ begin
                              else 'run failed before this task started' end
     from unnest(v_row_ctids) as l(row_ctid), pgflow.runs r
     where t.ctid = l.row_ctid and r.run_id = t.run_id
-    returning t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.attempts_count,
-              t.status, r.input as run_input, r.trace_context
+    returning t.ctid as row_ctid, t.status
   )
-  select c.flow_slug, c.step_slug, c.run_id, c.task_index, c.message_id, p_queue_name,
-         c.attempts_count, o.timeout,
-         case
-           when s.step_type = 'map' and s.deps_count = 0 then c.run_input -> c.task_index
-           when s.step_type = 'map' then (
-             select dss.output -> c.task_index
-             from pgflow.deps d
-             join pgflow.step_states dss on dss.run_id = c.run_id and dss.step_slug = d.dep_slug
-             where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
-           when s.deps_count = 0 then c.run_input
-           else (
-             select jsonb_object_agg(d.dep_slug, dss.output)
-             from pgflow.deps d
-             join pgflow.step_states dss on dss.run_id = c.run_id and dss.step_slug = d.dep_slug
-             where d.flow_slug = c.flow_slug and d.step_slug = c.step_slug)
-         end,
-         c.trace_context
-  from changed c
-  join pgflow.steps s on s.flow_slug = c.flow_slug and s.step_slug = c.step_slug
-  join pgflow.step_options o on o.flow_slug = c.flow_slug and o.step_slug = c.step_slug
-  where c.status = 'started'
-  order by c.message_id;
+  select array_agg(row_ctid) filter (where status = 'started') into v_started_ctids
+  from changed;
+
+  return query select * from pgflow.started_task_rows(v_started_ctids);
 
   -- Stale messages: no queued task was behind them.
   return query

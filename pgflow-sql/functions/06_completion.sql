@@ -8,6 +8,8 @@
 -- Counts the tasks down on their steps and completes the steps that are done (which releases
 -- dependents, completes runs and starts ready steps). The tasks' messages were archived when
 -- they were claimed.
+-- With a claimer, the tasks the completions release may be claimed by it at once (see
+-- complete_and_claim_tasks).
 -- Returns the number of tasks completed by this call.
 -- Locks: runs, step_tasks, step_states (see the lock order in README.md).
 create or replace function pgflow.complete_tasks(
@@ -15,7 +17,8 @@ create or replace function pgflow.complete_tasks(
   p_step_slugs text[],
   p_task_indexes integer[],
   p_attempts integer[],
-  p_outputs jsonb[]
+  p_outputs jsonb[],
+  p_claimer pgflow.task_claimer default null
 )
 returns integer
 language plpgsql
@@ -100,10 +103,90 @@ begin
   from counted where status = 'completed';
 
   if v_runs is not null then
-    perform pgflow.finish_completed_steps(v_runs, v_steps, v_flows);
+    perform pgflow.finish_completed_steps(v_runs, v_steps, v_flows, p_claimer);
   end if;
 
   return v_completed;
+end;
+$$;
+
+-- complete_and_claim_tasks: complete_tasks for a worker of `p_queue_name` that also has room
+-- for up to p_quantity more tasks: of the tasks its completions release, those visible at once
+-- on its queue and of a (flow, step) pair it runs (p_flow_slugs[i], p_step_slugs[i]) are
+-- claimed by it in the same transaction, up to p_quantity: created 'started' in their first
+-- attempt, without a PGMQ message, so no send, no claim and no commit of their own. The rest
+-- are queued as complete_tasks queues them. A chain's next step runs on the worker that ran
+-- the step before it.
+-- Returns one row per claimed task (the columns of claim_tasks, see started_task_rows), each
+-- with `completed`, the number of tasks completed by this call; when none was claimed, one
+-- row with only `completed` set.
+-- Locks: as complete_tasks.
+create or replace function pgflow.complete_and_claim_tasks(
+  p_run_ids uuid[],
+  p_step_slugs text[],
+  p_task_indexes integer[],
+  p_attempts integer[],
+  p_outputs jsonb[],
+  p_queue_name text,
+  p_worker_id uuid,
+  p_flow_slugs text[],
+  p_supported_step_slugs text[],
+  p_quantity integer
+)
+returns table (
+  completed integer,
+  flow_slug text,
+  step_slug text,
+  run_id uuid,
+  task_index integer,
+  message_id bigint,
+  queue_name text,
+  attempt integer,
+  timeout_seconds integer,
+  input jsonb,
+  trace_context text
+)
+language plpgsql
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+as $$
+#variable_conflict use_column
+declare
+  v_completed integer;
+  v_claimed tid[];
+begin
+  if cardinality(coalesce(p_flow_slugs, array[]::text[]))
+     <> cardinality(coalesce(p_supported_step_slugs, array[]::text[])) then
+    raise exception 'complete_and_claim_tasks: % flow slugs but % step slugs; supported pairs '
+      'are given as two arrays of equal length', cardinality(p_flow_slugs),
+      cardinality(p_supported_step_slugs)
+      using errcode = 'PF005';
+  end if;
+
+  v_completed := pgflow.complete_tasks(
+    p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_outputs,
+    (p_queue_name, p_worker_id, p_flow_slugs, p_supported_step_slugs,
+     greatest(coalesce(p_quantity, 0), 0))::pgflow.task_claimer);
+
+  -- The tasks claimed above: started in this transaction by this worker, without a message,
+  -- in the completed tasks' runs (only their steps were released).
+  if v_completed > 0 and p_quantity > 0 then
+    select array_agg(t.ctid) into v_claimed
+    from pgflow.step_tasks t
+    where t.started_at = now() and t.status = 'started'
+      and t.last_worker_id = p_worker_id and t.message_id is null
+      and t.run_id = any(p_run_ids);
+  end if;
+
+  if v_claimed is null then
+    return query
+    select v_completed, null::text, null::text, null::uuid, null::integer, null::bigint,
+           null::text, null::integer, null::integer, null::jsonb, null::text;
+    return;
+  end if;
+
+  return query
+  select v_completed, r.* from pgflow.started_task_rows(v_claimed) r;
 end;
 $$;
 

@@ -9,6 +9,7 @@ mod app_state;
 mod browse;
 mod cancel;
 mod claim;
+mod claims_at_release;
 mod concurrency;
 mod conditions;
 mod connections;

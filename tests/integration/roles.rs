@@ -145,8 +145,8 @@ async fn may_not_touch_tables_queues_or_code(admin: &PgPool, pool: &PgPool, who:
         "delete from pgflow.workers",
         "select * from pgmq.q_guarded",
         "create function pgflow.forged() returns int language sql as 'select 1'",
-        "alter function pgflow.complete_tasks(uuid[], text[], integer[], integer[], jsonb[]) \
-         security invoker",
+        "alter function pgflow.complete_tasks(uuid[], text[], integer[], integer[], jsonb[], \
+         pgflow.task_claimer) security invoker",
     ] {
         refused(pool, who, sql).await;
     }
@@ -294,6 +294,7 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
         "pgflow",
         &[
             "complete_tasks",
+            "complete_and_claim_tasks",
             "fail_tasks",
             "read_and_start_tasks",
             "start_tasks",
@@ -323,6 +324,7 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
         "pgflow",
         &[
             "complete_tasks",
+            "complete_and_claim_tasks",
             "fail_tasks",
             "read_and_start_tasks",
             "register_worker",

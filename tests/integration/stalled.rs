@@ -44,7 +44,7 @@ async fn a_stalled_task_is_requeued_a_bounded_number_of_times(pool: PgPool) {
         assert_eq!(stalled.len(), 1);
         assert!(stalled[0].requeued);
         // The claim archived the task's message; the requeue sent a new one.
-        assert_eq!(stalled[0].message_id, i64::from(requeue) + 1);
+        assert_eq!(stalled[0].message_id, Some(i64::from(requeue) + 1));
         let requeue_count: i32 = sqlx::query_scalar("select requeue_count from pgflow.step_tasks")
             .fetch_one(&pool)
             .await

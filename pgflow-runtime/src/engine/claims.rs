@@ -19,8 +19,9 @@ pub struct ClaimedTask {
     pub run_id: Uuid,
     /// 0 for a single step; the element index for a map step.
     pub task_index: i32,
-    /// Its PGMQ message.
-    pub message_id: i64,
+    /// Its PGMQ message; `None` for a task claimed when its dependency completed (see
+    /// [`complete_and_claim_tasks`](super::complete_and_claim_tasks)), which never had one.
+    pub message_id: Option<i64>,
     /// The queue snapshot of the task.
     pub queue_name: QueueName,
     /// This attempt's number (1 for the first).
@@ -56,39 +57,62 @@ pub struct Claim {
     pub stale_message_ids: Vec<i64>,
 }
 
-/// A row of `start_tasks`: a claimed task, or (with only `message_id` set) a stale message.
+/// A row of a claim: a claimed task, or (with only `message_id` set) a stale message.
 #[derive(FromRow)]
-struct ClaimRow {
+pub(super) struct ClaimRow {
     flow_slug: Option<FlowSlug>,
     step_slug: Option<StepSlug>,
     run_id: Option<Uuid>,
     task_index: Option<i32>,
-    message_id: i64,
-    queue_name: QueueName,
+    message_id: Option<i64>,
+    queue_name: Option<QueueName>,
     attempt: Option<i32>,
     timeout_seconds: Option<i32>,
     input: Option<Value>,
     trace_context: Option<String>,
 }
 
+/// What a claim row stands for.
+pub(super) enum ClaimedRow {
+    /// A claimed task.
+    Task(ClaimedTask),
+    /// A stale message (no queued task behind it), by id.
+    Stale(i64),
+    /// Neither: a row that only carries a call's other figures.
+    Empty,
+}
+
+impl ClaimRow {
+    /// The task or stale message this row stands for.
+    pub(super) fn into_claimed(self) -> ClaimedRow {
+        match (self.flow_slug, self.step_slug, self.run_id, self.queue_name) {
+            (Some(flow_slug), Some(step_slug), Some(run_id), Some(queue_name)) => {
+                ClaimedRow::Task(ClaimedTask {
+                    flow_slug,
+                    step_slug,
+                    run_id,
+                    task_index: self.task_index.unwrap_or_default(),
+                    message_id: self.message_id,
+                    queue_name,
+                    attempt: self.attempt.unwrap_or_default(),
+                    timeout_seconds: self.timeout_seconds.unwrap_or_default(),
+                    input: self.input.unwrap_or(Value::Null),
+                    trace_context: self.trace_context,
+                })
+            }
+            _ => self.message_id.map_or(ClaimedRow::Empty, ClaimedRow::Stale),
+        }
+    }
+}
+
 impl Claim {
     fn from_rows(rows: Vec<ClaimRow>) -> Self {
         let mut claim = Self::default();
         for row in rows {
-            match (row.flow_slug, row.step_slug, row.run_id) {
-                (Some(flow_slug), Some(step_slug), Some(run_id)) => claim.tasks.push(ClaimedTask {
-                    flow_slug,
-                    step_slug,
-                    run_id,
-                    task_index: row.task_index.unwrap_or_default(),
-                    message_id: row.message_id,
-                    queue_name: row.queue_name,
-                    attempt: row.attempt.unwrap_or_default(),
-                    timeout_seconds: row.timeout_seconds.unwrap_or_default(),
-                    input: row.input.unwrap_or(Value::Null),
-                    trace_context: row.trace_context,
-                }),
-                _ => claim.stale_message_ids.push(row.message_id),
+            match row.into_claimed() {
+                ClaimedRow::Task(task) => claim.tasks.push(task),
+                ClaimedRow::Stale(message_id) => claim.stale_message_ids.push(message_id),
+                ClaimedRow::Empty => {}
             }
         }
         claim

@@ -4,8 +4,10 @@ use serde_json::Value;
 use sqlx::{FromRow, PgExecutor};
 use uuid::Uuid;
 
-use super::{ClaimedTask, TaskKey};
+use super::claims::{ClaimRow, ClaimedRow};
+use super::{ClaimedTask, SupportedPairs, TaskKey};
 use crate::error::EngineError;
+use crate::names::QueueName;
 
 /// A finished handler's output for one task attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,6 +125,65 @@ pub async fn complete_tasks(
         .fetch_one(executor)
         .await?;
     Ok(u64::try_from(count).unwrap_or(0))
+}
+
+/// What [`complete_and_claim_tasks`] did: how many tasks it completed, and the tasks it
+/// claimed for the caller among those the completions released.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CompletedAndClaimed {
+    /// The number of tasks completed by the call (late or duplicate completions are not).
+    pub completed: u64,
+    /// The released tasks claimed for the caller (started, first attempt, no message), to run
+    /// now.
+    pub claimed: Vec<ClaimedTask>,
+}
+
+/// A row of `complete_and_claim_tasks`: the call's count, and a claimed task or nothing.
+#[derive(FromRow)]
+struct CompleteAndClaimRow {
+    completed: i32,
+    #[sqlx(flatten)]
+    task: ClaimRow,
+}
+
+/// [`complete_tasks`] for a worker of `queue` with room for `quantity` more tasks: of the
+/// tasks the completions release, up to `quantity` that are visible at once on `queue` and of
+/// a pair in `supported` are claimed for the caller in the same transaction (started, without
+/// a PGMQ message), so they need no send, no claim and no commit of their own. The rest are
+/// queued as [`complete_tasks`] queues them. The caller runs the claimed tasks as it runs
+/// claimed ones; a task it never reports on is recovered as stalled, as any claimed task.
+pub async fn complete_and_claim_tasks(
+    executor: impl PgExecutor<'_>,
+    completions: &[TaskCompletion],
+    queue: &QueueName,
+    worker_id: Uuid,
+    supported: &SupportedPairs,
+    quantity: i32,
+) -> Result<CompletedAndClaimed, EngineError> {
+    let keys = KeyColumns::of(completions.iter().map(|c| &c.task));
+    let rows = sqlx::query_as::<_, CompleteAndClaimRow>(
+        "select * from pgflow.complete_and_claim_tasks($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    )
+    .bind(keys.run_ids)
+    .bind(keys.step_slugs)
+    .bind(keys.task_indexes)
+    .bind(keys.attempts)
+    .bind(completions.iter().map(|c| &c.output).collect::<Vec<_>>())
+    .bind(queue.as_str())
+    .bind(worker_id)
+    .bind(&supported.flow_slugs)
+    .bind(&supported.step_slugs)
+    .bind(quantity)
+    .fetch_all(executor)
+    .await?;
+    let mut result = CompletedAndClaimed::default();
+    for row in rows {
+        result.completed = u64::try_from(row.completed).unwrap_or(0);
+        if let ClaimedRow::Task(task) = row.task.into_claimed() {
+            result.claimed.push(task);
+        }
+    }
+    Ok(result)
 }
 
 /// How many of `completions` are stored: their task is completed by the attempt that produced

@@ -17,8 +17,9 @@ pub struct StalledTask {
     pub task_index: i32,
     /// The task's queue.
     pub queue_name: String,
-    /// The task's message as it now stands (a requeued task's new one).
-    pub message_id: i64,
+    /// The task's message as it now stands (a requeued task's new one); `None` for a task
+    /// failed for good that was claimed when its dependency completed (it never had one).
+    pub message_id: Option<i64>,
     /// `true`: queued again; `false`: stalled too often and failed for good.
     pub requeued: bool,
 }

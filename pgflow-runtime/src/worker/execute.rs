@@ -1,8 +1,10 @@
 //! One handler run on one claimed task, with its timeout and panic isolation.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tracing::Instrument;
 
 use crate::context::Context;
@@ -24,6 +26,40 @@ pub struct Outcome {
     pub flow_slug: FlowSlug,
     /// The encoded output, or why the attempt failed.
     pub result: Result<Value, StepFailure>,
+}
+
+/// Starts `task`'s handler on its own tokio task, holding `slot` until the handler finishes;
+/// its outcome goes to `results` (nothing when the worker was stopped at once).
+pub fn spawn(
+    rt: &Arc<Runtime>,
+    task: ClaimedTask,
+    slot: OwnedSemaphorePermit,
+    results: mpsc::UnboundedSender<Outcome>,
+) {
+    metrics::count_task(
+        metrics::names::TASKS_CLAIMED,
+        rt.started.queue.as_str(),
+        task.flow_slug.as_str(),
+        task.step_slug.as_str(),
+    );
+    let rt = Arc::clone(rt);
+    report_busy(&rt);
+    tokio::spawn(async move {
+        let outcome = execute(&rt, task).await;
+        // The slot is free before the result is handed on, so the result storer never waits
+        // for a handler that has already finished.
+        drop(slot);
+        report_busy(&rt);
+        if let Some(outcome) = outcome {
+            let _ = results.send(outcome);
+        }
+    });
+}
+
+/// Sets the busy-slot gauge.
+fn report_busy(rt: &Runtime) {
+    let busy = rt.settings.max_concurrent - rt.slots.available_permits();
+    metrics::slots_busy(rt.started.queue.as_str(), &rt.worker_label, busy);
 }
 
 /// Runs one task's handler with its timeout; a panic or timeout is a failed attempt. Returns

@@ -10,7 +10,7 @@ use crate::engine::{self, Claim};
 use crate::error::EngineError;
 use crate::metrics;
 use crate::worker::error::WorkerError;
-use crate::worker::execute::{Outcome, execute};
+use crate::worker::execute::{self, Outcome};
 use crate::worker::runtime::{MAX_BACKOFF, Runtime};
 use crate::worker::wakeup::QueueWakeup;
 
@@ -71,18 +71,10 @@ pub async fn poll(
         )
         .await;
         metrics::claim_duration(started.queue.as_str(), claim_began.elapsed());
-        if let Ok(claim) = &claimed {
-            for task in &claim.tasks {
-                metrics::count_task(
-                    metrics::names::TASKS_CLAIMED,
-                    started.queue.as_str(),
-                    task.flow_slug.as_str(),
-                    task.step_slug.as_str(),
-                );
-            }
-            if !claim.stale_message_ids.is_empty() {
-                report_stale(rt, &claim.stale_message_ids);
-            }
+        if let Ok(claim) = &claimed
+            && !claim.stale_message_ids.is_empty()
+        {
+            report_stale(rt, &claim.stale_message_ids);
         }
         match claimed {
             Ok(claim) if claim.tasks.is_empty() && claim.stale_message_ids.len() < quantity => {
@@ -102,22 +94,10 @@ pub async fn poll(
                 // This worker reads again soon on its own: new tasks need wake nobody.
                 member.set_claiming(true);
                 for task in tasks {
-                    let Ok(permit) = Arc::clone(&rt.slots).acquire_owned().await else {
+                    let Ok(slot) = Arc::clone(&rt.slots).acquire_owned().await else {
                         return Ok(());
                     };
-                    let rt = Arc::clone(rt);
-                    let results = results.clone();
-                    report_busy(&rt);
-                    tokio::spawn(async move {
-                        let outcome = execute(&rt, task).await;
-                        // The slot is free before the result is handed on, so the result
-                        // storer never waits for a handler that has already finished.
-                        drop(permit);
-                        report_busy(&rt);
-                        if let Some(outcome) = outcome {
-                            let _ = results.send(outcome);
-                        }
-                    });
+                    execute::spawn(rt, task, slot, results.clone());
                 }
                 if drained {
                     // The read took everything visible: reading again now would find nothing.
@@ -153,12 +133,6 @@ pub async fn poll(
             }
         }
     }
-}
-
-/// Sets the busy-slot gauge.
-fn report_busy(rt: &Runtime) {
-    let busy = rt.settings.max_concurrent - rt.slots.available_permits();
-    metrics::slots_busy(rt.started.queue.as_str(), &rt.worker_label, busy);
 }
 
 /// Says which stale messages (no queued task behind them) a claim removed, and counts them.

@@ -1,17 +1,22 @@
 //! Batched result storage: whatever has finished goes in one completion call and one failure
 //! call.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::engine::{self, FailureOutcome, TaskCompletion, TaskFailure};
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::engine::{
+    self, ClaimedTask, CompletedAndClaimed, FailureOutcome, TaskCompletion, TaskFailure,
+};
 use crate::failure::{STORED_ERROR_CHARS, bounded_owned};
 use crate::metrics;
 use crate::names::FlowSlug;
-use crate::worker::execute::Outcome;
+use crate::worker::execute::{self, Outcome};
+use crate::worker::handlers::Release;
 use crate::worker::runtime::{Runtime, retry};
 
 /// The most results stored in one call.
@@ -25,7 +30,16 @@ const RESULT_LINGER: Duration = Duration::from_millis(2);
 /// completion call and one failure call. A failed call is retried (the calls are idempotent:
 /// a task taken over by another attempt is left alone) until it succeeds or the worker is
 /// stopped at once.
-pub async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceiver<Outcome>) {
+///
+/// A completion call also claims, for the free slots it finds, tasks its completions release
+/// on the worker's queue (see [`engine::complete_and_claim_tasks`]); their handlers start at
+/// once and report to `handlers` (weak: the storer alone must not keep the results channel
+/// open once the poll loop and every handler are gone).
+pub async fn store_results(
+    rt: Arc<Runtime>,
+    mut results: mpsc::UnboundedReceiver<Outcome>,
+    handlers: mpsc::WeakUnboundedSender<Outcome>,
+) {
     let queue = rt.started.queue.as_str();
     while let Some(first) = results.recv().await {
         let batch = collect_results(&rt, &mut results, first).await;
@@ -33,7 +47,12 @@ pub async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceive
         let mut failures = Vec::new();
         // Each failed attempt's flow, for its outcome's labels.
         let mut flows = HashMap::new();
+        // How many tasks the completions may release for this worker to claim at once.
+        let mut releasable = Releasable::default();
         for outcome in batch {
+            if outcome.result.is_ok() {
+                releasable.add(&rt, &outcome);
+            }
             if outcome.result.is_err() {
                 flows.insert(
                     (
@@ -58,7 +77,7 @@ pub async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceive
         }
         if !completions.is_empty() {
             let began = Instant::now();
-            store_completions(&rt, &completions).await;
+            store_completions(&rt, &completions, releasable.tasks, &handlers).await;
             metrics::result_store(queue, "completions", completions.len(), began.elapsed());
         }
         if !failures.is_empty() {
@@ -81,19 +100,49 @@ pub async fn store_results(rt: Arc<Runtime>, mut results: mpsc::UnboundedReceive
 }
 
 /// Stores `completions` in one call, retried until it succeeds, and says why any were not
-/// stored by the call that succeeded.
-async fn store_completions(rt: &Runtime, completions: &[TaskCompletion]) {
-    let pool = rt.started.pool.clone();
+/// stored by the call that succeeded. The call claims released tasks for the slots free when
+/// it begins, and starts their handlers.
+async fn store_completions(
+    rt: &Arc<Runtime>,
+    completions: &[TaskCompletion],
+    releasable: usize,
+    handlers: &mpsc::WeakUnboundedSender<Outcome>,
+) {
+    let started = &rt.started;
+    let pool = started.pool.clone();
+    let mut room = free_slots(rt, releasable);
+    let quantity = room.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
     let tries = std::sync::atomic::AtomicU32::new(0);
-    let Some(count) = retry(rt, "storing completions", || {
+    let Some(stored) = retry(rt, "storing completions", || {
         tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let pool = pool.clone();
-        async move { engine::complete_tasks(&pool, completions).await }
+        async move {
+            if quantity == 0 {
+                let completed = engine::complete_tasks(&pool, completions).await?;
+                return Ok(CompletedAndClaimed {
+                    completed,
+                    claimed: Vec::new(),
+                });
+            }
+            engine::complete_and_claim_tasks(
+                &pool,
+                completions,
+                &started.queue,
+                started.worker_id,
+                started.handlers.pairs(),
+                i32::try_from(quantity).unwrap_or(i32::MAX),
+            )
+            .await
+        }
     })
     .await
     else {
         return;
     };
+    if let Some(room) = room.as_mut() {
+        run_claimed(rt, stored.claimed, room, handlers);
+    }
+    let count = stored.completed;
     let not_stored_now = completions.len() as u64 - count;
     if not_stored_now == 0 {
         return;
@@ -123,6 +172,88 @@ async fn store_completions(rt: &Runtime, completions: &[TaskCompletion]) {
             count = late,
             "late completions ignored: another attempt took those tasks over, or their run ended"
         );
+    }
+}
+
+/// How many tasks a batch of completions may release that the worker could claim at once: an
+/// upper bound, so that a completion call takes no slot it cannot fill (the poll loop's claims
+/// need them).
+#[derive(Default)]
+struct Releasable {
+    tasks: usize,
+    /// The (run, step) pairs counted: a map step's many completions release its dependents
+    /// once.
+    counted: HashSet<(uuid::Uuid, String)>,
+}
+
+impl Releasable {
+    fn add(&mut self, rt: &Runtime, outcome: &Outcome) {
+        let step = outcome.key.step_slug.as_str();
+        let Some(release) = rt
+            .started
+            .handlers
+            .release(outcome.flow_slug.as_str(), step)
+        else {
+            return;
+        };
+        if !self.counted.insert((outcome.key.run_id, step.to_owned())) {
+            return;
+        }
+        self.tasks = match release {
+            Release::Many => usize::MAX,
+            Release::AtMost(n) => self.tasks.saturating_add(n),
+        };
+    }
+}
+
+/// Takes free handler slots (at most a claim's batch, and no more than `releasable`) for a
+/// completion call to fill with the tasks it releases; none while the worker stops.
+fn free_slots(rt: &Arc<Runtime>, releasable: usize) -> Option<OwnedSemaphorePermit> {
+    if rt.shutdown.is_cancelled() {
+        return None;
+    }
+    let free = rt
+        .slots
+        .available_permits()
+        .min(rt.settings.batch_size)
+        .min(releasable);
+    let free = u32::try_from(free).ok().filter(|&free| free > 0)?;
+    Arc::clone(&rt.slots).try_acquire_many_owned(free).ok()
+}
+
+/// Starts the handlers of the tasks a completion call claimed, each with one of the slots
+/// taken for them; the slots left over are freed when `room` drops.
+fn run_claimed(
+    rt: &Arc<Runtime>,
+    claimed: Vec<ClaimedTask>,
+    room: &mut OwnedSemaphorePermit,
+    handlers: &mpsc::WeakUnboundedSender<Outcome>,
+) {
+    if claimed.is_empty() {
+        return;
+    }
+    let Some(results) = handlers.upgrade() else {
+        tracing::warn!(
+            queue = rt.started.queue.as_str(),
+            count = claimed.len(),
+            "the worker stopped while storing completions claimed released tasks; they will be \
+             recovered as stalled"
+        );
+        return;
+    };
+    for task in claimed {
+        let Some(slot) = room.split(1) else {
+            // The call never claims more than the slots it was given.
+            tracing::error!(
+                queue = rt.started.queue.as_str(),
+                run_id = %task.run_id,
+                step = task.step_slug.as_str(),
+                "a completion call claimed more tasks than it had slots for; the task will be \
+                 recovered as stalled"
+            );
+            continue;
+        };
+        execute::spawn(rt, task, slot, results.clone());
     }
 }
 

@@ -20,7 +20,11 @@ use crate::worker::schedules;
 /// Runs the worker until it stops; returns the fatal error that stopped it, if any.
 pub async fn run(rt: Arc<Runtime>) -> Result<(), WorkerError> {
     let (results_tx, results_rx) = mpsc::unbounded_channel();
-    let storer = tokio::spawn(store_results(Arc::clone(&rt), results_rx));
+    let storer = tokio::spawn(store_results(
+        Arc::clone(&rt),
+        results_rx,
+        results_tx.downgrade(),
+    ));
     let heartbeat = tokio::spawn(heartbeat(Arc::clone(&rt)));
     let maintenance = tokio::spawn(maintenance::maintain(Arc::clone(&rt)));
     let schedules = rt

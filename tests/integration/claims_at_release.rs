@@ -1,0 +1,328 @@
+//! Claims at release: a completion call claims, for the room its worker has, the tasks its
+//! completions release on the worker's queue; the rest are queued as usual.
+
+use std::time::Duration;
+
+use pgflow::definition::{FlowDefinition, StepOptions};
+use pgflow::engine::{self, RunStatus, SupportedPairs, TaskCompletion};
+use pgflow::{Client, Worker};
+use serde_json::json;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::support::{
+    claim, compiled, eventually, flow, install, messages, pairs_for, queue, run, single, step,
+    worker_config,
+};
+
+/// `a` releases four dependents: `b` on `a`'s queue, `c` on another queue, `d` on `a`'s queue
+/// but 60 s later, and `e` on `a`'s queue.
+async fn fork(pool: &PgPool) -> FlowDefinition {
+    let later = StepOptions {
+        start_delay: Some(Duration::from_secs(60)),
+        ..StepOptions::default()
+    };
+    compiled(
+        pool,
+        FlowDefinition::new(flow("fork"))
+            .step(single("a", &[]))
+            .step(single("b", &["a"]))
+            .step(single("c", &["a"]).queue(queue("fork_elsewhere")))
+            .step(single("d", &["a"]).options(later))
+            .step(single("e", &["a"])),
+    )
+    .await
+}
+
+/// Each task of `run_id`: (step, status, has a message, attempts, last run by `worker_id`).
+async fn tasks_of(pool: &PgPool, run_id: Uuid, worker_id: Uuid) -> Vec<Task> {
+    sqlx::query_as(
+        "select step_slug, status, message_id is not null, attempts_count,
+                last_worker_id is not distinct from $2
+         from pgflow.step_tasks where run_id = $1 order by step_slug",
+    )
+    .bind(run_id)
+    .bind(worker_id)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+type Task = (String, String, bool, i32, bool);
+
+fn task(step: &str, status: &str, message: bool, attempts: i32, by_worker: bool) -> Task {
+    (step.into(), status.into(), message, attempts, by_worker)
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_completion_claims_what_it_releases_for_the_room_it_has_and_queues_the_rest(
+    pool: PgPool,
+) {
+    install(&pool).await;
+    let fork = fork(&pool).await;
+    let q = fork.slug.default_queue();
+    let mut runs = Vec::new();
+    for input in ["first", "second"] {
+        runs.push(
+            engine::start_flow(&pool, "fork", &json!(input))
+                .await
+                .unwrap()
+                .run_id,
+        );
+    }
+    runs.sort();
+    let roots = claim(&pool, &q, &pairs_for(&[&fork], &q)).await;
+    assert_eq!(roots.len(), 2);
+
+    // The claimer runs every step of its queue but `e`, and has room for one task.
+    let mut supported = SupportedPairs::new();
+    for slug in ["a", "b", "d"] {
+        supported.insert(&fork.slug, &step(slug));
+    }
+    let worker_id = Uuid::new_v4();
+    let completions: Vec<_> = roots
+        .iter()
+        .map(|t| TaskCompletion::of(t, json!({ "from": t.run_id })))
+        .collect();
+    let stored =
+        engine::complete_and_claim_tasks(&pool, &completions, &q, worker_id, &supported, 1)
+            .await
+            .unwrap();
+
+    assert_eq!(stored.completed, 2);
+    assert_eq!(stored.claimed.len(), 1, "room for one task: one claimed");
+    let claimed = &stored.claimed[0];
+    assert_eq!(
+        (claimed.run_id, claimed.step_slug.as_str(), claimed.attempt),
+        (runs[0], "b", 1),
+        "the first released task in run order, in its first attempt"
+    );
+    assert_eq!(
+        claimed.message_id, None,
+        "claimed at release: it never had a message"
+    );
+    assert_eq!(claimed.queue_name, q);
+    assert_eq!(claimed.input, json!({ "a": { "from": runs[0] } }));
+
+    assert_eq!(
+        tasks_of(&pool, runs[0], worker_id).await,
+        vec![
+            task("a", "completed", true, 1, false),
+            task("b", "started", false, 1, true),
+            task("c", "queued", true, 0, false),
+            task("d", "queued", true, 0, false),
+            task("e", "queued", true, 0, false),
+        ],
+        "another queue (c), a start delay (d) and a pair the claimer does not run (e) are queued"
+    );
+    assert_eq!(
+        tasks_of(&pool, runs[1], worker_id).await,
+        vec![
+            task("a", "completed", true, 1, false),
+            task("b", "queued", true, 0, false),
+            task("c", "queued", true, 0, false),
+            task("d", "queued", true, 0, false),
+            task("e", "queued", true, 0, false),
+        ],
+        "no room left: the second run's b is queued"
+    );
+    // What was queued is claimed as usual: b of the second run and both e (d is not visible
+    // yet, c is on its own queue).
+    let mut next: Vec<_> = claim(&pool, &q, &pairs_for(&[&fork], &q))
+        .await
+        .into_iter()
+        .map(|t| (t.run_id, t.step_slug.to_string()))
+        .collect();
+    next.sort();
+    assert_eq!(
+        next,
+        vec![
+            (runs[0], "e".to_owned()),
+            (runs[1], "b".to_owned()),
+            (runs[1], "e".to_owned()),
+        ]
+    );
+    let elsewhere = queue("fork_elsewhere");
+    assert_eq!(
+        claim(&pool, &elsewhere, &pairs_for(&[&fork], &elsewhere))
+            .await
+            .len(),
+        2
+    );
+
+    // The claimed task completes like any other.
+    let done = engine::complete_and_claim_tasks(
+        &pool,
+        &[TaskCompletion::of(claimed, json!("b done"))],
+        &q,
+        worker_id,
+        &supported,
+        10,
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.completed, 1);
+    assert!(done.claimed.is_empty(), "b releases nothing");
+}
+
+#[sqlx::test(migrations = false)]
+async fn without_room_a_completion_claims_nothing(pool: PgPool) {
+    install(&pool).await;
+    let fork = fork(&pool).await;
+    let q = fork.slug.default_queue();
+    let run_id = engine::start_flow(&pool, "fork", &json!(null))
+        .await
+        .unwrap()
+        .run_id;
+    let roots = claim(&pool, &q, &pairs_for(&[&fork], &q)).await;
+
+    let stored = engine::complete_and_claim_tasks(
+        &pool,
+        &[TaskCompletion::of(&roots[0], json!(1))],
+        &q,
+        Uuid::new_v4(),
+        &pairs_for(&[&fork], &q),
+        0,
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(stored.completed, 1);
+    assert!(stored.claimed.is_empty());
+    assert!(
+        tasks_of(&pool, run_id, Uuid::nil())
+            .await
+            .iter()
+            .filter(|t| t.0 != "a")
+            .all(|t| t.1 == "queued" && t.2),
+        "every released task is queued with a message"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_task_claimed_at_release_whose_worker_died_is_requeued_with_a_message(pool: PgPool) {
+    install(&pool).await;
+    let relay = compiled(
+        &pool,
+        FlowDefinition::new(flow("relay"))
+            .step(single("a", &[]))
+            .step(single("b", &["a"])),
+    )
+    .await;
+    let q = relay.slug.default_queue();
+    let pairs = pairs_for(&[&relay], &q);
+    let run_id = engine::start_flow(&pool, "relay", &json!(null))
+        .await
+        .unwrap()
+        .run_id;
+    let roots = claim(&pool, &q, &pairs).await;
+    let stored = engine::complete_and_claim_tasks(
+        &pool,
+        &[TaskCompletion::of(&roots[0], json!("a"))],
+        &q,
+        Uuid::new_v4(),
+        &pairs,
+        5,
+    )
+    .await
+    .unwrap();
+    assert_eq!(stored.claimed.len(), 1);
+    assert!(
+        messages(&pool, "relay").await.is_empty(),
+        "b has no message"
+    );
+
+    // Its worker died an hour ago.
+    sqlx::query(
+        "update pgflow.step_tasks set started_at = now() - interval '1 hour'
+         where status = 'started'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let stalled = engine::requeue_stalled_tasks(&pool, 30, 3).await.unwrap();
+    assert_eq!(stalled.len(), 1);
+    assert!(stalled[0].requeued);
+    assert!(
+        stalled[0].message_id.is_some(),
+        "requeued with a new message"
+    );
+
+    let again = claim(&pool, &q, &pairs).await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0].step_slug.as_str(), again[0].attempt),
+        ("b", 2),
+        "the next claim runs b's second attempt"
+    );
+    engine::complete_tasks(&pool, &[TaskCompletion::of(&again[0], json!("b"))])
+        .await
+        .unwrap();
+    assert_eq!(run(&pool, run_id).await.status, RunStatus::Completed);
+}
+
+#[pgflow::flow(slug = "relay_race")]
+pub mod relay_race {
+    use std::time::Duration;
+
+    /// Outlasts the poll loop's gathering, so that its worker is asleep when it completes.
+    #[step]
+    pub async fn first(input: serde_json::Value) -> Result<serde_json::Value, String> {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Ok(input)
+    }
+
+    #[step(depends_on = [first])]
+    pub async fn second(first: serde_json::Value) -> Result<serde_json::Value, String> {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Ok(first)
+    }
+
+    #[step(depends_on = [second])]
+    pub async fn third(second: serde_json::Value) -> Result<serde_json::Value, String> {
+        Ok(second)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_chain_goes_on_on_the_worker_that_completed_each_step_without_polling(pool: PgPool) {
+    install(&pool).await;
+    engine::compile_flow(&pool, relay_race::deployment().definition())
+        .await
+        .unwrap();
+    let client = Client::new(pool.clone());
+    let run_handle = relay_race::start(&client, &json!("baton")).await.unwrap();
+
+    // No notifications and an hour between polls: after its first claim the worker reads the
+    // queue again only GATHER_FOR later, long before `first` completes, and then sleeps.
+    let worker = Worker::start_with(
+        relay_race::deployment(),
+        worker_config(relay_race::Queue::RelayRace, &pool)
+            .without_notifications()
+            .poll_interval(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    let run_id = run_handle.run_id();
+    assert!(
+        eventually(10, async || run(&pool, run_id).await.status
+            == RunStatus::Completed)
+        .await,
+        "each completion claimed the next step"
+    );
+    let worker_id: Uuid = sqlx::query_scalar("select worker_id from pgflow.workers")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        tasks_of(&pool, run_id, worker_id).await,
+        vec![
+            task("first", "completed", true, 1, true),
+            task("second", "completed", false, 1, true),
+            task("third", "completed", false, 1, true),
+        ]
+    );
+
+    worker.shutdown();
+    worker.wait().await.unwrap();
+}
