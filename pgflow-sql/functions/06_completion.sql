@@ -119,7 +119,9 @@ $$;
 -- the step before it.
 -- Returns one row per claimed task (the columns of claim_tasks, see started_task_rows), each
 -- with `completed`, the number of tasks completed by this call; when none was claimed, one
--- row with only `completed` set.
+-- row with only `completed` set. Call it in a transaction of its own: it finds what it claimed
+-- as the tasks of the completed runs started for p_worker_id, without a message, in the
+-- current transaction.
 -- Locks: as complete_tasks.
 create or replace function pgflow.complete_and_claim_tasks(
   p_run_ids uuid[],

@@ -152,6 +152,8 @@ struct CompleteAndClaimRow {
 /// a PGMQ message), so they need no send, no claim and no commit of their own. The rest are
 /// queued as [`complete_tasks`] queues them. The caller runs the claimed tasks as it runs
 /// claimed ones; a task it never reports on is recovered as stalled, as any claimed task.
+/// Give it a connection or pool, not a transaction that made other such calls: it reports the
+/// tasks claimed this way for `worker_id` in the current transaction.
 pub async fn complete_and_claim_tasks(
     executor: impl PgExecutor<'_>,
     completions: &[TaskCompletion],

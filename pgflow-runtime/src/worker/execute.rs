@@ -64,7 +64,7 @@ fn report_busy(rt: &Runtime) {
 
 /// Runs one task's handler with its timeout; a panic or timeout is a failed attempt. Returns
 /// `None` when the worker was stopped at once (the task is left for stalled recovery).
-pub async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
+async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
     let span = tracing::info_span!(
         "task",
         queue = task.queue_name.as_str(),

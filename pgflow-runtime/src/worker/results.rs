@@ -110,7 +110,10 @@ async fn store_completions(
 ) {
     let started = &rt.started;
     let pool = started.pool.clone();
-    let mut room = free_slots(rt, releasable);
+    // Held through the call, so that the handlers of what it claims have somewhere to report
+    // even if the poll loop stops meanwhile.
+    let results = handlers.upgrade();
+    let mut room = results.as_ref().and_then(|_| free_slots(rt, releasable));
     let quantity = room.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
     let tries = std::sync::atomic::AtomicU32::new(0);
     let Some(stored) = retry(rt, "storing completions", || {
@@ -139,8 +142,8 @@ async fn store_completions(
     else {
         return;
     };
-    if let Some(room) = room.as_mut() {
-        run_claimed(rt, stored.claimed, room, handlers);
+    if let (Some(room), Some(results)) = (room.as_mut(), results) {
+        run_claimed(rt, stored.claimed, room, &results);
     }
     let count = stored.completed;
     let not_stored_now = completions.len() as u64 - count;
@@ -227,20 +230,8 @@ fn run_claimed(
     rt: &Arc<Runtime>,
     claimed: Vec<ClaimedTask>,
     room: &mut OwnedSemaphorePermit,
-    handlers: &mpsc::WeakUnboundedSender<Outcome>,
+    results: &mpsc::UnboundedSender<Outcome>,
 ) {
-    if claimed.is_empty() {
-        return;
-    }
-    let Some(results) = handlers.upgrade() else {
-        tracing::warn!(
-            queue = rt.started.queue.as_str(),
-            count = claimed.len(),
-            "the worker stopped while storing completions claimed released tasks; they will be \
-             recovered as stalled"
-        );
-        return;
-    };
     for task in claimed {
         let Some(slot) = room.split(1) else {
             // The call never claims more than the slots it was given.
