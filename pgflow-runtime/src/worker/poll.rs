@@ -15,8 +15,9 @@ use crate::worker::runtime::{MAX_BACKOFF, Runtime};
 use crate::worker::wakeup::QueueWakeup;
 
 /// How long a worker whose read found tasks, but fewer than it asked for, lets new ones gather
-/// before it reads again. While it does so it counts as claiming: new tasks wake nobody (see
-/// [`crate::worker::wakeup`]), and the next read takes the tasks of several starts at once.
+/// before it reads again (one such worker per process and queue). While it does so it counts
+/// as claiming: new tasks wake nobody (see [`crate::worker::wakeup`]), and the next read takes
+/// the tasks of several starts at once.
 pub const GATHER_FOR: Duration = Duration::from_millis(4);
 
 /// How long a worker with every slot busy still counts as claiming: short handlers free a
@@ -26,8 +27,8 @@ pub const SLOT_PATIENCE: Duration = Duration::from_millis(25);
 
 /// Reads at most the free slots' worth of messages, claims them and hands each to a handler
 /// task; reads again at once when the read was full (waking the next idle worker of the queue
-/// too), after [`GATHER_FOR`] when it found some tasks, and waits to be woken (or the poll
-/// interval) when the queue is empty.
+/// too), after [`GATHER_FOR`] when it found some tasks and no other worker of the process is
+/// gathering, and otherwise waits to be woken (or the poll interval).
 pub async fn poll(
     rt: &Arc<Runtime>,
     results: mpsc::UnboundedSender<Outcome>,
@@ -101,10 +102,16 @@ pub async fn poll(
                 }
                 if drained {
                     // The read took everything visible: reading again now would find nothing.
-                    // Let the tasks of the next starts gather first.
-                    tokio::select! {
-                        () = tokio::time::sleep(GATHER_FOR) => {}
-                        () = rt.shutdown.cancelled() => return Ok(()),
+                    // The process's gathering worker lets the tasks of the next starts gather
+                    // first; another goes idle until a full read passes work on to it.
+                    if let Some(_gathering) = member.gather() {
+                        tokio::select! {
+                            () = tokio::time::sleep(GATHER_FOR) => {}
+                            () = rt.shutdown.cancelled() => return Ok(()),
+                        }
+                    } else {
+                        member.set_claiming(false);
+                        wait_for_work(rt, &wakeup).await;
                     }
                 }
             }
