@@ -1,13 +1,11 @@
 //! Batched result storage: whatever has finished goes in one completion call and one failure
 //! call.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use crate::engine::{
     self, ClaimedTask, CompletedAndClaimed, FailureOutcome, TaskCompletion, TaskFailure,
@@ -180,31 +178,24 @@ async fn store_completions(
 
 /// How many tasks a batch of completions may release that the worker could claim at once: an
 /// upper bound, so that a completion call takes no slot it cannot fill (the poll loop's claims
-/// need them).
+/// need them). Only single steps count (see [`Release`]), and a single step completes once per
+/// run, so each completion counts on its own.
 #[derive(Default)]
 struct Releasable {
     tasks: usize,
-    /// The (run, step) pairs counted: a map step's many completions release its dependents
-    /// once.
-    counted: HashSet<(uuid::Uuid, String)>,
 }
 
 impl Releasable {
     fn add(&mut self, rt: &Runtime, outcome: &Outcome) {
         let step = outcome.key.step_slug.as_str();
-        let Some(release) = rt
+        self.tasks = match rt
             .started
             .handlers
             .release(outcome.flow_slug.as_str(), step)
-        else {
-            return;
-        };
-        if !self.counted.insert((outcome.key.run_id, step.to_owned())) {
-            return;
-        }
-        self.tasks = match release {
-            Release::Many => usize::MAX,
-            Release::AtMost(n) => self.tasks.saturating_add(n),
+        {
+            None => self.tasks,
+            Some(Release::Many) => usize::MAX,
+            Some(Release::AtMost(n)) => self.tasks.saturating_add(n),
         };
     }
 }
