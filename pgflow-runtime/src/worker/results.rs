@@ -46,10 +46,10 @@ pub async fn store_results(
         // Each failed attempt's flow, for its outcome's labels.
         let mut flows = HashMap::new();
         // How many tasks the completions may release for this worker to claim at once.
-        let mut releasable = Releasable::default();
+        let mut releasable: usize = 0;
         for outcome in batch {
             if outcome.result.is_ok() {
-                releasable.add(&rt, &outcome);
+                releasable = releasable.saturating_add(releasable_by(&rt, &outcome));
             }
             if outcome.result.is_err() {
                 flows.insert(
@@ -75,7 +75,7 @@ pub async fn store_results(
         }
         if !completions.is_empty() {
             let began = Instant::now();
-            store_completions(&rt, &completions, releasable.tasks, &handlers).await;
+            store_completions(&rt, &completions, releasable, &handlers).await;
             metrics::result_store(queue, "completions", completions.len(), began.elapsed());
         }
         if !failures.is_empty() {
@@ -176,27 +176,19 @@ async fn store_completions(
     }
 }
 
-/// How many tasks a batch of completions may release that the worker could claim at once: an
+/// How many tasks `outcome`'s completion may release that the worker could claim at once: an
 /// upper bound, so that a completion call takes no slot it cannot fill (the poll loop's claims
-/// need them). Only single steps count (see [`Release`]), and a single step completes once per
-/// run, so each completion counts on its own.
-#[derive(Default)]
-struct Releasable {
-    tasks: usize,
-}
-
-impl Releasable {
-    fn add(&mut self, rt: &Runtime, outcome: &Outcome) {
-        let step = outcome.key.step_slug.as_str();
-        self.tasks = match rt
-            .started
-            .handlers
-            .release(outcome.flow_slug.as_str(), step)
-        {
-            None => self.tasks,
-            Some(Release::Many) => usize::MAX,
-            Some(Release::AtMost(n)) => self.tasks.saturating_add(n),
-        };
+/// need them). Only single steps count (see [`Release`]), once per run each.
+fn releasable_by(rt: &Runtime, outcome: &Outcome) -> usize {
+    let step = outcome.key.step_slug.as_str();
+    match rt
+        .started
+        .handlers
+        .release(outcome.flow_slug.as_str(), step)
+    {
+        None => 0,
+        Some(Release::Many) => usize::MAX,
+        Some(Release::AtMost(n)) => n,
     }
 }
 
