@@ -251,9 +251,9 @@ $$;
 -- element, sent to the step's queue (the task's queue snapshot) and delayed by the step's
 -- start delay, one batch per (queue, delay). A map step over an empty array completes at once
 -- with [], which may start further steps.
--- With a claimer (see complete_and_claim_tasks), up to its quantity of the tasks it runs on
--- its queue, visible at once, are created claimed by it instead ('started', first attempt,
--- no message); complete_and_claim_tasks returns them.
+-- With a claimer (see complete_and_claim_tasks), as many of the tasks it runs on its queue,
+-- visible at once, as it offers slots are created claimed instead ('started', first attempt,
+-- no message), the n-th by the worker of the n-th slot; complete_and_claim_tasks returns them.
 create or replace function pgflow.enqueue_step_tasks(
   p_steps pgflow.started_step[],
   p_claimer pgflow.task_claimer default null
@@ -269,9 +269,10 @@ declare
   v_claimed_steps text[];
   v_claimed_indexes integer[];
 begin
-  if p_claimer.quantity > 0 then
+  if cardinality(p_claimer.slots) > 0 then
     with claimable as (
-      select u.run_id, u.step_slug, u.flow_slug, u.queue_name, i as task_index
+      select u.run_id, u.step_slug, u.flow_slug, u.queue_name, i as task_index,
+             row_number() over (order by u.run_id, u.step_slug, i) as slot
       from unnest(p_steps) as u
       cross join lateral generate_series(0, u.task_count - 1) as i
       where u.queue_name = p_claimer.queue_name and u.start_delay = 0
@@ -279,13 +280,13 @@ begin
                       as p(flow_slug, step_slug)
                     where p.flow_slug = u.flow_slug and p.step_slug = u.step_slug)
       order by u.run_id, u.step_slug, i
-      limit p_claimer.quantity
+      limit cardinality(p_claimer.slots)
     ),
     claimed as (
       insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name,
                                      status, attempts_count, started_at, last_worker_id)
       select c.run_id, c.step_slug, c.task_index, c.flow_slug, c.queue_name,
-             'started', 1, now(), p_claimer.worker_id
+             'started', 1, now(), p_claimer.slots[c.slot]
       from claimable c
       returning run_id, step_slug, task_index
     )

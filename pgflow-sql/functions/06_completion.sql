@@ -110,18 +110,19 @@ begin
 end;
 $$;
 
--- complete_and_claim_tasks: complete_tasks for a worker of `p_queue_name` that also has room
--- for up to p_quantity more tasks: of the tasks its completions release, those visible at once
--- on its queue and of a (flow, step) pair it runs (p_flow_slugs[i], p_step_slugs[i]) are
--- claimed by it in the same transaction, up to p_quantity: created 'started' in their first
--- attempt, without a PGMQ message, so no send, no claim and no commit of their own. The rest
--- are queued as complete_tasks queues them. A chain's next step runs on the worker that ran
--- the step before it.
--- Returns one row per claimed task (the columns of claim_tasks, see started_task_rows), each
--- with `completed`, the number of tasks completed by this call; when none was claimed, one
--- row with only `completed` set. Call it in a transaction of its own: it finds what it claimed
--- as the tasks of the completed runs started for p_worker_id, without a message, in the
--- current transaction.
+-- complete_and_claim_tasks: complete_tasks for workers of `p_queue_name` that have free
+-- slots, one element of p_slots per slot (the worker's id; a process's workers on one queue
+-- share their completion calls). Of the tasks the completions release, those visible at once
+-- on the queue and of a (flow, step) pair the workers run (p_flow_slugs[i], p_step_slugs[i])
+-- are claimed in the same transaction, one per slot, the n-th by the n-th slot's worker:
+-- created 'started' in their first attempt, without a PGMQ message, so no send, no claim and
+-- no commit of their own. The rest are queued as complete_tasks queues them. A chain's next
+-- step runs on a worker of the process that ran the step before it.
+-- Returns one row per claimed task (its worker, then the columns of claim_tasks, see
+-- started_task_rows), each with `completed`, the number of tasks completed by this call; when
+-- none was claimed, one row with only `completed` set. Call it in a transaction of its own: it
+-- finds what it claimed as the tasks of the completed runs started for the slots' workers,
+-- without a message, in the current transaction.
 -- Locks: as complete_tasks.
 create or replace function pgflow.complete_and_claim_tasks(
   p_run_ids uuid[],
@@ -130,13 +131,13 @@ create or replace function pgflow.complete_and_claim_tasks(
   p_attempts integer[],
   p_outputs jsonb[],
   p_queue_name text,
-  p_worker_id uuid,
   p_flow_slugs text[],
   p_supported_step_slugs text[],
-  p_quantity integer
+  p_slots uuid[]
 )
 returns table (
   completed integer,
+  worker_id uuid,
   flow_slug text,
   step_slug text,
   run_id uuid,
@@ -167,28 +168,30 @@ begin
 
   v_completed := pgflow.complete_tasks(
     p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_outputs,
-    (p_queue_name, p_worker_id, p_flow_slugs, p_supported_step_slugs,
-     greatest(coalesce(p_quantity, 0), 0))::pgflow.task_claimer);
+    (p_queue_name, p_flow_slugs, p_supported_step_slugs, p_slots)::pgflow.task_claimer);
 
-  -- The tasks claimed above: started in this transaction by this worker, without a message,
-  -- in the completed tasks' runs (only their steps were released).
-  if v_completed > 0 and p_quantity > 0 then
+  -- The tasks claimed above: started in this transaction by the slots' workers, without a
+  -- message, in the completed tasks' runs (only their steps were released).
+  if v_completed > 0 and cardinality(p_slots) > 0 then
     select array_agg(t.ctid) into v_claimed
     from pgflow.step_tasks t
     where t.started_at = now() and t.status = 'started'
-      and t.last_worker_id = p_worker_id and t.message_id is null
+      and t.last_worker_id = any(p_slots) and t.message_id is null
       and t.run_id = any(p_run_ids);
   end if;
 
   if v_claimed is null then
     return query
-    select v_completed, null::text, null::text, null::uuid, null::integer, null::bigint,
-           null::text, null::integer, null::integer, null::jsonb, null::text;
+    select v_completed, null::uuid, null::text, null::text, null::uuid, null::integer,
+           null::bigint, null::text, null::integer, null::integer, null::jsonb, null::text;
     return;
   end if;
 
   return query
-  select v_completed, r.* from pgflow.started_task_rows(v_claimed) r;
+  select v_completed, t.last_worker_id, r.*
+  from pgflow.started_task_rows(v_claimed) r
+  join pgflow.step_tasks t
+    on t.run_id = r.run_id and t.step_slug = r.step_slug and t.task_index = r.task_index;
 end;
 $$;
 

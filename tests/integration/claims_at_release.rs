@@ -1,6 +1,9 @@
 //! Claims at release: a completion call claims, for the room its worker has, the tasks its
 //! completions release on the worker's queue; the rest are queued as usual.
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pgflow::definition::{FlowDefinition, StepOptions};
@@ -85,13 +88,14 @@ async fn a_completion_claims_what_it_releases_for_the_room_it_has_and_queues_the
         .map(|t| TaskCompletion::of(t, json!({ "from": t.run_id })))
         .collect();
     let stored =
-        engine::complete_and_claim_tasks(&pool, &completions, &q, worker_id, &supported, 1)
+        engine::complete_and_claim_tasks(&pool, &completions, &q, &supported, &[worker_id])
             .await
             .unwrap();
 
     assert_eq!(stored.completed, 2);
     assert_eq!(stored.claimed.len(), 1, "room for one task: one claimed");
-    let claimed = &stored.claimed[0];
+    assert_eq!(stored.claimed[0].worker_id, worker_id);
+    let claimed = &stored.claimed[0].task;
     assert_eq!(
         (claimed.run_id, claimed.step_slug.as_str(), claimed.attempt),
         (runs[0], "b", 1),
@@ -155,9 +159,8 @@ async fn a_completion_claims_what_it_releases_for_the_room_it_has_and_queues_the
         &pool,
         &[TaskCompletion::of(claimed, json!("b done"))],
         &q,
-        worker_id,
         &supported,
-        10,
+        &[worker_id; 10],
     )
     .await
     .unwrap();
@@ -180,9 +183,8 @@ async fn without_room_a_completion_claims_nothing(pool: PgPool) {
         &pool,
         &[TaskCompletion::of(&roots[0], json!(1))],
         &q,
-        Uuid::new_v4(),
         &pairs_for(&[&fork], &q),
-        0,
+        &[],
     )
     .await
     .unwrap();
@@ -220,9 +222,8 @@ async fn a_task_claimed_at_release_whose_worker_died_is_requeued_with_a_message(
         &pool,
         &[TaskCompletion::of(&roots[0], json!("a"))],
         &q,
-        Uuid::new_v4(),
         &pairs,
-        5,
+        &[Uuid::new_v4(); 5],
     )
     .await
     .unwrap();
@@ -325,4 +326,203 @@ async fn a_chain_goes_on_on_the_worker_that_completed_each_step_without_polling(
 
     worker.shutdown();
     worker.wait().await.unwrap();
+}
+
+#[sqlx::test(migrations = false)]
+async fn one_call_claims_for_several_workers_each_task_for_the_worker_of_its_slot(pool: PgPool) {
+    install(&pool).await;
+    let relay = compiled(
+        &pool,
+        FlowDefinition::new(flow("relay"))
+            .step(single("a", &[]))
+            .step(single("b", &["a"])),
+    )
+    .await;
+    let q = relay.slug.default_queue();
+    let pairs = pairs_for(&[&relay], &q);
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        runs.push(
+            engine::start_flow(&pool, "relay", &json!(null))
+                .await
+                .unwrap()
+                .run_id,
+        );
+    }
+    runs.sort();
+    let roots = claim(&pool, &q, &pairs).await;
+    let completions: Vec<_> = roots
+        .iter()
+        .map(|t| TaskCompletion::of(t, json!("a")))
+        .collect();
+    let (first, second) = (Uuid::new_v4(), Uuid::new_v4());
+
+    // Two workers share the call: one slot each.
+    let stored =
+        engine::complete_and_claim_tasks(&pool, &completions, &q, &pairs, &[first, second])
+            .await
+            .unwrap();
+
+    assert_eq!(stored.completed, 3);
+    let mut claimed: Vec<_> = stored
+        .claimed
+        .iter()
+        .map(|c| (c.task.run_id, c.worker_id))
+        .collect();
+    claimed.sort();
+    assert_eq!(
+        claimed,
+        vec![(runs[0], first), (runs[1], second)],
+        "in run order, the n-th released task for the n-th slot's worker"
+    );
+    for (run_id, worker_id) in [(runs[0], first), (runs[1], second)] {
+        assert_eq!(
+            tasks_of(&pool, run_id, worker_id).await[1],
+            task("b", "started", false, 1, true),
+            "recorded as run by the worker whose slot it took"
+        );
+    }
+    assert_eq!(
+        tasks_of(&pool, runs[2], Uuid::nil()).await[1],
+        task("b", "queued", true, 0, false),
+        "no slot left for the third: queued"
+    );
+}
+
+/// What one worker's handlers saw: the tasks they ran, and how many ran at once.
+#[derive(Default, Clone)]
+pub struct Seen {
+    pub ran: Arc<Mutex<Vec<(Uuid, String)>>>,
+    pub running: Arc<AtomicUsize>,
+    pub most_running: Arc<AtomicUsize>,
+}
+
+impl Seen {
+    async fn run(&self, ctx: &pgflow::Context) {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_running.fetch_max(now, Ordering::SeqCst);
+        self.ran
+            .lock()
+            .unwrap()
+            .push((ctx.run_id(), ctx.step_slug().to_string()));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[pgflow::flow(slug = "shared_relay", state = Seen)]
+pub mod shared_relay {
+    use pgflow::{Context, State};
+
+    use super::Seen;
+
+    #[step]
+    pub async fn first(ctx: Context, seen: State<Seen>) -> Result<i32, String> {
+        seen.run(&ctx).await;
+        Ok(1)
+    }
+
+    #[step(depends_on = [first])]
+    pub async fn second(first: i32, ctx: Context, seen: State<Seen>) -> Result<i32, String> {
+        seen.run(&ctx).await;
+        Ok(first + 1)
+    }
+
+    #[step(depends_on = [second])]
+    pub async fn third(second: i32, ctx: Context, seen: State<Seen>) -> Result<i32, String> {
+        seen.run(&ctx).await;
+        Ok(second + 1)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn workers_of_a_process_share_completion_calls_and_run_what_each_call_claimed_for_them(
+    pool: PgPool,
+) {
+    install(&pool).await;
+    let mut workers = Vec::new();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let state = Seen::default();
+        seen.push(state.clone());
+        workers.push(
+            Worker::start_with(
+                shared_relay::deployment(state),
+                worker_config(shared_relay::Queue::SharedRelay, &pool)
+                    .batch_size(1)
+                    .max_concurrent(1),
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    let client = Client::new(pool.clone());
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        runs.push(shared_relay::start(&client, &json!(null)).await.unwrap());
+    }
+    // The runs' rows are locked until every `first` handler has finished: the first storer's
+    // call waits for the lock, and the other two storers wait for their turn behind it.
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("select 1 from pgflow.runs for update")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let ran = || {
+        seen.iter()
+            .map(|s| s.ran.lock().unwrap().len())
+            .sum::<usize>()
+    };
+    let idle = || seen.iter().all(|s| s.running.load(Ordering::SeqCst) == 0);
+    assert!(
+        eventually(10, async || ran() == 3 && idle()).await,
+        "each worker ran one `first`"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    lock.commit().await.unwrap();
+    for handle in &runs {
+        let output = handle.wait(&client, Duration::from_secs(30)).await.unwrap();
+        assert_eq!(output.third, 3);
+    }
+
+    // Each task ran on the worker recorded for it, which never ran more than its one slot.
+    let mut ran_on = HashMap::new();
+    for (worker, seen) in workers.iter().zip(&seen) {
+        assert_eq!(
+            seen.most_running.load(Ordering::SeqCst),
+            1,
+            "a worker runs no more tasks at once than it has slots"
+        );
+        for task in seen.ran.lock().unwrap().iter() {
+            ran_on.insert(task.clone(), worker.worker_id());
+        }
+    }
+    let recorded: Vec<(Uuid, String, Uuid)> =
+        sqlx::query_as("select run_id, step_slug, last_worker_id from pgflow.step_tasks")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(recorded.len(), 9);
+    for (run_id, step, worker_id) in &recorded {
+        assert_eq!(
+            ran_on.get(&(*run_id, step.clone())),
+            Some(worker_id),
+            "{step} of run {run_id} ran on the worker recorded for it"
+        );
+    }
+    // The two storers that waited were stored by one call: one transaction, one timestamp.
+    let shared: i64 = sqlx::query_scalar(
+        "select count(*) from (
+           select completed_at from pgflow.step_tasks where step_slug = 'first'
+           group by completed_at having count(distinct last_worker_id) = 2) shared",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(shared, 1, "the completions of two workers went in one call");
+
+    for worker in workers {
+        worker.shutdown();
+        worker.wait().await.unwrap();
+    }
 }

@@ -128,43 +128,53 @@ pub async fn complete_tasks(
 }
 
 /// What [`complete_and_claim_tasks`] did: how many tasks it completed, and the tasks it
-/// claimed for the caller among those the completions released.
+/// claimed among those the completions released, each for the worker of the slot it took.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CompletedAndClaimed {
     /// The number of tasks completed by the call (late or duplicate completions are not).
     pub completed: u64,
-    /// The released tasks claimed for the caller (started, first attempt, no message), to run
-    /// now.
-    pub claimed: Vec<ClaimedTask>,
+    /// The released tasks claimed (started, first attempt, no message), to run now.
+    pub claimed: Vec<ClaimedAtRelease>,
 }
 
-/// A row of `complete_and_claim_tasks`: the call's count, and a claimed task or nothing.
+/// A task claimed by [`complete_and_claim_tasks`], and the worker whose slot it took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedAtRelease {
+    /// The worker recorded as running it (`step_tasks.last_worker_id`).
+    pub worker_id: Uuid,
+    /// The task.
+    pub task: ClaimedTask,
+}
+
+/// A row of `complete_and_claim_tasks`: the call's count, and a claimed task with its worker,
+/// or nothing.
 #[derive(FromRow)]
 struct CompleteAndClaimRow {
     completed: i32,
+    worker_id: Option<Uuid>,
     #[sqlx(flatten)]
     task: ClaimRow,
 }
 
-/// [`complete_tasks`] for a worker of `queue` with room for `quantity` more tasks: of the
-/// tasks the completions release, up to `quantity` that are visible at once on `queue` and of
-/// a pair in `supported` are claimed for the caller in the same transaction (started, without
-/// a PGMQ message), so they need no send, no claim and no commit of their own. The rest are
-/// queued as [`complete_tasks`] queues them. The caller runs the claimed tasks as it runs
+/// [`complete_tasks`] for workers of `queue` with free slots, one element of `slots` per slot
+/// (the id of the worker offering it): of the tasks the completions release, those visible at
+/// once on `queue` and of a pair in `supported` are claimed in the same transaction (started,
+/// without a PGMQ message), at most one per slot, the n-th for the n-th slot's worker, so they
+/// need no send, no claim and no commit of their own. The rest are queued as
+/// [`complete_tasks`] queues them. The caller runs each claimed task on its worker as it runs
 /// claimed ones; a task it never reports on is recovered as stalled, as any claimed task.
 /// Give it a connection or pool, not a transaction that made other such calls: it reports the
-/// tasks claimed this way for `worker_id` in the current transaction.
+/// tasks claimed this way for the slots' workers in the current transaction.
 pub async fn complete_and_claim_tasks(
     executor: impl PgExecutor<'_>,
     completions: &[TaskCompletion],
     queue: &QueueName,
-    worker_id: Uuid,
     supported: &SupportedPairs,
-    quantity: i32,
+    slots: &[Uuid],
 ) -> Result<CompletedAndClaimed, EngineError> {
     let keys = KeyColumns::of(completions.iter().map(|c| &c.task));
     let rows = sqlx::query_as::<_, CompleteAndClaimRow>(
-        "select * from pgflow.complete_and_claim_tasks($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        "select * from pgflow.complete_and_claim_tasks($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(keys.run_ids)
     .bind(keys.step_slugs)
@@ -172,17 +182,17 @@ pub async fn complete_and_claim_tasks(
     .bind(keys.attempts)
     .bind(completions.iter().map(|c| &c.output).collect::<Vec<_>>())
     .bind(queue.as_str())
-    .bind(worker_id)
     .bind(&supported.flow_slugs)
     .bind(&supported.step_slugs)
-    .bind(quantity)
+    .bind(slots)
     .fetch_all(executor)
     .await?;
     let mut result = CompletedAndClaimed::default();
     for row in rows {
         result.completed = u64::try_from(row.completed).unwrap_or(0);
-        if let ClaimedRow::Task(task) = row.task.into_claimed() {
-            result.claimed.push(task);
+        if let (Some(worker_id), ClaimedRow::Task(task)) = (row.worker_id, row.task.into_claimed())
+        {
+            result.claimed.push(ClaimedAtRelease { worker_id, task });
         }
     }
     Ok(result)

@@ -35,8 +35,8 @@ pub use browse::{
 };
 pub use claims::{Claim, ClaimedTask, SupportedPairs, TaskKey, read_and_start_tasks, start_tasks};
 pub use completion::{
-    CompletedAndClaimed, FailureOutcome, TaskCompletion, TaskFailure, complete_and_claim_tasks,
-    complete_tasks, count_stored_completions, fail_tasks,
+    ClaimedAtRelease, CompletedAndClaimed, FailureOutcome, TaskCompletion, TaskFailure,
+    complete_and_claim_tasks, complete_tasks, count_stored_completions, fail_tasks,
 };
 pub use definitions::{CompileStatus, compile_flow};
 pub use events::{subscribe_events, unsubscribe_events};

@@ -34,6 +34,7 @@ mod results;
 mod run;
 mod runtime;
 mod schedules;
+mod shared_completions;
 mod startup;
 mod wakeup;
 

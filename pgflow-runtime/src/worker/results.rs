@@ -5,17 +5,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 
-use crate::engine::{
-    self, ClaimedTask, CompletedAndClaimed, FailureOutcome, TaskCompletion, TaskFailure,
-};
+use crate::engine::{self, FailureOutcome, TaskCompletion, TaskFailure};
 use crate::failure::{STORED_ERROR_CHARS, bounded_owned};
 use crate::metrics;
 use crate::names::FlowSlug;
-use crate::worker::execute::{self, Outcome};
+use crate::worker::execute::Outcome;
 use crate::worker::handlers::Release;
 use crate::worker::runtime::{Runtime, retry};
+use crate::worker::shared_completions::{Batch, CompletionGroup};
 
 /// The most results stored in one call.
 const MAX_RESULT_BATCH: usize = 500;
@@ -29,16 +28,18 @@ const RESULT_LINGER: Duration = Duration::from_millis(2);
 /// a task taken over by another attempt is left alone) until it succeeds or the worker is
 /// stopped at once.
 ///
-/// A completion call also claims, for the free slots it finds, tasks its completions release
-/// on the worker's queue (see [`engine::complete_and_claim_tasks`]); their handlers start at
-/// once and report to `handlers` (weak: the storer alone must not keep the results channel
-/// open once the poll loop and every handler are gone).
+/// Completions go through the process's [`CompletionGroup`] for the queue: they share a call
+/// with those of the process's other workers on it. The call also claims, for this worker's
+/// free slots, tasks its completions release on the queue; their handlers start at once and
+/// report to `handlers` (weak: the storer alone must not keep the results channel open once
+/// the poll loop and every handler are gone).
 pub async fn store_results(
     rt: Arc<Runtime>,
     mut results: mpsc::UnboundedReceiver<Outcome>,
     handlers: mpsc::WeakUnboundedSender<Outcome>,
 ) {
     let queue = rt.started.queue.as_str();
+    let group = CompletionGroup::join(&rt);
     while let Some(first) = results.recv().await {
         let batch = collect_results(&rt, &mut results, first).await;
         let mut completions = Vec::new();
@@ -75,8 +76,18 @@ pub async fn store_results(
         }
         if !completions.is_empty() {
             let began = Instant::now();
-            store_completions(&rt, &completions, releasable, &handlers).await;
-            metrics::result_store(queue, "completions", completions.len(), began.elapsed());
+            let count = completions.len();
+            group
+                .store(Batch {
+                    rt: Arc::clone(&rt),
+                    completions,
+                    releasable,
+                    // Held through the call, so that the handlers of what it claims have
+                    // somewhere to report even if the poll loop stops meanwhile.
+                    results: handlers.upgrade(),
+                })
+                .await;
+            metrics::result_store(queue, "completions", count, began.elapsed());
         }
         if !failures.is_empty() {
             let began = Instant::now();
@@ -97,85 +108,6 @@ pub async fn store_results(
     }
 }
 
-/// Stores `completions` in one call, retried until it succeeds, and says why any were not
-/// stored by the call that succeeded. The call claims released tasks for the slots free when
-/// it begins, and starts their handlers.
-async fn store_completions(
-    rt: &Arc<Runtime>,
-    completions: &[TaskCompletion],
-    releasable: usize,
-    handlers: &mpsc::WeakUnboundedSender<Outcome>,
-) {
-    let started = &rt.started;
-    let pool = started.pool.clone();
-    // Held through the call, so that the handlers of what it claims have somewhere to report
-    // even if the poll loop stops meanwhile.
-    let results = handlers.upgrade();
-    let mut room = results.as_ref().and_then(|_| free_slots(rt, releasable));
-    let quantity = room.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
-    let tries = std::sync::atomic::AtomicU32::new(0);
-    let Some(stored) = retry(rt, "storing completions", || {
-        tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let pool = pool.clone();
-        async move {
-            if quantity == 0 {
-                let completed = engine::complete_tasks(&pool, completions).await?;
-                return Ok(CompletedAndClaimed {
-                    completed,
-                    claimed: Vec::new(),
-                });
-            }
-            engine::complete_and_claim_tasks(
-                &pool,
-                completions,
-                &started.queue,
-                started.worker_id,
-                started.handlers.pairs(),
-                i32::try_from(quantity).unwrap_or(i32::MAX),
-            )
-            .await
-        }
-    })
-    .await
-    else {
-        return;
-    };
-    if let (Some(room), Some(results)) = (room.as_mut(), results) {
-        run_claimed(rt, stored.claimed, room, &results);
-    }
-    let count = stored.completed;
-    let not_stored_now = completions.len() as u64 - count;
-    if not_stored_now == 0 {
-        return;
-    }
-    let queue = rt.started.queue.as_str();
-    // Only a retried call can find its own completions already stored: an earlier try
-    // committed, and its reply was lost with the connection.
-    let stored_earlier = if tries.load(std::sync::atomic::Ordering::Relaxed) > 1 {
-        engine::count_stored_completions(&pool, completions)
-            .await
-            .map_or(0, |stored| stored.saturating_sub(count))
-    } else {
-        0
-    };
-    if stored_earlier > 0 {
-        tracing::info!(
-            queue,
-            count = stored_earlier,
-            "completions were already stored by an earlier try of the same call, whose reply \
-             was lost with the connection; nothing was stored twice"
-        );
-    }
-    let late = not_stored_now - stored_earlier.min(not_stored_now);
-    if late > 0 {
-        tracing::info!(
-            queue,
-            count = late,
-            "late completions ignored: another attempt took those tasks over, or their run ended"
-        );
-    }
-}
-
 /// How many tasks `outcome`'s completion may release that the worker could claim at once: an
 /// upper bound, so that a completion call takes no slot it cannot fill (the poll loop's claims
 /// need them). Only single steps count (see [`Release`]), once per run each.
@@ -189,45 +121,6 @@ fn releasable_by(rt: &Runtime, outcome: &Outcome) -> usize {
         None => 0,
         Some(Release::Many) => usize::MAX,
         Some(Release::AtMost(n)) => n,
-    }
-}
-
-/// Takes free handler slots (at most a claim's batch, and no more than `releasable`) for a
-/// completion call to fill with the tasks it releases; none while the worker stops.
-fn free_slots(rt: &Arc<Runtime>, releasable: usize) -> Option<OwnedSemaphorePermit> {
-    if rt.shutdown.is_cancelled() {
-        return None;
-    }
-    let free = rt
-        .slots
-        .available_permits()
-        .min(rt.settings.batch_size)
-        .min(releasable);
-    let free = u32::try_from(free).ok().filter(|&free| free > 0)?;
-    Arc::clone(&rt.slots).try_acquire_many_owned(free).ok()
-}
-
-/// Starts the handlers of the tasks a completion call claimed, each with one of the slots
-/// taken for them; the slots left over are freed when `room` drops.
-fn run_claimed(
-    rt: &Arc<Runtime>,
-    claimed: Vec<ClaimedTask>,
-    room: &mut OwnedSemaphorePermit,
-    results: &mpsc::UnboundedSender<Outcome>,
-) {
-    for task in claimed {
-        let Some(slot) = room.split(1) else {
-            // The call never claims more than the slots it was given.
-            tracing::error!(
-                queue = rt.started.queue.as_str(),
-                run_id = %task.run_id,
-                step = task.step_slug.as_str(),
-                "a completion call claimed more tasks than it had slots for; the task will be \
-                 recovered as stalled"
-            );
-            continue;
-        };
-        execute::spawn(rt, task, slot, results.clone());
     }
 }
 

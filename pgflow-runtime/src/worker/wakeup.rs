@@ -268,7 +268,7 @@ fn registry() -> &'static Mutex<HashMap<String, Weak<QueueWakeup>>> {
 }
 
 /// Host, port, user and database: pools that reach the same database share a listener.
-fn database_identity(options: &PgConnectOptions) -> String {
+pub(crate) fn database_identity(options: &PgConnectOptions) -> String {
     format!(
         "{}:{}/{}@{}",
         options.get_host(),

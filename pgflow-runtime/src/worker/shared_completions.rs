@@ -1,0 +1,350 @@
+//! Completion calls shared by the workers of one process on one queue of one database.
+//!
+//! Every completion call costs a transaction, a commit and the statements around them whatever
+//! it carries, and completions of one map step's tasks queue behind each other on their run's
+//! row lock. Workers that store their completions each on their own split a process's stream
+//! of results into more, smaller calls the more of them there are. So a process's workers on a
+//! queue take turns: while one call is in flight, the completions of the others wait, and the
+//! next call carries all of them (one of the waiting storers makes it). One worker alone never
+//! waits for anyone.
+//!
+//! A call claims, at release, tasks for the free slots of every worker whose completions it
+//! carries (see [`engine::complete_and_claim_tasks`]); the slots are taken when the call
+//! begins, not while a storer waits for its turn, so a waiting storer keeps no slot from its
+//! poll loop. Workers share a group only when their claims support the same pairs, so any of
+//! them can run what the call claims.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::engine::{self, ClaimedAtRelease, CompletedAndClaimed, TaskCompletion};
+use crate::worker::execute::{self, Outcome};
+use crate::worker::runtime::{Runtime, retry};
+use crate::worker::wakeup::database_identity;
+
+/// The most completions one shared call carries (each storer's own are fewer, see
+/// `MAX_RESULT_BATCH` in `results`).
+const MAX_CALL_COMPLETIONS: usize = 1_000;
+
+/// One storer's completions, waiting for (or making) a call.
+pub struct Batch {
+    /// The worker whose handlers produced them.
+    pub rt: Arc<Runtime>,
+    /// What to store.
+    pub completions: Vec<TaskCompletion>,
+    /// How many tasks they may release that this worker could run at once (an upper bound).
+    pub releasable: usize,
+    /// Where the handlers of tasks claimed for this worker report; `None` once the worker's
+    /// poll loop and handlers are gone (it then claims nothing).
+    pub results: Option<mpsc::UnboundedSender<Outcome>>,
+}
+
+/// What a waiting storer is told when the call in flight returns.
+enum Turn {
+    /// Its completions were stored by another storer's call.
+    Stored,
+    /// It makes the next call: its own batch (handed back), and those of the storers still
+    /// waiting.
+    Call(Batch, Vec<Waiting>),
+}
+
+/// How a storer enters the group: it calls at once, or waits to be told.
+enum Entry {
+    Call(Batch),
+    Wait(oneshot::Receiver<Turn>),
+}
+
+/// A storer waiting for its turn.
+struct Waiting {
+    batch: Batch,
+    turn: oneshot::Sender<Turn>,
+}
+
+/// The completion calls of one queue's workers in this process; dropped with the last of them.
+pub struct CompletionGroup {
+    state: Mutex<State>,
+}
+
+/// Whether a call is in flight, and who waits for the next one.
+#[derive(Default)]
+struct State {
+    calling: bool,
+    waiting: Vec<Waiting>,
+}
+
+impl CompletionGroup {
+    /// The group of `rt`'s worker: the process's workers on the same queue of the same
+    /// database whose claims support the same pairs.
+    pub fn join(rt: &Runtime) -> Arc<Self> {
+        let started = &rt.started;
+        let key = format!(
+            "{}\u{0}{}\u{0}{:?}",
+            database_identity(&started.pool.pool().connect_options()),
+            started.queue.as_str(),
+            started.handlers.pairs(),
+        );
+        let mut registry = registry().lock().unwrap_or_else(|e| e.into_inner());
+        registry.retain(|_, group| group.strong_count() > 0);
+        if let Some(existing) = registry.get(&key).and_then(Weak::upgrade) {
+            return existing;
+        }
+        let group = Arc::new(Self {
+            state: Mutex::default(),
+        });
+        registry.insert(key, Arc::downgrade(&group));
+        group
+    }
+
+    /// Stores `batch`: at once when no call of the group is in flight, else with the next
+    /// call. Returns when its completions are stored, or when its worker was stopped at once
+    /// (they are then left for stalled-task recovery, as any unstored result).
+    pub async fn store(&self, batch: Batch) {
+        let entry = {
+            let mut state = self.lock();
+            if state.calling {
+                let (turn, told) = oneshot::channel();
+                state.waiting.push(Waiting { batch, turn });
+                Entry::Wait(told)
+            } else {
+                state.calling = true;
+                Entry::Call(batch)
+            }
+        };
+        let (mine, others) = match entry {
+            Entry::Call(batch) => (batch, Vec::new()),
+            Entry::Wait(told) => match told.await {
+                Ok(Turn::Call(mine, others)) => (mine, others),
+                Ok(Turn::Stored) | Err(_) => return,
+            },
+        };
+        // Hands the turn on however this call ends, even if this future is dropped mid-call.
+        let mut turn = HandOver {
+            group: self,
+            unstored: others,
+        };
+        if call(mine, &mut turn.unstored).await {
+            for waiting in turn.unstored.drain(..) {
+                let _ = waiting.turn.send(Turn::Stored);
+            }
+        }
+    }
+
+    /// Gives the next call to the first of `unstored` and the storers waiting that is still
+    /// there, with as many of the others as fit in one call (the rest wait for the call after
+    /// it); or, with nobody left, ends the group's call.
+    fn hand_over(&self, mut unstored: Vec<Waiting>) {
+        let mut state = self.lock();
+        unstored.append(&mut state.waiting);
+        let mut queue = VecDeque::from(unstored);
+        while let Some(next) = queue.pop_front() {
+            let mut count = next.batch.completions.len();
+            let mut others = Vec::new();
+            while let Some(waiting) = queue.front() {
+                count += waiting.batch.completions.len();
+                if count > MAX_CALL_COMPLETIONS {
+                    break;
+                }
+                others.extend(queue.pop_front());
+            }
+            match next.turn.send(Turn::Call(next.batch, others)) {
+                Ok(()) => {
+                    state.waiting = queue.into();
+                    return;
+                }
+                // That storer is gone (its worker's tasks were dropped at a hard stop).
+                Err(Turn::Call(_, others)) => {
+                    for waiting in others.into_iter().rev() {
+                        queue.push_front(waiting);
+                    }
+                }
+                Err(Turn::Stored) => {}
+            }
+        }
+        state.calling = false;
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Passes the group's turn on when a call ends.
+struct HandOver<'a> {
+    group: &'a CompletionGroup,
+    /// The waiting storers whose completions the call did not store (all of them, unless it
+    /// succeeded).
+    unstored: Vec<Waiting>,
+}
+
+impl Drop for HandOver<'_> {
+    fn drop(&mut self) {
+        self.group.hand_over(std::mem::take(&mut self.unstored));
+    }
+}
+
+/// Stores `mine` and the batches of `others` in one call, retried until it succeeds (then
+/// `true`) or `mine`'s worker is stopped at once (`false`: `others` keep their completions,
+/// for the next storer to call with). The call claims released tasks for the slots free when
+/// it begins, and starts their handlers.
+async fn call(mut mine: Batch, others: &mut [Waiting]) -> bool {
+    let rt = Arc::clone(&mine.rt);
+    let started = &rt.started;
+    let mut lengths = Vec::with_capacity(others.len() + 1);
+    let mut completions = std::mem::take(&mut mine.completions);
+    lengths.push(completions.len());
+    for waiting in others.iter_mut() {
+        lengths.push(waiting.batch.completions.len());
+        completions.append(&mut waiting.batch.completions);
+    }
+    if completions.is_empty() {
+        // Only after a storer was dropped mid-call, its worker's runtime gone.
+        return true;
+    }
+    let mut rooms: Vec<_> = std::iter::once(&mine)
+        .chain(others.iter().map(|waiting| &waiting.batch))
+        .map(|batch| {
+            let room = batch
+                .results
+                .as_ref()
+                .and_then(|_| free_slots(&batch.rt, batch.releasable));
+            (batch, room)
+        })
+        .collect();
+    // One element per slot offered: the id of the worker offering it.
+    let slots: Vec<Uuid> = rooms
+        .iter()
+        .filter_map(|(batch, room)| Some((batch.rt.started.worker_id, room.as_ref()?)))
+        .flat_map(|(worker_id, room)| std::iter::repeat_n(worker_id, room.num_permits()))
+        .collect();
+    let pool = started.pool.clone();
+    let tries = AtomicU32::new(0);
+    let stored = retry(&rt, "storing completions", || {
+        tries.fetch_add(1, Ordering::Relaxed);
+        let pool = pool.clone();
+        let completions = &completions;
+        let slots = &slots;
+        async move {
+            if slots.is_empty() {
+                let completed = engine::complete_tasks(&pool, completions).await?;
+                return Ok(CompletedAndClaimed {
+                    completed,
+                    claimed: Vec::new(),
+                });
+            }
+            engine::complete_and_claim_tasks(
+                &pool,
+                completions,
+                &started.queue,
+                started.handlers.pairs(),
+                slots,
+            )
+            .await
+        }
+    })
+    .await;
+    let Some(stored) = stored else {
+        drop(rooms);
+        // Give each waiting storer its completions back (they follow `mine`'s, in order).
+        let mut rest = completions.split_off(lengths[0]);
+        for (waiting, length) in others.iter_mut().zip(&lengths[1..]) {
+            let tail = rest.split_off(*length);
+            waiting.batch.completions = rest;
+            rest = tail;
+        }
+        return false;
+    };
+    run_claimed(&rt, stored.claimed, &mut rooms);
+    drop(rooms);
+    report_unstored(&rt, &completions, stored.completed, tries.into_inner()).await;
+    true
+}
+
+/// Takes free handler slots of `rt`'s worker (at most a claim's batch, and no more than
+/// `releasable`) for a completion call to fill with the tasks it releases; none while the
+/// worker stops.
+fn free_slots(rt: &Arc<Runtime>, releasable: usize) -> Option<OwnedSemaphorePermit> {
+    if rt.shutdown.is_cancelled() {
+        return None;
+    }
+    let free = rt
+        .slots
+        .available_permits()
+        .min(rt.settings.batch_size)
+        .min(releasable);
+    let free = u32::try_from(free).ok().filter(|&free| free > 0)?;
+    Arc::clone(&rt.slots).try_acquire_many_owned(free).ok()
+}
+
+/// Starts the handlers of the tasks a completion call claimed, each on the worker whose slot
+/// it took, with that slot; the slots left over are freed when the rooms drop.
+fn run_claimed(
+    rt: &Runtime,
+    claimed: Vec<ClaimedAtRelease>,
+    rooms: &mut [(&Batch, Option<OwnedSemaphorePermit>)],
+) {
+    for ClaimedAtRelease { worker_id, task } in claimed {
+        let taker = rooms.iter_mut().find_map(|(batch, room)| {
+            if batch.rt.started.worker_id != worker_id {
+                return None;
+            }
+            Some((&batch.rt, batch.results.as_ref()?, room.as_mut()?.split(1)?))
+        });
+        let Some((worker, results, slot)) = taker else {
+            // The call claims one task per slot it was given, for the slot's worker.
+            tracing::error!(
+                queue = rt.started.queue.as_str(),
+                run_id = %task.run_id,
+                step = task.step_slug.as_str(),
+                %worker_id,
+                "a completion call claimed a task for a slot it was not given; the task will be \
+                 recovered as stalled"
+            );
+            continue;
+        };
+        execute::spawn(worker, task, slot, results.clone());
+    }
+}
+
+/// Says why any of `completions` were not stored by the call that succeeded (`tries` in all):
+/// an earlier try had stored them, or another attempt took their tasks over.
+async fn report_unstored(rt: &Runtime, completions: &[TaskCompletion], completed: u64, tries: u32) {
+    let not_stored_now = completions.len() as u64 - completed;
+    if not_stored_now == 0 {
+        return;
+    }
+    let queue = rt.started.queue.as_str();
+    // Only a retried call can find its own completions already stored: an earlier try
+    // committed, and its reply was lost with the connection.
+    let stored_earlier = if tries > 1 {
+        engine::count_stored_completions(&rt.started.pool, completions)
+            .await
+            .map_or(0, |stored| stored.saturating_sub(completed))
+    } else {
+        0
+    };
+    if stored_earlier > 0 {
+        tracing::info!(
+            queue,
+            count = stored_earlier,
+            "completions were already stored by an earlier try of the same call, whose reply \
+             was lost with the connection; nothing was stored twice"
+        );
+    }
+    let late = not_stored_now - stored_earlier.min(not_stored_now);
+    if late > 0 {
+        tracing::info!(
+            queue,
+            count = late,
+            "late completions ignored: another attempt took those tasks over, or their run ended"
+        );
+    }
+}
+
+fn registry() -> &'static Mutex<HashMap<String, Weak<CompletionGroup>>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<String, Weak<CompletionGroup>>>> = OnceLock::new();
+    REGISTRY.get_or_init(Mutex::default)
+}
