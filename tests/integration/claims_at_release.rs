@@ -37,6 +37,17 @@ async fn fork(pool: &PgPool) -> FlowDefinition {
     .await
 }
 
+/// `a` then `b`, on one queue.
+async fn relay(pool: &PgPool) -> FlowDefinition {
+    compiled(
+        pool,
+        FlowDefinition::new(flow("relay"))
+            .step(single("a", &[]))
+            .step(single("b", &["a"])),
+    )
+    .await
+}
+
 /// Each task of `run_id`: (step, status, has a message, attempts, last run by `worker_id`).
 async fn tasks_of(pool: &PgPool, run_id: Uuid, worker_id: Uuid) -> Vec<Task> {
     sqlx::query_as(
@@ -204,13 +215,7 @@ async fn without_room_a_completion_claims_nothing(pool: PgPool) {
 #[sqlx::test(migrations = false)]
 async fn a_task_claimed_at_release_whose_worker_died_is_requeued_with_a_message(pool: PgPool) {
     install(&pool).await;
-    let relay = compiled(
-        &pool,
-        FlowDefinition::new(flow("relay"))
-            .step(single("a", &[]))
-            .step(single("b", &["a"])),
-    )
-    .await;
+    let relay = relay(&pool).await;
     let q = relay.slug.default_queue();
     let pairs = pairs_for(&[&relay], &q);
     let run_id = engine::start_flow(&pool, "relay", &json!(null))
@@ -331,13 +336,7 @@ async fn a_chain_goes_on_on_the_worker_that_completed_each_step_without_polling(
 #[sqlx::test(migrations = false)]
 async fn one_call_claims_for_several_workers_each_task_for_the_worker_of_its_slot(pool: PgPool) {
     install(&pool).await;
-    let relay = compiled(
-        &pool,
-        FlowDefinition::new(flow("relay"))
-            .step(single("a", &[]))
-            .step(single("b", &["a"])),
-    )
-    .await;
+    let relay = relay(&pool).await;
     let q = relay.slug.default_queue();
     let pairs = pairs_for(&[&relay], &q);
     let mut runs = Vec::new();
