@@ -525,3 +525,35 @@ async fn workers_of_a_process_share_completion_calls_and_run_what_each_call_clai
         worker.wait().await.unwrap();
     }
 }
+
+#[sqlx::test(migrations = false)]
+async fn supported_pairs_of_unequal_lengths_are_refused_by_name(pool: PgPool) {
+    install(&pool).await;
+    for (call, caller) in [
+        (
+            "select * from pgflow.complete_and_claim_tasks(array[]::uuid[], array[]::text[], \
+             array[]::integer[], array[]::integer[], array[]::jsonb[], 'q', array['f'], \
+             array[]::text[], array[]::uuid[])",
+            "complete_and_claim_tasks",
+        ),
+        (
+            "select * from pgflow.claim_tasks('q', array[]::bigint[], gen_random_uuid(), \
+             array['f', 'g'], array['s'])",
+            "claim",
+        ),
+    ] {
+        let error = sqlx::query(call).execute(&pool).await.unwrap_err();
+        let error = error.as_database_error().unwrap();
+        assert_eq!(error.code().as_deref(), Some("PF005"));
+        assert!(
+            error.message().starts_with(&format!("{caller}: ")),
+            "{}",
+            error.message()
+        );
+        assert!(
+            error.message().contains("supported pairs"),
+            "{}",
+            error.message()
+        );
+    }
+}
