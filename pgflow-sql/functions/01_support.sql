@@ -55,6 +55,26 @@ begin
 end;
 $$;
 
+-- Refuses (PF005) supported (flow, step) pairs given as arrays of different lengths; p_caller
+-- names the function in the message.
+create or replace function pgflow.check_supported_pairs(
+  p_caller text,
+  p_flow_slugs text[],
+  p_step_slugs text[]
+)
+returns void
+language plpgsql
+as $$
+begin
+  if cardinality(coalesce(p_flow_slugs, array[]::text[]))
+     <> cardinality(coalesce(p_step_slugs, array[]::text[])) then
+    raise exception '%: % flow slugs but % step slugs; supported pairs are given as two arrays '
+      'of equal length', p_caller, cardinality(p_flow_slugs), cardinality(p_step_slugs)
+      using errcode = 'PF005';
+  end if;
+end;
+$$;
+
 -- Locks runs (FOR NO KEY UPDATE, run_id order): the first lock of every function that changes
 -- the progress of existing runs.
 create or replace function pgflow.lock_runs(p_run_ids uuid[])

@@ -97,12 +97,7 @@ declare
   v_matched_ids bigint[];
   v_unsupported jsonb;
 begin
-  if cardinality(coalesce(p_flow_slugs, array[]::text[]))
-     <> cardinality(coalesce(p_step_slugs, array[]::text[])) then
-    raise exception 'claim: % flow slugs but % step slugs; supported pairs are given as '
-      'two arrays of equal length', cardinality(p_flow_slugs), cardinality(p_step_slugs)
-      using errcode = 'PF005';
-  end if;
+  perform pgflow.check_supported_pairs('claim', p_flow_slugs, p_step_slugs);
 
   if coalesce(cardinality(p_message_ids), 0) = 0 then
     return;

@@ -158,13 +158,8 @@ declare
   v_completed integer;
   v_claimed tid[];
 begin
-  if cardinality(coalesce(p_flow_slugs, array[]::text[]))
-     <> cardinality(coalesce(p_supported_step_slugs, array[]::text[])) then
-    raise exception 'complete_and_claim_tasks: % flow slugs but % step slugs; supported pairs '
-      'are given as two arrays of equal length', cardinality(p_flow_slugs),
-      cardinality(p_supported_step_slugs)
-      using errcode = 'PF005';
-  end if;
+  perform pgflow.check_supported_pairs('complete_and_claim_tasks', p_flow_slugs,
+                                      p_supported_step_slugs);
 
   v_completed := pgflow.complete_tasks(
     p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_outputs,
