@@ -388,22 +388,36 @@ async fn one_call_claims_for_several_workers_each_task_for_the_worker_of_its_slo
     );
 }
 
-/// What one worker's handlers saw: the tasks they ran, and how many ran at once.
-#[derive(Default, Clone)]
+/// What one worker's handlers saw: the tasks they ran, and how many ran at once. `gate`, shared
+/// by every worker, holds the `first` handlers until the test opens it.
+#[derive(Clone)]
 pub struct Seen {
     pub ran: Arc<Mutex<Vec<(Uuid, String)>>>,
     pub running: Arc<AtomicUsize>,
     pub most_running: Arc<AtomicUsize>,
+    pub gate: Arc<tokio::sync::Semaphore>,
 }
 
 impl Seen {
-    async fn run(&self, ctx: &pgflow::Context) {
+    fn new(gate: &Arc<tokio::sync::Semaphore>) -> Self {
+        Self {
+            ran: Arc::default(),
+            running: Arc::default(),
+            most_running: Arc::default(),
+            gate: Arc::clone(gate),
+        }
+    }
+
+    async fn run(&self, ctx: &pgflow::Context, gated: bool) {
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_running.fetch_max(now, Ordering::SeqCst);
         self.ran
             .lock()
             .unwrap()
             .push((ctx.run_id(), ctx.step_slug().to_string()));
+        if gated {
+            drop(self.gate.acquire().await.unwrap());
+        }
         tokio::time::sleep(Duration::from_millis(30)).await;
         self.running.fetch_sub(1, Ordering::SeqCst);
     }
@@ -417,19 +431,19 @@ pub mod shared_relay {
 
     #[step]
     pub async fn first(ctx: Context, seen: State<Seen>) -> Result<i32, String> {
-        seen.run(&ctx).await;
+        seen.run(&ctx, true).await;
         Ok(1)
     }
 
     #[step(depends_on = [first])]
     pub async fn second(first: i32, ctx: Context, seen: State<Seen>) -> Result<i32, String> {
-        seen.run(&ctx).await;
+        seen.run(&ctx, false).await;
         Ok(first + 1)
     }
 
     #[step(depends_on = [second])]
     pub async fn third(second: i32, ctx: Context, seen: State<Seen>) -> Result<i32, String> {
-        seen.run(&ctx).await;
+        seen.run(&ctx, false).await;
         Ok(second + 1)
     }
 }
@@ -439,10 +453,11 @@ async fn workers_of_a_process_share_completion_calls_and_run_what_each_call_clai
     pool: PgPool,
 ) {
     install(&pool).await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let mut workers = Vec::new();
     let mut seen = Vec::new();
     for _ in 0..3 {
-        let state = Seen::default();
+        let state = Seen::new(&gate);
         seen.push(state.clone());
         workers.push(
             Worker::start_with(
@@ -460,18 +475,24 @@ async fn workers_of_a_process_share_completion_calls_and_run_what_each_call_clai
     for _ in 0..3 {
         runs.push(shared_relay::start(&client, &json!(null)).await.unwrap());
     }
-    // The runs' rows are locked until every `first` handler has finished: the first storer's
-    // call waits for the lock, and the other two storers wait for their turn behind it.
-    let mut lock = pool.begin().await.unwrap();
-    sqlx::query("select 1 from pgflow.runs for update")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    // Each worker holds one `first` at the gate (one slot each). The runs' rows are locked
+    // until every `first` handler has finished: the first storer's call waits for the lock,
+    // and the other two storers wait for their turn behind it.
     let ran = || {
         seen.iter()
             .map(|s| s.ran.lock().unwrap().len())
             .sum::<usize>()
     };
+    assert!(
+        eventually(10, async || ran() == 3).await,
+        "each worker started one `first`"
+    );
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("select 1 from pgflow.runs for update")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    gate.add_permits(1);
     let idle = || seen.iter().all(|s| s.running.load(Ordering::SeqCst) == 0);
     assert!(
         eventually(10, async || ran() == 3 && idle()).await,
