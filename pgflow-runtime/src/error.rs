@@ -190,68 +190,14 @@ pub enum EngineError {
     Database(sqlx::Error),
 }
 
-/// The pgflow role each granted entry point needs (as `functions/99_privileges.sql` grants
-/// them); an operator is a client too.
-const FUNCTION_ROLES: &[(&str, &str)] = &[
-    ("define_flow", "pgflow_worker or pgflow_operator"),
-    ("activate_flow", "pgflow_worker or pgflow_operator"),
-    ("register_worker", "pgflow_worker"),
-    ("heartbeat", "pgflow_worker"),
-    ("function_enabled", "pgflow_worker"),
-    ("stop_worker", "pgflow_worker"),
-    ("mark_lost_workers", "pgflow_worker"),
-    ("queue_coverage_gaps", "pgflow_worker"),
-    ("read_and_start_tasks", "pgflow_worker"),
-    ("start_tasks", "pgflow_worker"),
-    ("complete_tasks", "pgflow_worker"),
-    ("complete_and_claim_tasks", "pgflow_worker"),
-    ("fail_tasks", "pgflow_worker"),
-    ("stored_completions", "pgflow_worker"),
-    ("requeue_stalled_tasks", "pgflow_worker"),
-    ("refresh_statistics", "pgflow_worker"),
-    ("tables_to_vacuum", "pgflow_worker"),
-    ("lock_namespace", "pgflow_worker"),
-    ("request_wakeups", "pgflow_worker"),
-    ("withdraw_wakeups", "pgflow_worker"),
-    ("start_flows", "pgflow_client"),
-    ("start_flow", "pgflow_client"),
-    ("start_alias_typed", "pgflow_client"),
-    ("set_alias", "pgflow_operator"),
-    ("alias_state", "pgflow_operator"),
-    ("drain_status", "pgflow_operator"),
-    ("begin_rollout", "pgflow_operator"),
-    ("functions_serving_queues", "pgflow_operator"),
-    ("rollout_progress", "pgflow_operator"),
-    ("finish_rollout", "pgflow_operator"),
-    ("deprecate_workers", "pgflow_operator"),
-    ("prune", "pgflow_operator"),
-    ("queue_overview", "pgflow_operator"),
-    ("run_step_states", "pgflow_client"),
-    ("subscribe_events", "pgflow_client"),
-    ("unsubscribe_events", "pgflow_client"),
-    ("cancel_runs", "pgflow_operator"),
-    ("cancel_matching", "pgflow_operator"),
-    ("retry_runs", "pgflow_operator"),
-    ("retry_matching", "pgflow_operator"),
-    ("resume_run", "pgflow_operator"),
-    ("resume_matching", "pgflow_operator"),
-    ("delete_flow", "pgflow_operator"),
-    ("define_schedule", "pgflow_worker or pgflow_operator"),
-    ("schedules_to_fire", "pgflow_worker"),
-    ("fire_schedule", "pgflow_worker"),
-    ("pause_schedule", "pgflow_operator"),
-    ("delete_schedule", "pgflow_operator"),
-    ("trigger_schedule", "pgflow_operator"),
-    ("schedule_list", "pgflow_operator"),
-];
-
 /// Which pgflow role a denied call needs, from Postgres's message.
 fn privilege_advice(message: &str) -> String {
     let grant = "grant it to this login with `pgflow grant <login> --as worker|client|operator`, \
                  run as the installer";
     if let Some(function) = message.strip_prefix("permission denied for function ") {
-        if let Some((_, role)) = FUNCTION_ROLES.iter().find(|(name, _)| *name == function) {
-            return format!("`pgflow.{function}` needs the role {role}: {grant}");
+        if let Some(roles) = pgflow_sql::roles_of(function) {
+            let roles = roles.join(" or ");
+            return format!("`pgflow.{function}` needs the role {roles}: {grant}");
         }
         return format!("`{function}` is for pgflow's own functions only, not for any role");
     }
@@ -376,5 +322,50 @@ impl From<sqlx::Error> for EngineError {
             }
             _ => Self::Database(error),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The codes this module maps to errors: each `Some("PFnnn")` arm of `From<sqlx::Error>`.
+    fn mapped_codes() -> Vec<String> {
+        let mut codes: Vec<String> = include_str!("error.rs")
+            .split("Some(\"PF")
+            .skip(1)
+            .filter_map(|rest| rest.get(..3))
+            .filter(|digits| digits.bytes().all(|b| b.is_ascii_digit()))
+            .map(|digits| format!("PF{digits}"))
+            .collect();
+        codes.sort_unstable();
+        codes
+    }
+
+    #[test]
+    fn error_codes_agree() {
+        let mapped = mapped_codes();
+        let mut deduped = mapped.clone();
+        deduped.dedup();
+        assert_eq!(deduped, mapped, "a PF code has two arms");
+        let mut documented: Vec<String> = pgflow_sql::documented_error_codes()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        documented.sort_unstable();
+        assert_eq!(
+            mapped, documented,
+            "the PF codes mapped in `From<sqlx::Error> for EngineError` differ from the table \
+             \"Error codes\" in pgflow-sql/functions/README.md"
+        );
+    }
+
+    #[test]
+    fn a_denied_call_names_the_roles_of_the_readme_table() {
+        let advice = super::privilege_advice("permission denied for function define_flow");
+        assert!(
+            advice.contains("`pgflow.define_flow` needs the role pgflow_worker or pgflow_operator"),
+            "{advice}"
+        );
+        let advice = super::privilege_advice("permission denied for function lock_runs");
+        assert!(advice.contains("pgflow's own functions only"), "{advice}");
     }
 }

@@ -9,6 +9,7 @@
 //! once.
 //! [`check_schema`] tells a worker or client whether the database matches this code.
 
+mod contract;
 mod error;
 mod functions;
 mod install;
@@ -16,6 +17,9 @@ mod migrations;
 mod pooling;
 mod roles;
 
+pub use contract::{
+    EntryPoint, documented_error_codes, entry_points, raised_error_codes, roles_of,
+};
 pub use error::{InstallError, connection_target};
 pub use functions::{FUNCTION_FILES, FunctionFile, code_functions_checksum, functions_current};
 pub use install::{InstallReport, PgmqSource, install, install_url};

@@ -383,3 +383,63 @@ async fn a_login_without_a_pgflow_role_is_told_which_to_grant(admin: PgPool) {
     operatorless.close().await;
     logins.drop_all(&admin).await;
 }
+
+/// The grants an install leaves in the catalog are exactly the table "Entry points and their
+/// roles" of `pgflow-sql/functions/README.md` (which a denied call's advice reads): a grant
+/// added in `99_privileges.sql` without its row, or a row without its grant, fails here.
+#[sqlx::test]
+async fn the_catalog_grants_exactly_the_documented_entry_points(pool: PgPool) {
+    install(&pool).await;
+    // Every overload of a pgflow function, with the pgflow roles granted EXECUTE on it directly.
+    let granted: Vec<(String, Vec<String>)> = sqlx::query_as(
+        "select p.oid::regprocedure::text,
+                coalesce(array_agg(r.rolname::text order by r.rolname::text)
+                           filter (where r.rolname is not null), '{}')
+         from pg_proc p
+         left join lateral aclexplode(p.proacl) acl on acl.privilege_type = 'EXECUTE'
+         left join pg_roles r on r.oid = acl.grantee
+                             and r.rolname in ('pgflow_worker', 'pgflow_client', 'pgflow_operator')
+         where p.pronamespace = 'pgflow'::regnamespace
+         group by p.oid",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let documented = pgflow_sql::entry_points();
+    let mut problems = Vec::new();
+    for (signature, roles) in &granted {
+        let name = signature
+            .trim_start_matches("pgflow.")
+            .split('(')
+            .next()
+            .unwrap();
+        let mut expected: Vec<String> = documented
+            .iter()
+            .find(|entry| entry.function == name)
+            .map(|entry| entry.roles.iter().map(|r| (*r).to_owned()).collect())
+            .unwrap_or_default();
+        expected.sort();
+        if *roles != expected {
+            problems.push(format!(
+                "{signature}: granted to {roles:?}, documented for {expected:?}"
+            ));
+        }
+    }
+    for entry in &documented {
+        let exists = granted
+            .iter()
+            .any(|(signature, _)| signature.starts_with(&format!("pgflow.{}(", entry.function)));
+        if !exists {
+            problems.push(format!(
+                "{}: documented, but no such function",
+                entry.function
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the grants differ from \"Entry points and their roles\" in \
+         pgflow-sql/functions/README.md:\n{}",
+        problems.join("\n")
+    );
+}
