@@ -132,10 +132,12 @@ async fn main() -> Result<(), Error> {
     let pool = database.pool.clone();
     pgflow::install(&pool).await?;
 
-    // Three workers, one per queue, each with the queue's own concurrency.
+    // Three workers, one per queue, each with the queue's own concurrency, on one client: they
+    // share its notification listener and its maintenance, as the workers of one process do.
+    let client = Client::new(pool.clone());
     let config = |queue| {
         WorkerConfig::new(queue)
-            .pool(pool.clone())
+            .connection(&client)
             .function_name("triage_example")
     };
     let workers = [
@@ -163,7 +165,6 @@ async fn main() -> Result<(), Error> {
         );
     }
 
-    let client = Client::new(pool.clone());
     let inputs: Vec<TriageInput> = (0..runs as u64)
         .map(|thread_id| TriageInput { thread_id })
         .collect();

@@ -49,12 +49,12 @@
 
 pub use pgflow_runtime::{
     Client, ConnectError, Connection, Context, Db, Deployment, EngineError, FlowQueue, FlowSpec,
-    Pooling, Run, RunError, RunHandle, RunStatus, Schedule, StartOptions, State, StepError, Worker,
-    WorkerConfig, WorkerError, WorkerHandle, sqlx,
+    Notifications, Pooling, ProcessConfig, Run, RunError, RunHandle, RunStatus, Schedule,
+    StartOptions, State, StepError, Worker, WorkerConfig, WorkerError, WorkerHandle, sqlx,
 };
 pub use pgflow_runtime::{
     client, connect, context, db, definition, deployment, engine, error, events, failure, handler,
-    human, metrics, names, rollout, schedule, trace, worker,
+    human, metrics, names, process, rollout, schedule, trace, worker,
 };
 
 #[doc = include_str!("docs/flow.md")]

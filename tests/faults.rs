@@ -10,7 +10,7 @@
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use pgflow::{Client, Context, Worker, WorkerConfig};
+use pgflow::{Client, Context, ProcessConfig, Worker, WorkerConfig};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
@@ -129,14 +129,19 @@ fn main() -> ExitCode {
 
 /// One worker process: both flows on queue `faults`, quick sweeps, until it is killed.
 async fn worker(url: &str) -> ExitCode {
+    let process = ProcessConfig::new()
+        .stalled_check_interval(Duration::from_millis(500))
+        .stalled_grace(Duration::from_secs(1))
+        .max_requeues(100);
+    // The database may be down (restarting): the test starts another.
+    let Ok(client) = Client::connect_with(url, process).await else {
+        return ExitCode::FAILURE;
+    };
     let config = WorkerConfig::new(fault_chain::Queue::Faults)
-        .connection(url)
+        .connection(&client)
         .max_concurrent(5)
         .poll_interval(Duration::from_millis(200))
         .heartbeat_interval(Duration::from_millis(200))
-        .stalled_check_interval(Duration::from_millis(500))
-        .stalled_grace(Duration::from_secs(1))
-        .max_requeues(100)
         .function_name("faults");
     let started = Worker::start_with::<_, _, pgflow::worker::at::P0>(
         (fault_chain::deployment(), fault_map::deployment()),

@@ -9,7 +9,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use pgflow::{Client, Schedule, Worker, WorkerConfig};
+use pgflow::{Client, ProcessConfig, Schedule, Worker, WorkerConfig};
 use sqlx::postgres::PgPoolOptions;
 
 /// Workers in each process: 10 in all.
@@ -57,18 +57,26 @@ fn main() -> ExitCode {
     }
 }
 
-/// One process of `n` workers, each with its own pool, each declaring and firing the schedule;
-/// prints `ready` once all have started, then runs until killed.
+/// One process of `n` workers, each on a client (and pool) of its own, so each declares and
+/// fires the schedule; prints `ready` once all have started, then runs until killed.
 async fn workers(url: &str, n: usize) -> ExitCode {
     let mut handles = Vec::new();
     for _ in 0..n {
-        let config = WorkerConfig::new(race_v1::Queue::ScheduleRace)
-            .connection(url)
-            .max_pg_connections(2)
+        let pool = match PgPoolOptions::new().max_connections(2).connect(url).await {
+            Ok(pool) => pool,
+            Err(error) => {
+                eprintln!("connecting failed: {error}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let process = ProcessConfig::new()
             .without_notifications()
-            .poll_interval(Duration::from_millis(500))
-            .function_name("schedule_race")
             .schedule(Schedule::new("race_every_second", "race_v1", "* * * * * *").input(&1));
+        let client = Client::with_config(pool, process);
+        let config = WorkerConfig::new(race_v1::Queue::ScheduleRace)
+            .connection(&client)
+            .poll_interval(Duration::from_millis(500))
+            .function_name("schedule_race");
         match Worker::start_with(race_v1::deployment(), config).await {
             Ok(handle) => handles.push(handle),
             Err(error) => {

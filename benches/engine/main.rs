@@ -563,9 +563,11 @@ fn warm_up_size(measured: usize) -> usize {
     (measured / 10).max(1)
 }
 
-fn config<Q: FlowQueue>(queue: Q, pool: &PgPool, batch: usize) -> WorkerConfig<Q> {
+/// A worker of `queue` on `client`: the workers of one scenario share one client, as the
+/// workers of one process do.
+fn config<Q: FlowQueue>(queue: Q, client: &Client, batch: usize) -> WorkerConfig<Q> {
     WorkerConfig::new(queue)
-        .pool(pool.clone())
+        .connection(client)
         .batch_size(batch)
         .max_concurrent(batch)
         .function_name("bench")
@@ -583,9 +585,10 @@ async fn engine<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
     tasks_per_run: usize,
 ) -> Result<Row, Error> {
     let pool = database("pgflow_bench").await?;
+    let process = Client::new(pool.clone());
     let mut handles = Vec::new();
     for _ in 0..workers {
-        handles.push(Worker::start_with(deployment.clone(), config(queue, &pool, batch)).await?);
+        handles.push(Worker::start_with(deployment.clone(), config(queue, &process, batch)).await?);
     }
     measure(
         name,
@@ -638,10 +641,11 @@ async fn engine_per_call<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
     tasks_per_run: usize,
 ) -> Result<Row, Error> {
     let pool = database("pgflow_bench").await?;
+    let process = Client::new(pool.clone());
     let clients = client_pools(&pool, CLIENTS).await?;
     let mut handles = Vec::new();
     for _ in 0..workers {
-        handles.push(Worker::start_with(deployment.clone(), config(queue, &pool, batch)).await?);
+        handles.push(Worker::start_with(deployment.clone(), config(queue, &process, batch)).await?);
     }
     let row = measure(
         name,
@@ -680,12 +684,13 @@ async fn engine_per_call<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
 
 async fn shared(runs: usize, workers: usize, batch: usize) -> Result<Row, Error> {
     let pool = database("pgflow_bench").await?;
+    let process = Client::new(pool.clone());
     let mut handles = Vec::new();
     for _ in 0..workers {
         handles.push(
             Worker::start_with(
                 (bench_shared_a::deployment(), bench_shared_b::deployment()),
-                config(bench_shared_b::Queue::BenchShared, &pool, batch),
+                config(bench_shared_b::Queue::BenchShared, &process, batch),
             )
             .await?,
         );
@@ -879,9 +884,10 @@ async fn check(pool: &PgPool, runs: usize, tasks: usize) -> Result<(), Error> {
 /// Low load: 20 runs/s of a 1-step flow against one idle worker.
 async fn low_load(runs: usize) -> Result<Row, Error> {
     let pool = database("pgflow_bench").await?;
+    let process = Client::new(pool.clone());
     let worker = Worker::start_with(
         bench_single::deployment(),
-        config(bench_single::Queue::BenchSingle, &pool, 10),
+        config(bench_single::Queue::BenchSingle, &process, 10),
     )
     .await?;
     let client = Client::new(pool.clone());
@@ -931,12 +937,13 @@ async fn low_load(runs: usize) -> Result<Row, Error> {
 /// → reduce takes when it has the workers to itself.
 async fn fanout_one_at_a_time(runs: usize) -> Result<Row, Error> {
     let pool = database("pgflow_bench").await?;
+    let process = Client::new(pool.clone());
     let mut workers = Vec::new();
     for _ in 0..4 {
         workers.push(
             Worker::start_with(
                 bench_fanout::deployment(),
-                config(bench_fanout::Queue::BenchFanout, &pool, 100),
+                config(bench_fanout::Queue::BenchFanout, &process, 100),
             )
             .await?,
         );
@@ -982,9 +989,10 @@ async fn fanout_one_at_a_time(runs: usize) -> Result<Row, Error> {
 /// has run `runs` single-step runs at full load.
 async fn worker_rss(runs: usize) -> Result<f64, Error> {
     let pool = database("pgflow_bench").await?;
+    let process = Client::new(pool.clone());
     let worker = Worker::start_with(
         bench_single::deployment(),
-        config(bench_single::Queue::BenchSingle, &pool, 100),
+        config(bench_single::Queue::BenchSingle, &process, 100),
     )
     .await?;
     let inputs = vec![json!(null); runs];

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use crate::db::Db;
 use crate::definition::FlowTypes;
 use crate::deployment::{Deployment, FlowSpec};
-use crate::events::{EventHub, FlowEvents, RunEvents, SharedHub};
+use crate::events::{FlowEvents, RunEvents};
+use crate::process::{ProcessConfig, Shared};
 use chrono::{DateTime, Utc};
 
 use crate::engine::{
@@ -20,11 +21,18 @@ use crate::engine::{
 };
 use crate::error::EngineError;
 
-/// A handle on a pgflow database for callers: deploys flows and starts typed runs.
+/// A handle on a pgflow database: deploys flows, starts typed runs and follows them, and owns
+/// what the workers started on it share (see [`ProcessConfig`]).
+///
+/// Cheap to clone: clones share one pool, one event listener and the same workers' services.
+/// Workers started on a client (`Worker::start_on(flow, &client)`,
+/// [`WorkerConfig::connection`](crate::WorkerConfig::connection)) share its listener for new
+/// tasks, its completion calls, and one maintenance loop and schedule firer, configured by its
+/// [`ProcessConfig`]; a worker started on a URL or a pool makes a client of its own.
 #[derive(Debug, Clone)]
 pub struct Client {
     db: Db,
-    events: SharedHub,
+    shared: Arc<Shared>,
 }
 
 impl Client {
@@ -34,17 +42,32 @@ impl Client {
     /// A client over `pool`: a `PgPool` (direct) or a [`Db`] (which says whether it goes
     /// through a transaction-mode pooler).
     pub fn new(pool: impl Into<Db>) -> Self {
+        Self::with_config(pool, ProcessConfig::default())
+    }
+
+    /// A client over `pool` whose workers share the process settings `config`.
+    pub fn with_config(pool: impl Into<Db>, config: ProcessConfig) -> Self {
         let db = pool.into();
         Self {
-            events: Arc::new(EventHub::new(db.clone())),
+            shared: Arc::new(Shared::new(db.clone(), config)),
             db,
         }
+    }
+
+    /// The process settings its workers share.
+    pub fn config(&self) -> &ProcessConfig {
+        &self.shared.config
+    }
+
+    /// What the client shares with its workers.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// The events of the run `run_id`, from its current state to its end (see
     /// [`RunEvents`]). The client listens on one connection of its own for all its streams.
     pub async fn run_events(&self, run_id: Uuid) -> Result<RunEvents, EngineError> {
-        RunEvents::start(&self.events, run_id).await
+        RunEvents::start(&self.shared.events, run_id).await
     }
 
     /// The events of every run of the flow `name` (a concrete flow, or an alias: its active
@@ -58,7 +81,7 @@ impl Client {
                 });
             }
         };
-        FlowEvents::start(&self.events, &flow_slug).await
+        FlowEvents::start(&self.shared.events, &flow_slug).await
     }
 
     /// Connects to the database at `url` (a pool of at most
@@ -73,9 +96,14 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub async fn connect(url: &str) -> Result<Self, EngineError> {
-        Ok(Self::new(
-            crate::connect::db(url, Self::DEFAULT_MAX_CONNECTIONS).await?,
-        ))
+        Self::connect_with(url, ProcessConfig::default()).await
+    }
+
+    /// [`connect`](Self::connect), with the process settings `config` for the workers started
+    /// on the client.
+    pub async fn connect_with(url: &str, config: ProcessConfig) -> Result<Self, EngineError> {
+        let db = crate::connect::db(url, Self::DEFAULT_MAX_CONNECTIONS).await?;
+        Ok(Self::with_config(db, config))
     }
 
     /// The pool, for queries of your own (see [`Db::pool`]).

@@ -10,7 +10,7 @@
 //! Behind a transaction-mode pooler (no `LISTEN`) both read the state every 250 ms instead.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -485,6 +485,3 @@ impl FlowEvents {
         }
     }
 }
-
-/// The shared hub of a client.
-pub(crate) type SharedHub = Arc<EventHub>;

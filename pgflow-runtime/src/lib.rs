@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod names;
 #[doc(hidden)]
 pub mod private;
+pub mod process;
 pub mod rollout;
 pub mod schedule;
 pub mod state;
@@ -47,6 +48,7 @@ pub use events::{FlowEvent, FlowEvents, RunEvent, RunEvents};
 pub use failure::StepFailure;
 pub use handler::{HandlerFuture, StepHandler, TaskInput};
 pub use names::{FlowSlug, NameError, QueueName, StepSlug};
+pub use process::{Notifications, ProcessConfig};
 pub use schedule::{MissedTicks, Schedule, ScheduleError};
 pub use state::State;
 pub use step_error::StepError;

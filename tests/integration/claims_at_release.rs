@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use pgflow::definition::{FlowDefinition, StepOptions};
 use pgflow::engine::{self, RunStatus, SupportedPairs, TaskCompletion};
-use pgflow::{Client, Worker};
+use pgflow::{Client, ProcessConfig, Worker};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -301,10 +301,11 @@ async fn a_chain_goes_on_on_the_worker_that_completed_each_step_without_polling(
 
     // No notifications and an hour between polls: after its first claim the worker reads the
     // queue again only GATHER_FOR later, long before `first` completes, and then sleeps.
+    let polling = Client::with_config(pool.clone(), ProcessConfig::new().without_notifications());
     let worker = Worker::start_with(
         relay_race::deployment(),
         worker_config(relay_race::Queue::RelayRace, &pool)
-            .without_notifications()
+            .connection(&polling)
             .poll_interval(Duration::from_secs(3600)),
     )
     .await
@@ -456,6 +457,8 @@ async fn workers_of_a_process_share_completion_calls_and_run_what_each_call_clai
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let mut workers = Vec::new();
     let mut seen = Vec::new();
+    // One client: its workers share their completion calls.
+    let process = Client::new(pool.clone());
     for _ in 0..3 {
         let state = Seen::new(&gate);
         seen.push(state.clone());
@@ -463,6 +466,7 @@ async fn workers_of_a_process_share_completion_calls_and_run_what_each_call_clai
             Worker::start_with(
                 shared_relay::deployment(state),
                 worker_config(shared_relay::Queue::SharedRelay, &pool)
+                    .connection(&process)
                     .batch_size(1)
                     .max_concurrent(1),
             )

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use pgflow::{Client, Worker, WorkerConfig};
+use pgflow::{Client, ProcessConfig, Worker, WorkerConfig};
 use sqlx::PgPool;
 
 use crate::support::{database_url, install, listening_sessions};
@@ -65,10 +65,10 @@ async fn a_worker_with_one_pool_connection_gets_work_done_and_listens_beside_it(
 async fn without_notifications_idle_workers_poll_and_nothing_listens(pool: PgPool) {
     install(&pool).await;
     let client = Client::new(pool.clone());
+    let worker_db = pgflow::connect::db(&database_url(&pool), 2).await.unwrap();
+    let polling = Client::with_config(worker_db, ProcessConfig::new().without_notifications());
     let config = WorkerConfig::new(frugal_v1::Queue::Frugal)
-        .connection(database_url(&pool))
-        .max_pg_connections(2)
-        .without_notifications()
+        .connection(&polling)
         .poll_interval(Duration::from_millis(100))
         .function_name("tests");
     let worker = Worker::start_with(frugal_v1::deployment(), config)
@@ -85,9 +85,12 @@ async fn without_notifications_idle_workers_poll_and_nothing_listens(pool: PgPoo
 #[sqlx::test(migrations = false)]
 async fn an_unparsable_listen_url_stops_the_start_with_a_clear_error(pool: PgPool) {
     install(&pool).await;
+    let client = Client::with_config(
+        pool.clone(),
+        ProcessConfig::new().listen_url("mysql://nope"),
+    );
     let config = WorkerConfig::new(frugal_v1::Queue::Frugal)
-        .connection(database_url(&pool))
-        .listen_url("mysql://nope")
+        .connection(&client)
         .function_name("tests");
     let error = Worker::start_with(frugal_v1::deployment(), config)
         .await

@@ -7,7 +7,7 @@ use std::time::Duration;
 use pgflow::engine;
 use pgflow::engine::inspect::{self, WorkerFilter, WorkerLiveness};
 use pgflow::names::QueueName;
-use pgflow::{Worker, WorkerConfig};
+use pgflow::{Client, ProcessConfig, Worker, WorkerConfig};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -67,8 +67,12 @@ async fn a_silent_worker_is_declared_lost_told_to_stop_and_pruned(pool: PgPool) 
     let crashed = silent_worker(&pool, Duration::from_secs(1), 70).await;
     let slow = silent_worker(&pool, Duration::from_secs(10), 70).await;
 
-    let config: WorkerConfig<_> = worker_config(lost_sweep::Queue::LostSweep, &pool)
-        .stalled_check_interval(Duration::from_millis(100));
+    let sweeping = Client::with_config(
+        pool.clone(),
+        ProcessConfig::new().stalled_check_interval(Duration::from_millis(100)),
+    );
+    let config: WorkerConfig<_> =
+        worker_config(lost_sweep::Queue::LostSweep, &pool).connection(&sweeping);
     let worker = Worker::start_with(lost_sweep::deployment(), config)
         .await
         .unwrap();

@@ -27,6 +27,7 @@ mod lost_workers;
 mod metrics;
 mod outputs;
 mod pooler;
+mod process;
 mod retention;
 mod retry;
 mod retry_policy;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use pgflow::{Client, Worker, WorkerConfig};
+use pgflow::{Client, ProcessConfig, Worker, WorkerConfig};
 use pgflow_testkit::PgBouncer;
 use sqlx::PgPool;
 
@@ -58,9 +58,13 @@ async fn a_whole_flow_runs_through_a_transaction_mode_pgbouncer(pool: PgPool) {
     // Ten client connections and two workers of four each share two server connections.
     let client = Client::connect(&pooled).await.unwrap();
     assert_eq!(client.db().pooling(), pgflow::Pooling::Transaction);
+    // The front worker listens through a direct URL; the back one polls.
+    let listening = Client::with_config(
+        pgflow::connect::db(&pooled, 4).await.unwrap(),
+        ProcessConfig::new().listen_url(database_url(&pool)),
+    );
     let front = WorkerConfig::new(bounced_v1::Queue::BounceFront)
-        .database_url(pooled.clone())
-        .listen_url(database_url(&pool))
+        .connection(&listening)
         .poll_interval(Duration::from_millis(200))
         .heartbeat_interval(Duration::from_millis(200))
         .function_name("tests");
@@ -125,9 +129,12 @@ async fn a_listen_url_through_the_pooler_is_refused(pool: PgPool) {
     install(&pool).await;
     let bouncer = bouncer(&pool);
     let pooled = pooled_url(&bouncer, &pool);
+    let client = Client::with_config(
+        pgflow::connect::db(&pooled, 4).await.unwrap(),
+        ProcessConfig::new().listen_url(pooled),
+    );
     let config = WorkerConfig::new(bounced_v1::Queue::BounceFront)
-        .database_url(pooled.clone())
-        .listen_url(pooled)
+        .connection(&client)
         .function_name("tests");
     let error = Worker::start_with(bounced_v1::deployment(), config)
         .await

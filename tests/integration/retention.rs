@@ -6,7 +6,7 @@ use std::time::Duration;
 use pgflow::definition::{FlowDefinition, FlowOptions};
 use pgflow::engine::{self, ClaimedTask, Pruned, RunStatus, TaskCompletion, TaskFailure};
 use pgflow::names::QueueName;
-use pgflow::{Client, EngineError, Worker};
+use pgflow::{Client, EngineError, ProcessConfig, Worker};
 use serde_json::json;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -324,12 +324,13 @@ pub mod retained {
 async fn a_worker_with_a_retention_prunes_ended_runs_at_its_maintenance_pass(pool: PgPool) {
     install(&pool).await;
     let client = Client::new(pool.clone());
-    let config = || {
+    let process = || ProcessConfig::new().stalled_check_interval(Duration::from_millis(100));
+    let config = |process: ProcessConfig| {
         worker_config(retained::Queue::Retained, &pool)
-            .stalled_check_interval(Duration::from_millis(100))
+            .connection(Client::with_config(pool.clone(), process))
     };
     // Without a retention, nothing is pruned.
-    let keeper = Worker::start_with(retained::deployment(), config())
+    let keeper = Worker::start_with(retained::deployment(), config(process()))
         .await
         .unwrap();
     let old = retained::start(&client, &json!(1)).await.unwrap();
@@ -340,7 +341,7 @@ async fn a_worker_with_a_retention_prunes_ended_runs_at_its_maintenance_pass(poo
     keeper.shutdown();
     keeper.wait().await.unwrap();
 
-    let pruner = Worker::start_with(retained::deployment(), config().retention(DAY))
+    let pruner = Worker::start_with(retained::deployment(), config(process().retention(DAY)))
         .await
         .unwrap();
     let recent = retained::start(&client, &json!(2)).await.unwrap();

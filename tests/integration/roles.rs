@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use pgflow::engine;
-use pgflow::{Client, EngineError, PgflowRole, Worker, WorkerConfig};
+use pgflow::{Client, EngineError, PgflowRole, ProcessConfig, Worker, WorkerConfig};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
@@ -179,10 +179,12 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
     let worker = Worker::start_with(
         guarded_v1::deployment(),
         WorkerConfig::new(guarded_v1::Queue::Guarded)
-            .connection(worker_pool.clone())
+            .connection(Client::with_config(
+                worker_pool.clone(),
+                ProcessConfig::new().stalled_check_interval(Duration::from_millis(200)),
+            ))
             .poll_interval(Duration::from_millis(100))
             .heartbeat_interval(Duration::from_millis(100))
-            .stalled_check_interval(Duration::from_millis(200))
             .function_name("tests"),
     )
     .await

@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use pgflow::engine;
-use pgflow::{Client, EngineError, Schedule, StartOptions, Worker, WorkerError};
+use pgflow::{
+    Client, EngineError, ProcessConfig, Schedule, StartOptions, Worker, WorkerConfig, WorkerError,
+};
 use sqlx::PgPool;
 
 use crate::support::{eventually, install, worker_config};
@@ -79,7 +81,7 @@ async fn a_paused_schedule_starts_nothing_and_resuming_does_not_catch_up(pool: P
         .catch_up(100);
     let worker = Worker::start_with(
         ticking_v1::deployment(),
-        worker_config(ticking_v1::Queue::Ticking, &pool).schedule(schedule),
+        scheduling(&pool, ProcessConfig::new().schedule(schedule)),
     )
     .await
     .unwrap();
@@ -157,7 +159,7 @@ async fn missed_ticks_are_caught_up_to_the_bound_or_skipped(pool: PgPool) {
 
     let worker = Worker::start_with(
         ticking_v1::deployment(),
-        worker_config(ticking_v1::Queue::Ticking, &pool).fire_schedules(true),
+        scheduling(&pool, ProcessConfig::new().fire_schedules(true)),
     )
     .await
     .unwrap();
@@ -250,11 +252,10 @@ async fn trigger_list_delete_and_what_is_refused(pool: PgPool) {
     // A bad cron expression stops the worker's start and names the schedule.
     let error = Worker::start_with(
         ticking_v1::deployment(),
-        worker_config(ticking_v1::Queue::Ticking, &pool).schedule(Schedule::new(
-            "broken",
-            "ticking_v1",
-            "every minute",
-        )),
+        scheduling(
+            &pool,
+            ProcessConfig::new().schedule(Schedule::new("broken", "ticking_v1", "every minute")),
+        ),
     )
     .await
     .unwrap_err();
@@ -263,4 +264,10 @@ async fn trigger_list_delete_and_what_is_refused(pool: PgPool) {
         "{error:?}"
     );
     assert!(error.to_string().contains("schedule `broken`"), "{error}");
+}
+
+/// A worker of `ticking_v1` on a client of its own with the process settings `process`.
+fn scheduling(pool: &PgPool, process: ProcessConfig) -> WorkerConfig<ticking_v1::Queue> {
+    worker_config(ticking_v1::Queue::Ticking, pool)
+        .connection(Client::with_config(pool.clone(), process))
 }

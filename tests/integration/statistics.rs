@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use pgflow::definition::FlowDefinition;
 use pgflow::engine;
-use pgflow::{Client, Worker, WorkerHandle};
+use pgflow::{Client, ProcessConfig, Worker, WorkerHandle};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -103,8 +103,10 @@ pub mod maintained {
 async fn maintained_worker(pool: &PgPool, maintenance_every: Duration) -> WorkerHandle {
     Worker::start_with(
         maintained::deployment(),
-        worker_config(maintained::Queue::Maintained, pool)
-            .stalled_check_interval(maintenance_every),
+        worker_config(maintained::Queue::Maintained, pool).connection(Client::with_config(
+            pool.clone(),
+            ProcessConfig::new().stalled_check_interval(maintenance_every),
+        )),
     )
     .await
     .unwrap()

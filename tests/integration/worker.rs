@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use pgflow::worker::{Connection, WorkerSettings};
-use pgflow::{Client, EngineError, Worker, WorkerError};
+use pgflow::{Client, EngineError, ProcessConfig, Worker, WorkerError};
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -550,9 +550,12 @@ async fn a_task_of_a_killed_worker_is_recovered_and_completed_once(pool: PgPool)
 
     let second = Worker::start_with(
         killed::deployment(),
-        worker_config(killed::Queue::Killed, &pool)
-            .stalled_grace(Duration::ZERO)
-            .stalled_check_interval(Duration::from_millis(100)),
+        worker_config(killed::Queue::Killed, &pool).connection(Client::with_config(
+            pool.clone(),
+            ProcessConfig::new()
+                .stalled_grace(Duration::ZERO)
+                .stalled_check_interval(Duration::from_millis(100)),
+        )),
     )
     .await
     .unwrap();
@@ -656,10 +659,13 @@ async fn notifications_alone_wake_idle_workers_and_a_burst_reaches_each_of_them(
         )
         .await
         .unwrap();
-    // An hour between polls: only notifications (and each other) can wake these workers.
+    // An hour between polls: only notifications (and each other) can wake these workers. They
+    // share one client, and so one listener.
+    let process = Client::new(worker_pool.clone());
     let mut workers = Vec::new();
     for _ in 0..3 {
         let settings = worker_config(woken::Queue::Woken, &worker_pool)
+            .connection(&process)
             .poll_interval(Duration::from_secs(3600))
             .batch_size(2)
             .max_concurrent(2);

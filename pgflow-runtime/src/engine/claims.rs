@@ -133,7 +133,7 @@ pub struct TaskKey {
 }
 
 /// The exact `(flow_slug, step_slug)` pairs a worker can run, as the claim takes them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct SupportedPairs {
     pub(super) flow_slugs: Vec<String>,
     pub(super) step_slugs: Vec<String>,

@@ -19,7 +19,7 @@ pub enum WorkerError {
     #[error(transparent)]
     InvalidSchedule(#[from] crate::schedule::ScheduleError),
 
-    /// The notification listener's URL (`WorkerConfig::listen_url`) does not parse.
+    /// The notification listener's URL (`ProcessConfig::listen_url`) does not parse.
     #[error(
         "the listen URL is not a valid Postgres URL ({source}); give a direct or session-mode \
          URL of the worker's database, e.g. postgres://user@db-host:5432/app"

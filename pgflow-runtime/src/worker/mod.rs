@@ -27,13 +27,11 @@ mod execute;
 mod handlers;
 mod in_flight;
 mod lifecycle;
-mod maintenance;
 mod poll;
 mod registry;
 mod results;
 mod run;
 mod runtime;
-mod schedules;
 mod shared_completions;
 mod startup;
 mod wakeup;
@@ -50,10 +48,12 @@ use std::future::Future;
 use crate::deployment::{Deployment, FlowQueue, FlowSpec};
 use crate::names::QueueName;
 
-pub use config::{Connection, Notifications, PRUNE_EVERY, WorkerConfig, WorkerSettings};
+pub use config::{Connection, WorkerConfig, WorkerSettings};
 pub use error::{COVERAGE_LIST_LIMIT, WorkerError};
 pub use registry::{RegisteredFlow, Registry, Routes, at};
+pub(crate) use shared_completions::CompletionGroup;
 pub use startup::FlowStartup;
+pub(crate) use wakeup::QueueWakeup;
 
 /// Starts workers. See the [module documentation](self).
 #[derive(Debug)]

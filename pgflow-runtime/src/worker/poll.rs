@@ -41,7 +41,7 @@ pub async fn poll(
     results: mpsc::UnboundedSender<Outcome>,
 ) -> Result<(), WorkerError> {
     let started = &rt.started;
-    let wakeup = QueueWakeup::subscribe(&started.pool, &started.queue, &rt.settings.notifications)?;
+    let wakeup = QueueWakeup::subscribe(started.client.shared(), &started.queue)?;
     let mut member = wakeup.join();
     let mut backoff = Duration::from_millis(50);
     // Whether the last read was full: more tasks were waiting than it asked for.

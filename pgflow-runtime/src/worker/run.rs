@@ -1,9 +1,10 @@
-//! The running worker: starts the result storer, the heartbeat and the maintenance loop, polls
-//! until it is told to stop, drains and marks the worker stopped.
+//! The running worker: starts the result storer and the heartbeat, enlists in its client's
+//! maintenance and schedule firing, polls until it is told to stop, drains and marks the worker
+//! stopped.
 //!
 //! The jobs live apart: `poll` (claiming), `execute` (one handler run), `results` (batched
-//! result storage), `lifecycle` (heartbeats, drain, stop), `maintenance`, `schedules` (firing
-//! cron schedules).
+//! result storage), `lifecycle` (heartbeats, drain, stop); the process-wide ones are in
+//! [`crate::process`].
 
 use std::sync::Arc;
 
@@ -11,11 +12,9 @@ use tokio::sync::mpsc;
 
 use crate::worker::error::WorkerError;
 use crate::worker::lifecycle::{drain, heartbeat, mark_stopped};
-use crate::worker::maintenance;
 use crate::worker::poll::poll;
 use crate::worker::results::store_results;
 use crate::worker::runtime::Runtime;
-use crate::worker::schedules;
 
 /// Runs the worker until it stops; returns the fatal error that stopped it, if any.
 pub async fn run(rt: Arc<Runtime>) -> Result<(), WorkerError> {
@@ -26,11 +25,7 @@ pub async fn run(rt: Arc<Runtime>) -> Result<(), WorkerError> {
         results_tx.downgrade(),
     ));
     let heartbeat = tokio::spawn(heartbeat(Arc::clone(&rt)));
-    let maintenance = tokio::spawn(maintenance::maintain(Arc::clone(&rt)));
-    let schedules = rt
-        .settings
-        .fire_schedules
-        .then(|| tokio::spawn(schedules::fire_schedules(Arc::clone(&rt))));
+    let enlisted = rt.started.client.shared().enlist();
 
     let outcome = poll(&rt, results_tx).await;
     rt.shutdown.cancel();
@@ -41,10 +36,7 @@ pub async fn run(rt: Arc<Runtime>) -> Result<(), WorkerError> {
         tracing::error!(queue = rt.started.queue.as_str(), %error, "result storage task failed");
     }
     heartbeat.abort();
-    maintenance.abort();
-    if let Some(schedules) = schedules {
-        schedules.abort();
-    }
+    drop(enlisted);
     mark_stopped(&rt).await;
     match &outcome {
         Ok(()) => tracing::info!(

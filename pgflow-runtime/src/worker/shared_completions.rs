@@ -1,4 +1,4 @@
-//! Completion calls shared by the workers of one process on one queue of one database.
+//! Completion calls shared by the workers of one client (see [`crate::process`]) on one queue.
 //!
 //! Every completion call costs a transaction, a commit and the statements around them whatever
 //! it carries, and completions of one map step's tasks queue behind each other on their run's
@@ -14,17 +14,17 @@
 //! poll loop. Workers share a group only when their claims support the same pairs, so any of
 //! them can run what the call claims.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use uuid::Uuid;
 
 use crate::engine::{self, ClaimedAtRelease, CompletedAndClaimed, TaskCompletion};
+use crate::process::shared_entry;
 use crate::worker::execute::{self, Outcome};
 use crate::worker::runtime::{Runtime, retry};
-use crate::worker::wakeup::database_identity;
 
 /// The most completions one shared call carries (each storer's own are fewer, see
 /// `MAX_RESULT_BATCH` in `results`).
@@ -77,26 +77,23 @@ struct State {
 }
 
 impl CompletionGroup {
-    /// The group of `rt`'s worker: the process's workers on the same queue of the same
-    /// database whose claims support the same pairs.
+    /// The group of `rt`'s worker: the workers of its client on the same queue whose claims
+    /// support the same pairs.
     pub fn join(rt: &Runtime) -> Arc<Self> {
         let started = &rt.started;
-        let key = format!(
-            "{}\u{0}{}\u{0}{:?}",
-            database_identity(&started.pool.pool().connect_options()),
-            started.queue.as_str(),
-            started.handlers.pairs(),
-        );
-        let mut registry = registry().lock().unwrap_or_else(|e| e.into_inner());
-        registry.retain(|_, group| group.strong_count() > 0);
-        if let Some(existing) = registry.get(&key).and_then(Weak::upgrade) {
-            return existing;
-        }
-        let group = Arc::new(Self {
-            state: Mutex::default(),
+        let key = (started.queue.clone(), started.handlers.pairs().clone());
+        let joined = shared_entry(&started.client.shared().completions, key, || {
+            Ok(Arc::new(Self {
+                state: Mutex::default(),
+            }))
         });
-        registry.insert(key, Arc::downgrade(&group));
-        group
+        match joined {
+            Ok(group) => group,
+            // `shared_entry` fails only when making the entry fails, and making a group cannot.
+            Err(_) => Arc::new(Self {
+                state: Mutex::default(),
+            }),
+        }
     }
 
     /// Stores `batch`: at once when no call of the group is in flight, else with the next
@@ -342,9 +339,4 @@ async fn report_unstored(rt: &Runtime, completions: &[TaskCompletion], completed
             "late completions ignored: another attempt took those tasks over, or their run ended"
         );
     }
-}
-
-fn registry() -> &'static Mutex<HashMap<String, Weak<CompletionGroup>>> {
-    static REGISTRY: OnceLock<Mutex<HashMap<String, Weak<CompletionGroup>>>> = OnceLock::new();
-    REGISTRY.get_or_init(Mutex::default)
 }

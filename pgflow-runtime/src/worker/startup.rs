@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use crate::engine::{self, Activation, CompileStatus};
 use crate::names::QueueName;
+use crate::process::Notifications;
 use crate::worker::config::{Connection, WorkerSettings};
 use crate::worker::error::WorkerError;
 use crate::worker::handlers::HandlerTable;
@@ -16,7 +17,9 @@ use crate::worker::registry::RegisteredFlow;
 
 /// Everything a started worker runs with.
 pub struct Started {
-    /// The worker's pool.
+    /// The client it runs on: what it shares with the client's other workers.
+    pub client: crate::Client,
+    /// The worker's pool (its client's).
     pub pool: Db,
     /// Its id, as registered.
     pub worker_id: Uuid,
@@ -54,10 +57,14 @@ pub async fn start(
     choice: QueueChoice,
     settings: &WorkerSettings,
 ) -> Result<Started, WorkerError> {
-    for schedule in &settings.schedules {
+    let client = connect(settings).await?;
+    for schedule in &client.config().schedules {
         schedule.validate()?;
     }
-    let pool = connect(settings).await?;
+    if let Notifications::Url(url) = client.config().notifications() {
+        crate::worker::wakeup::listen_options(url)?;
+    }
+    let pool = client.db().clone();
     check_schema(&pool).await?;
 
     // 1. Normalize: every deployment already carries its alias (a plain flow is its own),
@@ -122,8 +129,8 @@ pub async fn start(
             });
         }
 
-        // 5b. Declare this worker's schedules.
-        for schedule in &settings.schedules {
+        // 5b. Declare the process's schedules.
+        for schedule in &client.config().schedules {
             if engine::define_schedule(&pool, schedule).await? {
                 tracing::info!(schedule = schedule.name(), "schedule declared");
             }
@@ -180,6 +187,7 @@ pub async fn start(
             "pgflow worker started"
         );
         return Ok(Started {
+            client,
             pool,
             worker_id,
             queue,
@@ -249,18 +257,18 @@ async fn wait_until_enabled(
 /// How often a waiting worker says it is still waiting.
 const LOG_WHILE_DISABLED_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
-async fn connect(settings: &WorkerSettings) -> Result<Db, WorkerError> {
-    if let crate::worker::config::Notifications::Url(url) = &settings.notifications {
-        crate::worker::wakeup::listen_options(url)?;
-    }
+/// The client the worker runs on: the one it was given, or one of its own over its pool or URL.
+async fn connect(settings: &WorkerSettings) -> Result<crate::Client, WorkerError> {
     let url = match &settings.connection {
-        Connection::Pool(pool) => return Ok(pool.clone()),
+        Connection::Client(client) => return Ok(client.clone()),
+        Connection::Pool(pool) => return Ok(crate::Client::new(pool.clone())),
         Connection::Url(url) => url.clone(),
         Connection::FromEnv => {
             std::env::var("DATABASE_URL").map_err(|_| WorkerError::NoDatabase)?
         }
     };
-    Ok(crate::connect::db(&url, settings.max_pg_connections).await?)
+    let db = crate::connect::db(&url, settings.max_pg_connections).await?;
+    Ok(crate::Client::new(db))
 }
 
 async fn check_schema(db: &Db) -> Result<(), WorkerError> {

@@ -1,5 +1,5 @@
-//! Wake-ups for idle workers, shared by every worker of one process that polls the same queue
-//! of the same database.
+//! Wake-ups for idle workers, shared by the workers of one client (see [`crate::process`]) that
+//! poll the same queue.
 //!
 //! A notification makes its commit wait for every other notifying commit of the server
 //! (Postgres serializes them, WAL flush included), so pgflow notifies `pgflow.<queue>` only when
@@ -36,8 +36,7 @@
 //! to their poll interval and are all woken once. With notifications off there is no listener
 //! and no request: idle workers poll, and still pass work on to each other.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
@@ -48,7 +47,7 @@ use tokio_util::sync::CancellationToken;
 use crate::db::{Db, Pooling};
 use crate::engine;
 use crate::names::QueueName;
-use crate::worker::config::Notifications;
+use crate::process::{Notifications, Shared, shared_entry};
 use crate::worker::error::WorkerError;
 
 /// A notification this soon after the previous wake-up means the queue is busy: it is held for
@@ -88,11 +87,18 @@ struct Members {
 }
 
 impl QueueWakeup {
-    /// The shared wake-up of `queue` on the database `db` points at, started on first use;
-    /// `notifications` says where its listener connects, if anywhere. Behind a
-    /// transaction-mode pooler a `LISTEN` would hold no session, so without a
-    /// [`Notifications::Url`] there is no listener and idle workers poll.
-    pub fn subscribe(
+    /// The wake-up of `queue` that `shared`'s workers share, started on first use. The
+    /// process config says where its listener connects, if anywhere. Behind a transaction-mode
+    /// pooler a `LISTEN` would hold no session, so without a [`Notifications::Url`] there is no
+    /// listener and idle workers poll.
+    pub fn subscribe(shared: &Shared, queue: &QueueName) -> Result<Arc<Self>, WorkerError> {
+        shared_entry(&shared.wakeups, queue.clone(), || {
+            Self::start(&shared.db, queue, shared.config.notifications())
+        })
+    }
+
+    /// A new wake-up of `queue`, with its listener when `notifications` allow one.
+    fn start(
         db: &Db,
         queue: &QueueName,
         notifications: &Notifications,
@@ -111,18 +117,6 @@ impl QueueWakeup {
             Notifications::Url(url) => Some(listen_options(url)?),
             Notifications::Off => None,
         };
-        let listener_identity = listen_options
-            .as_ref()
-            .map_or_else(|| "no listener".to_owned(), database_identity);
-        let key = format!(
-            "{}\u{0}{listener_identity}\u{0}{channel}",
-            database_identity(&pool.connect_options())
-        );
-        let mut registry = registry().lock().unwrap_or_else(|e| e.into_inner());
-        registry.retain(|_, wakeup| wakeup.strong_count() > 0);
-        if let Some(existing) = registry.get(&key).and_then(Weak::upgrade) {
-            return Ok(existing);
-        }
         let (wanted, wanted_changes) = watch::channel(false);
         let wakeup = Arc::new(Self {
             notify: Notify::new(),
@@ -130,7 +124,6 @@ impl QueueWakeup {
             members: Mutex::default(),
             wanted,
         });
-        registry.insert(key, Arc::downgrade(&wakeup));
         if let Some(options) = listen_options {
             // A pool of one, made lazily: the listener's connection is its own, never one of
             // the workers'.
@@ -260,22 +253,6 @@ impl Drop for WakeupMember {
             }
         });
     }
-}
-
-fn registry() -> &'static Mutex<HashMap<String, Weak<QueueWakeup>>> {
-    static REGISTRY: OnceLock<Mutex<HashMap<String, Weak<QueueWakeup>>>> = OnceLock::new();
-    REGISTRY.get_or_init(Mutex::default)
-}
-
-/// Host, port, user and database: pools that reach the same database share a listener.
-pub(crate) fn database_identity(options: &PgConnectOptions) -> String {
-    format!(
-        "{}:{}/{}@{}",
-        options.get_host(),
-        options.get_port(),
-        options.get_database().unwrap_or_default(),
-        options.get_username()
-    )
 }
 
 /// What a listener serves: its queue and channel, the wake-up it feeds, and the workers' wish

@@ -1,4 +1,4 @@
-//! Firing cron schedules: the worker reads the schedules that are not paused, computes the
+//! Firing cron schedules, once per client while its workers run: the process reads the schedules that are not paused, computes the
 //! due ticks of each (the database's time, so machines' clocks do not matter), and asks the SQL
 //! core to start their runs; the core lets one firer move each schedule on, so every tick
 //! starts one run however many workers race. It sleeps until the soonest schedule is due, at
@@ -8,39 +8,42 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
+use crate::db::Db;
 use crate::engine::{self, ScheduleToFire};
 use crate::error::EngineError;
+use crate::process::Shared;
 use crate::schedule::{MissedTicks, plan_firing};
-use crate::worker::runtime::Runtime;
 
-/// The longest a worker goes without looking at the schedules (a schedule changed, paused or
+/// The longest a process goes without looking at the schedules (a schedule changed, paused or
 /// added by another worker is seen this soon).
 const SCHEDULE_POLL: Duration = Duration::from_secs(1);
 
-/// Fires due schedules until the worker stops.
-pub async fn fire_schedules(rt: Arc<Runtime>) {
+/// Fires due schedules until `stop`.
+pub(super) async fn fire_schedules(shared: Arc<Shared>, stop: CancellationToken) {
     let mut reported = HashSet::new();
     loop {
-        let wait = match fire_due(&rt, &mut reported).await {
-            Ok(wait) => wait,
-            Err(error) => {
-                tracing::warn!(queue = rt.started.queue.as_str(), %error, "firing schedules failed; retrying");
-                SCHEDULE_POLL
-            }
+        let fired = tokio::select! {
+            fired = fire_due(&shared.db, &mut reported) => fired,
+            () = stop.cancelled() => return,
         };
+        let wait = fired.unwrap_or_else(|error| {
+            tracing::warn!(%error, "firing schedules failed; retrying");
+            SCHEDULE_POLL
+        });
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
-            () = rt.shutdown.cancelled() => return,
+            () = stop.cancelled() => return,
         }
     }
 }
 
 /// Fires every due schedule once; returns how long to wait before looking again.
 async fn fire_due(
-    rt: &Runtime,
+    pool: &Db,
     reported: &mut HashSet<(String, String, String)>,
 ) -> Result<Duration, EngineError> {
-    let pool = &rt.started.pool;
     let mut wait = SCHEDULE_POLL;
     for schedule in engine::schedules_to_fire(pool).await? {
         let until_due = (schedule.next_fire_at - schedule.now)

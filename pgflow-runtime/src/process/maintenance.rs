@@ -1,41 +1,52 @@
-//! The worker's maintenance loop, apart from its heartbeats so that a long pass never delays
-//! them: stalled-task recovery and, on servers running without autovacuum, planner statistics
-//! and vacuum of pgflow's busy tables, and pruning of ended work when the worker has a
-//! retention. Each part runs in one worker per database at a time.
+//! The process's maintenance loop, apart from its workers' heartbeats so that a long pass never
+//! delays them: lost workers, stalled-task recovery and, on servers running without autovacuum,
+//! planner statistics and vacuum of pgflow's busy tables, and pruning of ended work when the
+//! process has a retention. One loop per client while its workers run; each part runs in one
+//! process per database at a time.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio_util::sync::CancellationToken;
+
+use crate::db::Db;
 use crate::engine;
 use crate::error::EngineError;
-use crate::worker::config::PRUNE_EVERY;
-use crate::worker::runtime::Runtime;
+use crate::process::{PRUNE_EVERY, Shared};
 
-/// Runs a maintenance pass every `stalled_check_interval` until the worker shuts down.
-pub async fn maintain(rt: Arc<Runtime>) {
+/// Runs a maintenance pass every `stalled_check_interval` until `stop`.
+pub(super) async fn maintain(shared: Arc<Shared>, stop: CancellationToken) {
+    let config = &shared.config;
+    let db = &shared.db;
     let mut last_pruned: Option<Instant> = None;
     loop {
         tokio::select! {
-            () = tokio::time::sleep(rt.settings.stalled_check_interval) => {}
-            () = rt.shutdown.cancelled() => return,
+            () = tokio::time::sleep(config.stalled_check_interval) => {}
+            () = stop.cancelled() => return,
         }
-        mark_lost_workers(&rt).await;
-        recover_stalled(&rt).await;
-        refresh_statistics(&rt).await;
-        vacuum(&rt).await;
-        if let Some(retention) = rt.settings.retention
-            && last_pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY)
-        {
-            prune(&rt, retention).await;
-            last_pruned = Some(Instant::now());
+        let pass = async {
+            mark_lost_workers(db).await;
+            recover_stalled(db, config.stalled_grace, config.max_requeues).await;
+            refresh_statistics(db).await;
+            vacuum(db).await;
+            if let Some(retention) = config.retention
+                && last_pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY)
+            {
+                prune(db, retention).await;
+                last_pruned = Some(Instant::now());
+            }
+        };
+        tokio::select! {
+            () = pass => {}
+            () = stop.cancelled() => return,
         }
     }
 }
 
 /// Declares lost the workers that went silent without stopping (see
 /// [`engine::mark_lost_workers`]), one warning each.
-async fn mark_lost_workers(rt: &Runtime) {
-    match engine::mark_lost_workers(&rt.started.pool).await {
+async fn mark_lost_workers(db: &Db) {
+    match engine::mark_lost_workers(db).await {
         Ok(lost) => {
             for worker in lost {
                 tracing::warn!(
@@ -48,11 +59,7 @@ async fn mark_lost_workers(rt: &Runtime) {
                 );
             }
         }
-        Err(error) => tracing::warn!(
-            queue = rt.started.queue.as_str(),
-            %error,
-            "could not look for lost workers"
-        ),
+        Err(error) => tracing::warn!(%error, "could not look for lost workers"),
     }
 }
 
@@ -62,13 +69,11 @@ const PRUNE_BATCH_SIZE: i32 = 10_000;
 
 /// Deletes ended runs, archived messages and stopped workers older than `retention` (a no-op
 /// while another worker does it).
-async fn prune(rt: &Runtime, retention: Duration) {
-    let queue = rt.started.queue.as_str();
-    match engine::prune_all(&rt.started.pool, retention, PRUNE_BATCH_SIZE).await {
+async fn prune(db: &Db, retention: Duration) {
+    match engine::prune_all(db, retention, PRUNE_BATCH_SIZE).await {
         Ok(pruned) => {
             if pruned.runs + pruned.archived_messages + pruned.workers > 0 {
                 tracing::info!(
-                    queue,
                     retention_s = retention.as_secs(),
                     runs = pruned.runs,
                     step_states = pruned.step_states,
@@ -79,16 +84,15 @@ async fn prune(rt: &Runtime, retention: Duration) {
                 );
             }
         }
-        Err(error) => tracing::warn!(queue, %error, "pruning ended work failed"),
+        Err(error) => tracing::warn!(%error, "pruning ended work failed"),
     }
 }
 
 /// One pass of stalled-task recovery (a no-op while another worker does it).
-async fn recover_stalled(rt: &Runtime) {
-    let started = &rt.started;
-    let grace = i32::try_from(rt.settings.stalled_grace.as_secs()).unwrap_or(i32::MAX);
-    let max_requeues = i32::try_from(rt.settings.max_requeues).unwrap_or(i32::MAX);
-    match engine::requeue_stalled_tasks(&started.pool, grace, max_requeues).await {
+async fn recover_stalled(db: &Db, grace: Duration, max_requeues: u32) {
+    let grace = i32::try_from(grace.as_secs()).unwrap_or(i32::MAX);
+    let max_requeues = i32::try_from(max_requeues).unwrap_or(i32::MAX);
+    match engine::requeue_stalled_tasks(db, grace, max_requeues).await {
         Ok(stalled) => {
             for task in &stalled {
                 crate::metrics::count_queue(
@@ -115,17 +119,16 @@ async fn recover_stalled(rt: &Runtime) {
             }
         }
         Err(error) => {
-            tracing::warn!(queue = started.queue.as_str(), %error, "stalled-task recovery failed")
+            tracing::warn!(%error, "stalled-task recovery failed")
         }
     }
 }
 
 /// Keeps planner statistics of pgflow's tables current when autovacuum is off (a no-op
 /// otherwise, and while another worker does it).
-async fn refresh_statistics(rt: &Runtime) {
-    let analyzed = engine::refresh_statistics(&rt.started.pool, false).await;
+async fn refresh_statistics(db: &Db) {
+    let analyzed = engine::refresh_statistics(db, false).await;
     log_tables(
-        rt,
         analyzed,
         "refreshed planner statistics",
         "refreshing planner statistics",
@@ -134,21 +137,19 @@ async fn refresh_statistics(rt: &Runtime) {
 
 /// Vacuums the tables with many dead rows when autovacuum is off (a no-op otherwise, and
 /// while another worker does it): PGMQ leaves two dead row versions per message.
-async fn vacuum(rt: &Runtime) {
-    let vacuumed = engine::vacuum_tables(&rt.started.pool, false).await;
-    log_tables(rt, vacuumed, "vacuumed tables", "vacuuming");
+async fn vacuum(db: &Db) {
+    let vacuumed = engine::vacuum_tables(db, false).await;
+    log_tables(vacuumed, "vacuumed tables", "vacuuming");
 }
 
 /// Logs the tables a maintenance step touched (nothing when it touched none), or its failure.
-fn log_tables(rt: &Runtime, result: Result<Vec<String>, EngineError>, done: &str, doing: &str) {
-    let queue = rt.started.queue.as_str();
+fn log_tables(result: Result<Vec<String>, EngineError>, done: &str, doing: &str) {
     match result {
         Ok(tables) if tables.is_empty() => {}
         Ok(tables) => tracing::info!(
-            queue,
             tables = tables.join(", ").as_str(),
             "autovacuum is off: {done}"
         ),
-        Err(error) => tracing::warn!(queue, %error, "{doing} failed"),
+        Err(error) => tracing::warn!(%error, "{doing} failed"),
     }
 }

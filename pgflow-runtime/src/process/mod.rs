@@ -1,0 +1,174 @@
+//! What the workers of one process share, and its one owner: a [`Client`](crate::Client).
+//!
+//! A client owns, for every worker started on it (and for its own event streams):
+//! - the wake-ups of each queue (one listener per queue, one gathering worker), see
+//!   [`crate::worker`]'s `wakeup`;
+//! - the shared completion calls of each queue and set of supported pairs;
+//! - the maintenance (stalled-task recovery, lost workers, statistics, vacuum, pruning) and the
+//!   firing of cron schedules, each run once for the client while at least one of its workers
+//!   runs, with the [`ProcessConfig`] it was made with;
+//! - the run-event listener of its streams.
+//!
+//! Workers started on the same client (`Worker::start_on(flow, &client)`,
+//! `WorkerConfig::connection(&client)`) share all of it; a worker started on a URL or a pool
+//! gets a client of its own. Nothing here is process-global: two clients share nothing.
+
+mod config;
+mod maintenance;
+mod schedules;
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, Weak};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::db::Db;
+use crate::engine::SupportedPairs;
+use crate::events::EventHub;
+use crate::names::QueueName;
+use crate::worker::{CompletionGroup, QueueWakeup};
+
+pub use config::{Notifications, PRUNE_EVERY, ProcessConfig};
+
+/// The state a client shares with the workers started on it. See the [module docs](self).
+pub(crate) struct Shared {
+    /// The client's pool.
+    pub(crate) db: Db,
+    /// The process-wide settings.
+    pub(crate) config: ProcessConfig,
+    /// The listener of the client's run-event streams.
+    pub(crate) events: EventHub,
+    /// Each queue's wake-ups, while a worker of the queue runs.
+    pub(crate) wakeups: Mutex<HashMap<QueueName, Weak<QueueWakeup>>>,
+    /// Each queue's shared completion calls, by the pairs its workers support.
+    pub(crate) completions: Mutex<HashMap<(QueueName, SupportedPairs), Weak<CompletionGroup>>>,
+    /// Maintenance and schedule firing, while workers run.
+    services: Mutex<Services>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many workers run on the client, and how to stop the services they keep going.
+#[derive(Default)]
+struct Services {
+    workers: usize,
+    stop: Option<CancellationToken>,
+}
+
+impl Shared {
+    pub(crate) fn new(db: Db, config: ProcessConfig) -> Self {
+        Self {
+            events: EventHub::new(db.clone()),
+            db,
+            config,
+            wakeups: Mutex::default(),
+            completions: Mutex::default(),
+            services: Mutex::default(),
+        }
+    }
+
+    /// Counts a running worker in: the first starts the maintenance loop and (unless the
+    /// config says not to) schedule firing; they stop when the last enlisted worker's guard
+    /// is dropped.
+    pub(crate) fn enlist(self: &Arc<Self>) -> Enlisted {
+        let mut services = lock(&self.services);
+        services.workers += 1;
+        if services.workers == 1 {
+            let stop = CancellationToken::new();
+            tokio::spawn(maintenance::maintain(Arc::clone(self), stop.clone()));
+            if self.config.fire_schedules {
+                tokio::spawn(schedules::fire_schedules(Arc::clone(self), stop.clone()));
+            }
+            services.stop = Some(stop);
+        }
+        Enlisted {
+            shared: Arc::clone(self),
+        }
+    }
+}
+
+/// A running worker's place in its client's services; see [`Shared::enlist`].
+pub(crate) struct Enlisted {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Enlisted {
+    fn drop(&mut self) {
+        let mut services = lock(&self.shared.services);
+        services.workers -= 1;
+        if services.workers == 0
+            && let Some(stop) = services.stop.take()
+        {
+            stop.cancel();
+        }
+    }
+}
+
+/// The live value of `map` at `key`, or a new one from `make` (kept weakly: it goes when the
+/// last holder drops it).
+pub(crate) fn shared_entry<K: Eq + Hash, V>(
+    map: &Mutex<HashMap<K, Weak<V>>>,
+    key: K,
+    make: impl FnOnce() -> Result<Arc<V>, crate::WorkerError>,
+) -> Result<Arc<V>, crate::WorkerError> {
+    let mut map = lock(map);
+    map.retain(|_, value| value.strong_count() > 0);
+    if let Some(existing) = map.get(&key).and_then(Weak::upgrade) {
+        return Ok(existing);
+    }
+    let value = make()?;
+    map.insert(key, Arc::downgrade(&value));
+    Ok(value)
+}
+
+/// Locks `mutex`, whatever a panicking holder left (the guarded values stay consistent).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client's shared state over a pool that never connects (nothing listens on port 1).
+    fn shared() -> Arc<Shared> {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .connect_lazy("postgres://nobody@127.0.0.1:1/none")
+            .unwrap();
+        Arc::new(Shared::new(pool.into(), ProcessConfig::new()))
+    }
+
+    fn running(shared: &Shared) -> Option<CancellationToken> {
+        lock(&shared.services).stop.clone()
+    }
+
+    #[tokio::test]
+    async fn the_services_run_from_the_first_enlisted_worker_until_the_last_leaves() {
+        let shared = shared();
+        assert!(running(&shared).is_none(), "no worker, no services");
+
+        let first = shared.enlist();
+        let stop = running(&shared).expect("the first worker starts them");
+        let second = shared.enlist();
+        drop(first);
+        assert!(!stop.is_cancelled(), "a worker is left: the services go on");
+        drop(second);
+        assert!(
+            stop.is_cancelled(),
+            "the last worker left: the services the first one started stop (the second joined \
+             them rather than starting its own)"
+        );
+        assert!(running(&shared).is_none());
+
+        let _again = shared.enlist();
+        let restarted = running(&shared).expect("a new first worker starts them again");
+        assert!(!restarted.is_cancelled());
+    }
+}
