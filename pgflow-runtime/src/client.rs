@@ -67,7 +67,7 @@ impl Client {
     /// The events of the run `run_id`, from its current state to its end (see
     /// [`RunEvents`]). The client listens on one connection of its own for all its streams.
     pub async fn run_events(&self, run_id: Uuid) -> Result<RunEvents, EngineError> {
-        RunEvents::start(&self.shared.events, run_id).await
+        RunEvents::start(&self.shared, run_id).await
     }
 
     /// The events of every run of the flow `name` (a concrete flow, or an alias: its active
@@ -81,7 +81,7 @@ impl Client {
                 });
             }
         };
-        FlowEvents::start(&self.shared.events, &flow_slug).await
+        FlowEvents::start(&self.shared, &flow_slug).await
     }
 
     /// Connects to the database at `url` (a pool of at most

@@ -1,26 +1,28 @@
 //! Live run and step events. The SQL core notifies every run and step transition on the channel
 //! `pgflow_events.<flow_slug>` (see `functions/15_events.sql`); a [`Client`](crate::Client)
-//! listens on one connection of its own, shared by all its streams, and hands each stream the
-//! events of its flow.
+//! listens through its one notification listener (shared with its workers' wake-ups) and hands
+//! each stream the events of its flow.
 //!
 //! [`RunEvents`] follows one run: it starts from the run's current state, reads the state again
 //! whenever it cannot trust the notifications (after a lost connection, or a notification that
 //! would move a status backwards because it was committed before the state it was read with),
 //! and ends with the run's final event. [`FlowEvents`] follows every run of a flow, from now on.
-//! Behind a transaction-mode pooler (no `LISTEN`) both read the state every 250 ms instead.
+//! When the client listens nowhere (behind a transaction-mode pooler without a listen URL, or
+//! with notifications off) both read the state every 250 ms instead.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use sqlx::postgres::{PgListener, PgPoolOptions};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use uuid::Uuid;
 
-use crate::db::{Db, Pooling};
+use crate::db::Db;
 use crate::engine::{self, RunStatus, StepStatus};
 use crate::error::EngineError;
+use crate::process::Shared;
+use crate::process::notifier::{Notifier, Signal};
 
 /// How often a stream reads the state when no notification comes (a safety net; and the only
 /// source behind a transaction-mode pooler).
@@ -83,7 +85,8 @@ enum HubMessage {
     Reconnected,
 }
 
-/// One listening connection per client, shared by its streams.
+/// The run events a client's streams follow: one task that listens through the client's
+/// notifier (see [`crate::process`]) and broadcasts every event to the streams.
 pub(crate) struct EventHub {
     db: Db,
     state: Mutex<Option<HubHandle>>,
@@ -108,17 +111,20 @@ impl EventHub {
         }
     }
 
-    /// A receiver of `flow_slug`'s events, listening before it returns; `None` behind a
-    /// transaction-mode pooler (streams poll).
-    async fn subscribe(&self, flow_slug: &str) -> Option<broadcast::Receiver<HubMessage>> {
-        if self.db.pooling() == Pooling::Transaction {
-            return None;
-        }
+    /// A receiver of `flow_slug`'s events, listening before it returns; `None` when the client
+    /// listens nowhere (behind a transaction-mode pooler without a listen URL, or with
+    /// notifications off) or the listener does not answer within 5 s: streams then poll.
+    async fn subscribe(
+        &self,
+        shared: &Shared,
+        flow_slug: &str,
+    ) -> Option<broadcast::Receiver<HubMessage>> {
+        let notifier = shared.notifier()?;
         let (receiver, listen) = {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             let alive = state.as_ref().is_some_and(|h| !h.listen.is_closed());
             if !alive {
-                *state = Some(start_listener(&self.db));
+                *state = Some(start_hub(&self.db, notifier));
             }
             let handle = state.as_ref()?;
             (handle.messages.subscribe(), handle.listen.clone())
@@ -136,12 +142,12 @@ impl EventHub {
 
 /// How long a lease on a flow's events lasts (see `pgflow.subscribe_events`).
 const LEASE_SECONDS: i32 = 60;
-/// How often the listener renews its leases.
+/// How often the hub renews its leases.
 const RENEW_EVERY: Duration = Duration::from_secs(20);
 
-/// Takes or renews the listener's leases on the events of `flows` (the triggers notify a flow
-/// only while someone holds one). A failure is logged: streams then learn of transitions by
-/// reading the state, every [`RESYNC_EVERY`].
+/// Takes or renews the hub's leases on the events of `flows` (the triggers notify a flow only
+/// while someone holds one). A failure is logged: streams then learn of transitions by reading
+/// the state, every [`RESYNC_EVERY`].
 async fn lease(db: &Db, subscriber: Uuid, flows: &[String]) {
     if flows.is_empty() {
         return;
@@ -154,109 +160,57 @@ async fn lease(db: &Db, subscriber: Uuid, flows: &[String]) {
     }
 }
 
-/// The flows of the listener's channels.
-fn flows_of(channels: &HashSet<String>) -> Vec<String> {
-    channels
-        .iter()
-        .filter_map(|c| c.strip_prefix("pgflow_events.").map(str::to_owned))
-        .collect()
-}
-
-/// Starts the shared listener task: a pool of one of its own (never a connection of the
-/// client's pool), `LISTEN` on each channel asked for, every notification broadcast; after a
-/// lost connection it reconnects, listens again and says so. It holds a lease on each flow it
-/// listens to (renewed every [`RENEW_EVERY`], given up when the client is dropped), without
-/// which the triggers send nothing.
-fn start_listener(db: &Db) -> HubHandle {
+/// Starts the hub's task: a topic of the client's notifier, listening on each flow's channel
+/// asked for, every notification broadcast as an event; after the notifier reconnects it says
+/// so. It holds a lease on each flow it listens to (renewed every [`RENEW_EVERY`], given up when
+/// the client is dropped), without which the triggers send nothing.
+fn start_hub(db: &Db, notifier: &Notifier) -> HubHandle {
     let (messages, _) = broadcast::channel(4096);
     let (listen, mut requests) = mpsc::unbounded_channel::<(String, oneshot::Sender<()>)>();
-    let options = (*db.pool().connect_options()).clone();
+    let (topic, mut signals) = notifier.topic();
     let sender = messages.clone();
     let db = db.clone();
     tokio::spawn(async move {
         let subscriber = Uuid::new_v4();
-        let pool = PgPoolOptions::new()
-            .max_connections(1)
-            .min_connections(0)
-            .connect_lazy_with(options);
-        let mut channels: HashSet<String> = HashSet::new();
-        let mut listener: Option<PgListener> = None;
-        let mut backoff = Duration::from_millis(50);
+        let mut flows: Vec<String> = Vec::new();
         let mut renew = tokio::time::interval(RENEW_EVERY);
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            if listener.is_none() {
-                match connect(&pool, &channels).await {
-                    Ok(connected) => {
-                        listener = Some(connected);
-                        backoff = Duration::from_millis(50);
-                        lease(&db, subscriber, &flows_of(&channels)).await;
-                        let _ = sender.send(HubMessage::Reconnected);
-                    }
-                    Err(error) => {
-                        tracing::debug!(%error, "event listener cannot connect; retrying");
-                        tokio::select! {
-                            () = tokio::time::sleep(backoff) => {}
-                            request = requests.recv() => match request {
-                                // Answered once connected; the stream polls meanwhile.
-                                Some((channel, _done)) => { channels.insert(channel); }
-                                None => break,
-                            },
-                        }
-                        backoff = (backoff * 2).min(Duration::from_secs(5));
-                        continue;
-                    }
-                }
-            }
-            let Some(active) = listener.as_mut() else {
-                continue;
-            };
             tokio::select! {
                 request = requests.recv() => {
                     let Some((channel, done)) = request else { break };
-                    if !channels.contains(&channel) {
+                    if let Some(flow) = channel.strip_prefix("pgflow_events.")
+                        && !flows.iter().any(|f| f == flow)
+                    {
                         // The lease first: a transition committed once the lease and the
                         // LISTEN are in place is notified.
-                        if let Some(flow) = channel.strip_prefix("pgflow_events.") {
-                            lease(&db, subscriber, &[flow.to_owned()]).await;
-                        }
-                        if let Err(error) = active.listen(&channel).await {
-                            tracing::debug!(%error, "event listener lost its connection");
-                            listener = None;
-                            channels.insert(channel);
-                            continue;
-                        }
-                        channels.insert(channel);
+                        lease(&db, subscriber, &[flow.to_owned()]).await;
+                        flows.push(flow.to_owned());
                     }
-                    let _ = done.send(());
+                    if topic.listen(channel).await {
+                        let _ = done.send(());
+                    }
                 }
-                _ = renew.tick() => lease(&db, subscriber, &flows_of(&channels)).await,
-                received = active.try_recv() => match received {
-                    Ok(Some(notification)) => {
-                        if let Ok(event) = serde_json::from_str::<RunEvent>(notification.payload()) {
+                _ = renew.tick() => lease(&db, subscriber, &flows).await,
+                signal = signals.recv() => match signal {
+                    Some(Signal::Notified { payload, .. }) => {
+                        if let Ok(event) = serde_json::from_str::<RunEvent>(&payload) {
                             let _ = sender.send(HubMessage::Event(event));
                         }
                     }
-                    // Lost (or terminated): connect again, listen again, say so.
-                    Ok(None) | Err(_) => listener = None,
+                    Some(Signal::Connected) => {
+                        lease(&db, subscriber, &flows).await;
+                        let _ = sender.send(HubMessage::Reconnected);
+                    }
+                    None => break,
                 },
             }
         }
         // The client is gone: give the leases up (they run out anyway).
+        drop(topic);
         let _ = engine::unsubscribe_events(&db, subscriber).await;
     });
     HubHandle { messages, listen }
-}
-
-async fn connect(
-    pool: &sqlx::PgPool,
-    channels: &HashSet<String>,
-) -> Result<PgListener, sqlx::Error> {
-    let mut listener = PgListener::connect_with(pool).await?;
-    for channel in channels {
-        listener.listen(channel).await?;
-    }
-    Ok(listener)
 }
 
 /// What a run stream knows of the run: the statuses it has reported.
@@ -291,10 +245,11 @@ pub struct RunEvents {
 }
 
 impl RunEvents {
-    pub(crate) async fn start(hub: &EventHub, run_id: Uuid) -> Result<Self, EngineError> {
+    pub(crate) async fn start(shared: &Shared, run_id: Uuid) -> Result<Self, EngineError> {
+        let hub = &shared.events;
         let run = engine::run(&hub.db, run_id).await?;
         // Listen first, then read: nothing committed between the two is lost.
-        let receiver = hub.subscribe(&run.flow_slug).await;
+        let receiver = hub.subscribe(shared, &run.flow_slug).await;
         let mut events = Self {
             db: hub.db.clone(),
             run_id,
@@ -449,12 +404,15 @@ pub enum FlowEvent {
 }
 
 impl FlowEvents {
-    pub(crate) async fn start(hub: &EventHub, flow_slug: &str) -> Result<Self, EngineError> {
-        let receiver = hub.subscribe(flow_slug).await;
+    pub(crate) async fn start(shared: &Shared, flow_slug: &str) -> Result<Self, EngineError> {
+        let hub = &shared.events;
+        let receiver = hub.subscribe(shared, flow_slug).await;
         if receiver.is_none() {
             return Err(EngineError::InvalidArguments(
-                "flow events need LISTEN, which a transaction-mode pooler cannot carry; \
-                 follow single runs (they poll) or connect the client directly"
+                "flow events need LISTEN, and this client listens nowhere (a transaction-mode \
+                 pooler cannot carry LISTEN, or notifications are off) or its listener does \
+                 not answer; follow single runs (they poll), or give the client a direct \
+                 `ProcessConfig::listen_url`"
                     .to_owned(),
             ));
         }

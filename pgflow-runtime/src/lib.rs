@@ -9,6 +9,7 @@
 //! - [`StepError`]: a handler error that says whether retrying can help.
 //! - [`State`]: the application state a flow's handlers share.
 
+mod backoff;
 pub mod client;
 pub mod connect;
 pub mod context;

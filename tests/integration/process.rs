@@ -1,5 +1,5 @@
-//! The process owner: the workers started on one client share one maintenance loop, whatever
-//! queues they poll.
+//! The process owner: the workers started on one client share one maintenance loop and one
+//! listening connection, whatever queues they poll, with the client's event streams.
 
 use std::time::{Duration, Instant};
 
@@ -37,18 +37,24 @@ async fn counting_pool(pool: &PgPool) -> PgPool {
         .unwrap()
 }
 
-/// Starts a worker of each queue of `two_queues` on `client`.
+/// Starts a worker of each queue of `two_queues` on `client`. An hour between polls: only
+/// notifications (or each other) wake them.
 async fn two_workers(pool: &PgPool, client: &Client) -> Vec<WorkerHandle> {
+    let hourly = Duration::from_secs(3600);
     vec![
         Worker::start_with(
             two_queues::deployment(),
-            worker_config(two_queues::Queue::FirstQueue, pool).connection(client),
+            worker_config(two_queues::Queue::FirstQueue, pool)
+                .connection(client)
+                .poll_interval(hourly),
         )
         .await
         .unwrap(),
         Worker::start_with(
             two_queues::deployment(),
-            worker_config(two_queues::Queue::SecondQueue, pool).connection(client),
+            worker_config(two_queues::Queue::SecondQueue, pool)
+                .connection(client)
+                .poll_interval(hourly),
         )
         .await
         .unwrap(),
@@ -105,4 +111,67 @@ async fn the_workers_of_one_client_share_one_maintenance_loop(pool: PgPool) {
         "{passes} maintenance passes in {intervals} intervals: one loop for the client's two \
          workers, not one per worker"
     );
+}
+
+/// The sessions of the pool named `one_listener` that listen: the only ones whose last
+/// statement is a `LISTEN` or a request for wake-ups.
+async fn listening_sessions(pool: &PgPool, terminate: bool) -> i64 {
+    let action = if terminate {
+        "pg_terminate_backend(pid)"
+    } else {
+        "pid"
+    };
+    sqlx::query_scalar(&format!(
+        "select count({action})::bigint from pg_stat_activity
+         where application_name = 'one_listener'
+           and (query ilike 'listen%' or query ilike '%_wakeups(%')"
+    ))
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrations = false)]
+async fn one_connection_listens_for_every_queue_and_event_stream_of_a_client(pool: PgPool) {
+    install(&pool).await;
+    let named = PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(
+            (*pool.connect_options())
+                .clone()
+                .application_name("one_listener"),
+        )
+        .await
+        .unwrap();
+    let client = Client::new(named.clone());
+    let workers = two_workers(&named, &client).await;
+
+    // Both steps' workers are woken by notifications alone; `wait` follows the run's events.
+    let run = two_queues::start(&client, &serde_json::json!(1))
+        .await
+        .unwrap();
+    let output = run.wait(&client, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(output.second, serde_json::json!(1));
+    assert_eq!(
+        listening_sessions(&pool, false).await,
+        1,
+        "one listening connection for the client's two queues and its event stream"
+    );
+
+    // Cut it: the client listens again, requests its wake-ups again, and its workers and
+    // streams carry on.
+    assert_eq!(listening_sessions(&pool, true).await, 1);
+    let again = two_queues::start(&client, &serde_json::json!(2))
+        .await
+        .unwrap();
+    let output = again.wait(&client, Duration::from_secs(15)).await.unwrap();
+    assert_eq!(output.second, serde_json::json!(2));
+    assert!(
+        crate::support::eventually(5, async || listening_sessions(&pool, false).await == 1).await,
+        "the client listens again, on one connection"
+    );
+    for worker in workers {
+        worker.shutdown();
+        worker.wait().await.unwrap();
+    }
 }

@@ -15,19 +15,21 @@
 
 mod config;
 mod maintenance;
+pub(crate) mod notifier;
 mod schedules;
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::db::Db;
+use crate::db::{Db, Pooling};
 use crate::engine::SupportedPairs;
 use crate::events::EventHub;
 use crate::names::QueueName;
 use crate::worker::{CompletionGroup, QueueWakeup};
+use notifier::Notifier;
 
 pub use config::{Notifications, PRUNE_EVERY, ProcessConfig};
 
@@ -37,7 +39,10 @@ pub(crate) struct Shared {
     pub(crate) db: Db,
     /// The process-wide settings.
     pub(crate) config: ProcessConfig,
-    /// The listener of the client's run-event streams.
+    /// The client's notification listener, started on first use (`None` inside: the client
+    /// listens nowhere).
+    notifier: OnceLock<Option<Notifier>>,
+    /// The run-event streams' subscriptions.
     pub(crate) events: EventHub,
     /// Each queue's wake-ups, while a worker of the queue runs.
     pub(crate) wakeups: Mutex<HashMap<QueueName, Weak<QueueWakeup>>>,
@@ -66,12 +71,37 @@ impl Shared {
     pub(crate) fn new(db: Db, config: ProcessConfig) -> Self {
         Self {
             events: EventHub::new(db.clone()),
+            notifier: OnceLock::new(),
             db,
             config,
             wakeups: Mutex::default(),
             completions: Mutex::default(),
             services: Mutex::default(),
         }
+    }
+
+    /// The client's one notification listener, started on first use; `None` when it may not
+    /// listen: notifications off, or a transaction-mode pooler without a listen URL (idle
+    /// workers then poll and event streams read the state).
+    pub(crate) fn notifier(&self) -> Option<&Notifier> {
+        self.notifier
+            .get_or_init(|| {
+                let options = match self.config.notifications() {
+                    Notifications::SameDatabase if self.db.pooling() == Pooling::Transaction => {
+                        tracing::info!(
+                            "behind a transaction-mode pooler with no listen_url: idle workers \
+                             poll and event streams read the state"
+                        );
+                        return None;
+                    }
+                    Notifications::SameDatabase => (*self.db.pool().connect_options()).clone(),
+                    // A bad URL stops a worker's start (`WorkerError::InvalidListenUrl`).
+                    Notifications::Url(url) => notifier::listen_options(url).ok()?,
+                    Notifications::Off => return None,
+                };
+                Some(Notifier::start(options))
+            })
+            .as_ref()
     }
 
     /// Counts a running worker in: the first starts the maintenance loop and (unless the

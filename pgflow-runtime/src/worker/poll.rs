@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
 
+use crate::backoff::Backoff;
 use crate::engine::{self, Claim};
 use crate::error::EngineError;
 use crate::metrics;
 use crate::worker::error::WorkerError;
 use crate::worker::execute::{self, Outcome};
-use crate::worker::runtime::{MAX_BACKOFF, Runtime};
+use crate::worker::runtime::Runtime;
 use crate::worker::wakeup::QueueWakeup;
 
 /// How long a worker whose read found tasks, but fewer than it asked for, lets new ones gather
@@ -43,7 +44,7 @@ pub async fn poll(
     let started = &rt.started;
     let wakeup = QueueWakeup::subscribe(started.client.shared(), &started.queue)?;
     let mut member = wakeup.join();
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = Backoff::default();
     // Whether the last read was full: more tasks were waiting than it asked for.
     let mut more_waiting = false;
     loop {
@@ -94,7 +95,7 @@ pub async fn poll(
         }
         match claimed {
             Ok(claim) if claim.tasks.is_empty() && claim.stale_message_ids.len() < quantity => {
-                backoff = Duration::from_millis(50);
+                backoff.reset();
                 more_waiting = false;
                 member.set_claiming(false);
                 wait_for_work(rt, &wakeup).await;
@@ -103,7 +104,7 @@ pub async fn poll(
                 tasks,
                 stale_message_ids,
             }) => {
-                backoff = Duration::from_millis(50);
+                backoff.reset();
                 let drained = tasks.len() + stale_message_ids.len() < quantity;
                 more_waiting = !drained;
                 if !drained {
@@ -144,17 +145,17 @@ pub async fn poll(
             Err(error) => {
                 member.set_claiming(false);
                 more_waiting = false;
+                let pause = backoff.next_pause();
                 tracing::warn!(
                     queue = started.queue.as_str(),
                     %error,
-                    retry_in_ms = backoff.as_millis() as u64,
+                    retry_in_ms = pause.as_millis() as u64,
                     "claiming tasks failed; retrying"
                 );
                 tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
+                    () = tokio::time::sleep(pause) => {}
                     () = rt.shutdown.cancelled() => return Ok(()),
                 }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
     }

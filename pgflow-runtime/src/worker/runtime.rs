@@ -3,17 +3,14 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::backoff::Backoff;
 use crate::error::EngineError;
 use crate::worker::config::WorkerSettings;
 use crate::worker::startup::Started;
-
-/// The longest pause between retries of a failed database call.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Shared by the worker's tasks.
 pub struct Runtime {
@@ -42,22 +39,22 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, EngineError>>,
 {
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = Backoff::default();
     loop {
         match call().await {
             Ok(value) => return Some(value),
             Err(error) => {
+                let pause = backoff.next_pause();
                 tracing::warn!(
                     queue = rt.started.queue.as_str(),
                     %error,
-                    retry_in_ms = backoff.as_millis() as u64,
+                    retry_in_ms = pause.as_millis() as u64,
                     "{what} failed; retrying"
                 );
                 tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
+                    () = tokio::time::sleep(pause) => {}
                     () = rt.hard_stop.cancelled() => return None,
                 }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
     }

@@ -62,7 +62,7 @@ pub async fn start(
         schedule.validate()?;
     }
     if let Notifications::Url(url) = client.config().notifications() {
-        crate::worker::wakeup::listen_options(url)?;
+        crate::process::notifier::listen_options(url)?;
     }
     let pool = client.db().clone();
     check_schema(&pool).await?;

@@ -13,7 +13,8 @@
 //!
 //! If every worker held its own `LISTEN`, each notification would wake all idle workers of the
 //! queue at once; all but one would then claim nothing, and each of those empty claims still
-//! scans the queue's in-flight messages. Here one listener per (database, queue) and process
+//! scans the queue's in-flight messages. Here the client's one listener (see
+//! [`crate::process`]) hands each of the queue's notifications to the queue's wake-up task, which
 //! wakes **one** idle worker per notification; a worker whose claim came back full wakes the
 //! next one ([`QueueWakeup::pass_on`]), so a burst still reaches every worker, one claim at a
 //! time.
@@ -24,30 +25,29 @@
 //! to it. One worker then reads what several starts left, instead of several each reading a
 //! piece of it: fewer, fuller claims, and fewer completion calls after them.
 //!
-//! Under load the listener also coalesces: a notification that comes within [`BUSY_WITHIN`] of
+//! Under load the wake-up task also coalesces: a notification that comes within [`BUSY_WITHIN`] of
 //! the previous wake-up is held for [`COALESCE_FOR`], and every notification arriving meanwhile
 //! rides on the same wake-up. At low load notifications are further apart than [`BUSY_WITHIN`]
 //! and wake a worker at once.
 //!
-//! The listener holds a connection of its own, outside the workers' pools (so a worker with
+//! The listener holds a connection of its own, outside the client's pool (so a worker with
 //! `max_pg_connections(1)` keeps its one connection for work), opened with the pool's connect
-//! options or a URL of its own ([`Notifications`]). It reconnects on its own; while it is
-//! down, and after it comes back (when notifications may have been missed), workers fall back
-//! to their poll interval and are all woken once. With notifications off there is no listener
-//! and no request: idle workers poll, and still pass work on to each other.
+//! options or a URL of its own ([`Notifications`](crate::Notifications)); the request for
+//! wake-ups lives on that session. It reconnects on its own; while it is down, workers fall
+//! back to their poll interval, and after it comes back (when notifications may have been
+//! missed) they are all woken once. With notifications off there is no listener and no
+//! request: idle workers poll, and still pass work on to each other.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use sqlx::PgPool;
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::db::{Db, Pooling};
 use crate::engine;
 use crate::names::QueueName;
-use crate::process::{Notifications, Shared, shared_entry};
+use crate::process::notifier::{Signal, Topic};
+use crate::process::{Shared, shared_entry};
 use crate::worker::error::WorkerError;
 
 /// A notification this soon after the previous wake-up means the queue is busy: it is held for
@@ -62,9 +62,6 @@ pub const COALESCE_FOR: Duration = Duration::from_millis(4);
 /// after the last empty claim. A transaction that stays open longer between its start and its
 /// commit waits for the next notification or the poll interval.
 pub const RECHECKS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(100)];
-
-/// The longest pause between attempts to (re)connect the listener.
-const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
 
 /// One queue's wake-ups in this process; dropped (and its listener stopped) with the last
 /// worker that holds it.
@@ -87,62 +84,33 @@ struct Members {
 }
 
 impl QueueWakeup {
-    /// The wake-up of `queue` that `shared`'s workers share, started on first use. The
-    /// process config says where its listener connects, if anywhere. Behind a transaction-mode
-    /// pooler a `LISTEN` would hold no session, so without a [`Notifications::Url`] there is no
-    /// listener and idle workers poll.
+    /// The wake-up of `queue` that `shared`'s workers share, started on first use. It listens
+    /// through the client's notifier when the client has one (see
+    /// [`Notifications`](crate::Notifications)); otherwise idle workers poll.
     pub fn subscribe(shared: &Shared, queue: &QueueName) -> Result<Arc<Self>, WorkerError> {
         shared_entry(&shared.wakeups, queue.clone(), || {
-            Self::start(&shared.db, queue, shared.config.notifications())
-        })
-    }
-
-    /// A new wake-up of `queue`, with its listener when `notifications` allow one.
-    fn start(
-        db: &Db,
-        queue: &QueueName,
-        notifications: &Notifications,
-    ) -> Result<Arc<Self>, WorkerError> {
-        let channel = engine::queue_channel(queue);
-        let pool = db.pool();
-        let listen_options = match notifications {
-            Notifications::SameDatabase if db.pooling() == Pooling::Transaction => {
-                tracing::info!(
-                    queue = queue.as_str(),
-                    "behind a transaction-mode pooler with no listen_url: idle workers poll"
-                );
-                None
+            let (wanted, wanted_changes) = watch::channel(false);
+            let wakeup = Arc::new(Self {
+                notify: Notify::new(),
+                stop: CancellationToken::new(),
+                members: Mutex::default(),
+                wanted,
+            });
+            if let Some(notifier) = shared.notifier() {
+                let (topic, signals) = notifier.topic();
+                tokio::spawn(serve(
+                    Serving {
+                        topic,
+                        signals,
+                        queue: queue.clone(),
+                        wakeup: Arc::downgrade(&wakeup),
+                        wanted: wanted_changes,
+                    },
+                    wakeup.stop.clone(),
+                ));
             }
-            Notifications::SameDatabase => Some((*pool.connect_options()).clone()),
-            Notifications::Url(url) => Some(listen_options(url)?),
-            Notifications::Off => None,
-        };
-        let (wanted, wanted_changes) = watch::channel(false);
-        let wakeup = Arc::new(Self {
-            notify: Notify::new(),
-            stop: CancellationToken::new(),
-            members: Mutex::default(),
-            wanted,
-        });
-        if let Some(options) = listen_options {
-            // A pool of one, made lazily: the listener's connection is its own, never one of
-            // the workers'.
-            let listener_pool = PgPoolOptions::new()
-                .max_connections(1)
-                .min_connections(0)
-                .connect_lazy_with(options);
-            tokio::spawn(listen(
-                Listening {
-                    pool: listener_pool,
-                    queue: queue.clone(),
-                    channel,
-                    wakeup: Arc::downgrade(&wakeup),
-                    wanted: wanted_changes,
-                },
-                wakeup.stop.clone(),
-            ));
-        }
-        Ok(wakeup)
+            Ok(wakeup)
+        })
     }
 
     /// Counts a worker in (not claiming until it says so); it counts out when the returned
@@ -255,136 +223,105 @@ impl Drop for WakeupMember {
     }
 }
 
-/// What a listener serves: its queue and channel, the wake-up it feeds, and the workers' wish
-/// for notifications.
-struct Listening {
-    pool: PgPool,
+/// What a queue's wake-up task serves: its topic on the client's notifier, the wake-up it
+/// feeds, and the workers' wish for notifications.
+struct Serving {
+    topic: Topic,
+    signals: mpsc::UnboundedReceiver<Signal>,
     queue: QueueName,
-    channel: String,
     wakeup: Weak<QueueWakeup>,
     wanted: watch::Receiver<bool>,
 }
 
-/// Listens on the queue's channel and wakes one waiting worker per notification, keeping its
-/// session's request for wake-ups in line with what the workers want, until `stop`.
-async fn listen(mut listening: Listening, stop: CancellationToken) {
-    let mut delay = Duration::from_millis(50);
-    loop {
-        let connected = tokio::select! {
-            connected = connect(&listening.pool, &listening.channel) => connected,
-            () = stop.cancelled() => return,
-        };
-        let mut listener = match connected {
-            Ok(listener) => listener,
-            Err(error) => {
-                tracing::warn!(
-                    queue = listening.queue.as_str(),
-                    %error,
-                    retry_in_ms = delay.as_millis() as u64,
-                    "cannot listen for new tasks; workers poll until it recovers"
-                );
-                tokio::select! {
-                    () = tokio::time::sleep(delay) => {}
-                    () = stop.cancelled() => return,
-                }
-                delay = (delay * 2).min(MAX_RECONNECT_DELAY);
-                continue;
-            }
-        };
-        delay = Duration::from_millis(50);
-        // Notifications may have been missed while not listening: every idle worker looks once.
-        match listening.wakeup.upgrade() {
-            Some(wakeup) => wakeup.notify.notify_waiters(),
-            None => return,
-        }
-        match serve(&mut listening, &mut listener, &stop).await {
-            Served::Stopped => return,
-            Served::Lost => {}
-        }
+/// Listens on the queue's channel and wakes one waiting worker per notification, keeping the
+/// listening session's request for wake-ups in line with what the workers want, until `stop`.
+/// After the notifier reconnects (notifications may have been missed), every idle worker looks
+/// once.
+async fn serve(mut serving: Serving, stop: CancellationToken) {
+    let channel = engine::queue_channel(&serving.queue);
+    tokio::select! {
+        listening = serving.topic.listen(channel) => if !listening { return },
+        () = stop.cancelled() => return,
     }
-}
-
-/// How serving one listening session ended.
-enum Served {
-    Stopped,
-    Lost,
-}
-
-/// Serves one listening session: wakes workers on notifications and rechecks, and requests or
-/// withdraws wake-ups as the workers want.
-async fn serve(
-    listening: &mut Listening,
-    listener: &mut PgListener,
-    stop: &CancellationToken,
-) -> Served {
-    let queue = listening.queue.as_str();
-    // A new session holds no request.
     let mut requested = false;
     let mut rechecks: Vec<tokio::time::Instant> = Vec::new();
     let mut last_wake: Option<Instant> = None;
     loop {
-        let wanted = *listening.wanted.borrow_and_update();
+        let wanted = *serving.wanted.borrow_and_update();
         if wanted != requested {
-            let changed = if wanted {
-                engine::request_wakeups(&mut *listener, &listening.queue).await
-            } else {
-                engine::withdraw_wakeups(&mut *listener, &listening.queue)
-                    .await
-                    .map(drop)
-            };
-            if let Err(error) = changed {
-                tracing::warn!(queue, %error, "requesting wake-ups failed; reconnecting");
-                return Served::Lost;
+            tokio::select! {
+                done = serving.topic.request_wakeups(&serving.queue, wanted) => if !done { return },
+                () = stop.cancelled() => return,
             }
             requested = wanted;
             rechecks.clear();
             if requested {
                 // Tasks whose transaction looked for a request just before this one.
-                let now = tokio::time::Instant::now();
-                rechecks.extend(RECHECKS.iter().rev().map(|after| now + *after));
-                if !wake_one(&listening.wakeup) {
-                    return Served::Stopped;
+                schedule_rechecks(&mut rechecks);
+                if !wake_one(&serving.wakeup) {
+                    return;
                 }
             }
         }
         let next_recheck = rechecks.last().copied();
         tokio::select! {
-            received = listener.try_recv() => {
-                let lost = match received {
-                    Ok(Some(_)) => {
-                        let busy = last_wake.is_some_and(|at| at.elapsed() < BUSY_WITHIN);
-                        let lost = busy && coalesce(listener, &listening.channel, stop).await;
-                        last_wake = Some(Instant::now());
-                        if !wake_one(&listening.wakeup) {
-                            return Served::Stopped;
-                        }
-                        lost
+            signal = serving.signals.recv() => match signal {
+                Some(Signal::Notified { .. }) => {
+                    let busy = last_wake.is_some_and(|at| at.elapsed() < BUSY_WITHIN);
+                    let reconnected = busy && coalesce(&mut serving.signals, &stop).await;
+                    last_wake = Some(Instant::now());
+                    if !wake_one(&serving.wakeup) {
+                        return;
                     }
-                    // The connection was lost (`None`) or failed.
-                    Ok(None) => true,
-                    Err(error) => {
-                        tracing::warn!(queue, %error, "listening failed; reconnecting");
-                        true
+                    if reconnected && !woken_after_reconnect(&serving, requested, &mut rechecks) {
+                        return;
                     }
-                };
-                if lost {
-                    return Served::Lost;
                 }
-            }
-            changed = listening.wanted.changed() => {
+                Some(Signal::Connected) => {
+                    if !woken_after_reconnect(&serving, requested, &mut rechecks) {
+                        return;
+                    }
+                }
+                None => return,
+            },
+            changed = serving.wanted.changed() => {
                 if changed.is_err() {
-                    return Served::Stopped;
+                    return;
                 }
             }
             () = sleep_until_some(next_recheck) => {
                 rechecks.pop();
-                if !wake_one(&listening.wakeup) {
-                    return Served::Stopped;
+                if !wake_one(&serving.wakeup) {
+                    return;
                 }
             }
-            () = stop.cancelled() => return Served::Stopped,
+            () = stop.cancelled() => return,
         }
     }
+}
+
+/// The rechecks after a request for wake-ups, from now (latest first, so the next is last).
+fn schedule_rechecks(rechecks: &mut Vec<tokio::time::Instant>) {
+    let now = tokio::time::Instant::now();
+    rechecks.clear();
+    rechecks.extend(RECHECKS.iter().rev().map(|after| now + *after));
+}
+
+/// After the notifier reconnected: every idle worker looks once (notifications were missed),
+/// and a request in place again gets its rechecks. False when the wake-up is gone.
+fn woken_after_reconnect(
+    serving: &Serving,
+    requested: bool,
+    rechecks: &mut Vec<tokio::time::Instant>,
+) -> bool {
+    let Some(wakeup) = serving.wakeup.upgrade() else {
+        return false;
+    };
+    wakeup.notify.notify_waiters();
+    if requested {
+        schedule_rechecks(rechecks);
+    }
+    true
 }
 
 /// Wakes one idle worker; false when the wake-up is gone (its last worker stopped).
@@ -407,47 +344,22 @@ async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
 }
 
 /// Takes in the notifications that arrive within [`COALESCE_FOR`] (they share the wake-up
-/// that follows); true when the connection was lost meanwhile (the caller still wakes a worker,
-/// then reconnects).
-async fn coalesce(listener: &mut PgListener, channel: &str, stop: &CancellationToken) -> bool {
+/// that follows); true when the notifier reconnected meanwhile (the caller then wakes every
+/// idle worker).
+async fn coalesce(signals: &mut mpsc::UnboundedReceiver<Signal>, stop: &CancellationToken) -> bool {
     let until = tokio::time::Instant::now() + COALESCE_FOR;
+    let mut reconnected = false;
     loop {
         tokio::select! {
-            received = listener.try_recv() => match received {
-                Ok(Some(_)) => {}
-                Ok(None) => return true,
-                Err(error) => {
-                    tracing::warn!(channel, %error, "listening failed; reconnecting");
-                    return true;
-                }
+            signal = signals.recv() => match signal {
+                Some(Signal::Notified { .. }) => {}
+                Some(Signal::Connected) => reconnected = true,
+                None => return reconnected,
             },
-            () = tokio::time::sleep_until(until) => return false,
-            () = stop.cancelled() => return false,
+            () = tokio::time::sleep_until(until) => return reconnected,
+            () = stop.cancelled() => return reconnected,
         }
     }
-}
-
-async fn connect(pool: &PgPool, channel: &str) -> Result<PgListener, sqlx::Error> {
-    let mut listener = PgListener::connect_with(pool).await?;
-    listener.listen(channel).await?;
-    Ok(listener)
-}
-
-/// The connect options of a `listen_url`: it must reach Postgres directly (or through a
-/// session-mode pooler), since a `LISTEN` lasts as long as its session.
-pub(crate) fn listen_options(url: &str) -> Result<PgConnectOptions, WorkerError> {
-    let (options, pooling) = crate::connect::parse_url(url)
-        .map_err(|source| WorkerError::InvalidListenUrl { source })?;
-    if pooling == Pooling::Transaction {
-        return Err(WorkerError::InvalidListenUrl {
-            source: sqlx::Error::Configuration(
-                "a listen URL must not go through a transaction-mode pooler (it says \
-                 `pgbouncer=true`): LISTEN needs a session; give the database's direct URL"
-                    .into(),
-            ),
-        });
-    }
-    Ok(options)
 }
 
 #[cfg(test)]
