@@ -16,6 +16,7 @@ mod database;
 use std::time::Duration;
 
 use pgflow::{Client, Worker, WorkerConfig, WorkerHandle};
+use pgflow::{Start, StartOptions};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -81,7 +82,12 @@ async fn main() -> Result<(), Error> {
     let old = v1_workers(&pool).await?;
     let mut v1_runs = Vec::new();
     for i in 0..40 {
-        v1_runs.push(client.start_alias("triage", &json!(i)).await?.run_id());
+        v1_runs.push(
+            client
+                .start(Start::named("triage"), &json!(i), StartOptions::new())
+                .await?
+                .run_id(),
+        );
     }
     println!("   started {} runs through the alias", v1_runs.len());
 
@@ -135,7 +141,12 @@ async fn main() -> Result<(), Error> {
     }
     let mut v2_runs = Vec::new();
     for i in 100..120 {
-        v2_runs.push(client.start_alias("triage", &json!(i)).await?.run_id());
+        v2_runs.push(
+            client
+                .start(Start::named("triage"), &json!(i), StartOptions::new())
+                .await?
+                .run_id(),
+        );
     }
     println!("   started {} more runs through the alias", v2_runs.len());
 

@@ -15,6 +15,7 @@ mod database;
 
 use std::time::{Duration, Instant};
 
+use pgflow::Start;
 use pgflow::{Client, Worker, WorkerConfig};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
@@ -169,7 +170,9 @@ async fn main() -> Result<(), Error> {
         .map(|thread_id| TriageInput { thread_id })
         .collect();
     let started = Instant::now();
-    client.start_alias_many("triage", &inputs).await?;
+    client
+        .start_many(Start::named("triage"), &inputs, &[])
+        .await?;
     println!("started {runs} runs of the alias `triage` (active: `triage_v1`) in one call");
 
     let deadline = started + Duration::from_secs(60);

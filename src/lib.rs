@@ -49,7 +49,7 @@
 
 pub use pgflow_runtime::{
     Client, ConnectError, Connection, Context, Db, Deployment, EngineError, FlowQueue, FlowSpec,
-    Notifications, Pooling, ProcessConfig, Run, RunError, RunHandle, RunStatus, Schedule,
+    Notifications, Pooling, ProcessConfig, Run, RunError, RunHandle, RunStatus, Schedule, Start,
     StartOptions, State, StepError, Worker, WorkerConfig, WorkerError, WorkerHandle, sqlx,
 };
 pub use pgflow_runtime::{

@@ -10,6 +10,7 @@
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use pgflow::Start;
 use pgflow::{Client, Context, ProcessConfig, Worker, WorkerConfig};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -206,11 +207,11 @@ async fn scenario() -> Result<String, String> {
     let chain_inputs: Vec<u32> = (0..CHAIN_RUNS).collect();
     let map_inputs: Vec<u32> = (0..MAP_RUNS).collect();
     client
-        .start_many::<fault_chain::Flow>(&chain_inputs)
+        .start_many(Start::flow::<fault_chain::Flow>(), &chain_inputs, &[])
         .await
         .map_err(|e| e.to_string())?;
     client
-        .start_many::<fault_map::Flow>(&map_inputs)
+        .start_many(Start::flow::<fault_map::Flow>(), &map_inputs, &[])
         .await
         .map_err(|e| e.to_string())?;
     let total_runs = i64::from(CHAIN_RUNS + MAP_RUNS);

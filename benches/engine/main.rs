@@ -17,6 +17,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use pgflow::{Client, FlowQueue, Worker, WorkerConfig, WorkerHandle};
+use pgflow::{Start, StartOptions};
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
@@ -895,7 +896,13 @@ async fn low_load(runs: usize) -> Result<Row, Error> {
     let mut tick = tokio::time::interval(Duration::from_millis(50));
     for _ in 0..runs {
         tick.tick().await;
-        client.start::<bench_single::Flow>(&json!(null)).await?;
+        client
+            .start(
+                Start::flow::<bench_single::Flow>(),
+                &json!(null),
+                StartOptions::new(),
+            )
+            .await?;
     }
     loop {
         let open: i64 =
@@ -952,7 +959,11 @@ async fn fanout_one_at_a_time(runs: usize) -> Result<Row, Error> {
     let started = Instant::now();
     for _ in 0..runs {
         client
-            .start::<bench_fanout::Flow>(&100)
+            .start(
+                Start::flow::<bench_fanout::Flow>(),
+                &100,
+                StartOptions::new(),
+            )
             .await?
             .wait(&client, Duration::from_secs(30))
             .await?;

@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use pgflow::Client;
+use pgflow::{Start, StartOptions};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -113,7 +114,14 @@ async fn drain_status_reports_the_truth_as_text_and_json(pool: PgPool) {
     install(&pool).await;
     let client = Client::new(pool.clone());
     client.deploy(&triage_v1::deployment()).await.unwrap();
-    client.start::<triage_v1::Flow>(&json!(1)).await.unwrap();
+    client
+        .start(
+            Start::flow::<triage_v1::Flow>(),
+            &json!(1),
+            StartOptions::new(),
+        )
+        .await
+        .unwrap();
 
     let output = pgflow(
         &pool,
@@ -414,7 +422,11 @@ async fn prune_deletes_ended_runs_older_than_asked_and_says_how_many(pool: PgPoo
     let client = Client::new(pool.clone());
     client.deploy(&triage_v1::deployment()).await.unwrap();
     let run_id = client
-        .start::<triage_v1::Flow>(&json!(1))
+        .start(
+            Start::flow::<triage_v1::Flow>(),
+            &json!(1),
+            StartOptions::new(),
+        )
         .await
         .unwrap()
         .run_id();
@@ -475,7 +487,11 @@ async fn run_graph_and_prune_show_and_handle_skipped_steps(pool: PgPool) {
     let client = Client::new(pool.clone());
     client.deploy(&skipping::deployment()).await.unwrap();
     let run = client
-        .start::<skipping::Flow>(&json!({"urgent": false}))
+        .start(
+            Start::flow::<skipping::Flow>(),
+            &json!({"urgent": false}),
+            StartOptions::new(),
+        )
         .await
         .unwrap();
     let output = run.wait(&client, Duration::from_secs(5)).await.unwrap();
@@ -698,7 +714,11 @@ async fn alias_set_moves_an_alias_back_and_says_from_where(pool: PgPool) {
         "alias `triage` now points at `triage_v1` (was `triage_v2`); new runs start on `triage_v1`"
     );
     let run = client
-        .start_alias("triage", &json!("after rollback"))
+        .start(
+            Start::named("triage"),
+            &json!("after rollback"),
+            StartOptions::new(),
+        )
         .await
         .unwrap();
     assert_eq!(run.run(&client).await.unwrap().flow_slug, "triage_v1");
@@ -713,8 +733,22 @@ async fn an_alias_is_accepted_wherever_a_flow_is(pool: PgPool) {
     pgflow::engine::activate_flow(&pool, "triage_v1")
         .await
         .unwrap();
-    let v1_run = client.start::<triage_v1::Flow>(&json!(1)).await.unwrap();
-    let v2_run = client.start::<triage_v2::Flow>(&json!(2)).await.unwrap();
+    let v1_run = client
+        .start(
+            Start::flow::<triage_v1::Flow>(),
+            &json!(1),
+            StartOptions::new(),
+        )
+        .await
+        .unwrap();
+    let v2_run = client
+        .start(
+            Start::flow::<triage_v2::Flow>(),
+            &json!(2),
+            StartOptions::new(),
+        )
+        .await
+        .unwrap();
 
     // runs --flow <alias>: the runs of every version of the alias.
     let text = stdout(&pgflow(&pool, &["runs", "--flow", "triage"]));
@@ -925,7 +959,11 @@ async fn run_shows_each_task_attempt_that_failed_or_stalled_with_its_error(pool:
     let definition = triage_v1::deployment();
     client.deploy(&definition).await.unwrap();
     let run_id = client
-        .start::<triage_v1::Flow>(&json!(1))
+        .start(
+            Start::flow::<triage_v1::Flow>(),
+            &json!(1),
+            StartOptions::new(),
+        )
         .await
         .unwrap()
         .run_id();
@@ -1195,8 +1233,14 @@ async fn cancel_one_run_or_a_filter_with_a_dry_run(pool: PgPool) {
     pgflow::engine::activate_flow(&pool, "triage_v1")
         .await
         .unwrap();
-    let first = client.start_alias("triage", &json!(1)).await.unwrap();
-    client.start_alias("triage", &json!(2)).await.unwrap();
+    let first = client
+        .start(Start::named("triage"), &json!(1), StartOptions::new())
+        .await
+        .unwrap();
+    client
+        .start(Start::named("triage"), &json!(2), StartOptions::new())
+        .await
+        .unwrap();
     let id = first.run_id().to_string();
 
     let output = pgflow(&pool, &["cancel", &id, "--reason", "wrong customer"]);
@@ -1253,7 +1297,10 @@ async fn retry_and_resume_runs_with_a_dry_run(pool: PgPool) {
         .await
         .unwrap();
     // A run whose classify step fails for good.
-    let run = client.start_alias("triage", &json!(1)).await.unwrap();
+    let run = client
+        .start(Start::named("triage"), &json!(1), StartOptions::new())
+        .await
+        .unwrap();
     let id = run.run_id().to_string();
     let queue = pgflow::names::QueueName::new("classify_threads").unwrap();
     let pairs = pgflow::engine::SupportedPairs::routed_to(definition.definition(), &queue);
@@ -1324,7 +1371,14 @@ async fn delete_flow_refuses_a_busy_flow_and_deletes_it_when_forced(pool: PgPool
     pgflow::engine::activate_flow(&pool, "triage_v2")
         .await
         .unwrap();
-    client.start::<triage_v1::Flow>(&json!(1)).await.unwrap();
+    client
+        .start(
+            Start::flow::<triage_v1::Flow>(),
+            &json!(1),
+            StartOptions::new(),
+        )
+        .await
+        .unwrap();
 
     let output = pgflow(&pool, &["delete-flow", "triage_v1"]);
     assert_eq!(output.status.code(), Some(1));

@@ -151,7 +151,7 @@ fn generated_items(
     let doc_start_alias = format!(
         "Starts a run of the alias `{alias}`, typed: its active version, which must take and \
          produce this flow's types (every version declaring the same `input` and `output`); \
-         see `Client::start_alias_typed`."
+         see `Start::alias_of`."
     );
 
     quote! {
@@ -202,7 +202,7 @@ fn generated_items(
             ::pgflow::__private::RunHandle<Output>,
             ::pgflow::__private::EngineError,
         > {
-            client.start::<Flow>(input).await
+            ::pgflow::__private::start::<Flow>(client, input).await
         }
 
         #[doc = #doc_start_alias]
@@ -214,7 +214,7 @@ fn generated_items(
             ::pgflow::__private::RunHandle<Output>,
             ::pgflow::__private::EngineError,
         > {
-            client.start_alias_typed::<Flow>(input).await
+            ::pgflow::__private::start_alias::<Flow>(client, input).await
         }
 
         #(#adapters)*

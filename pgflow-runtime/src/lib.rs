@@ -34,7 +34,7 @@ pub mod step_error;
 pub mod trace;
 pub mod worker;
 
-pub use client::{Client, RunError, RunHandle, StartOptions};
+pub use client::{Client, RunError, RunHandle, Start, StartOptions};
 pub use connect::ConnectError;
 pub use context::{Context, ContextParts};
 pub use db::{Db, Pooling};

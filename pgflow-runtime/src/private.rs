@@ -12,6 +12,7 @@ pub use serde;
 pub use serde_json;
 
 pub use crate::client::{Client, RunHandle};
+use crate::client::{Start, StartOptions};
 pub use crate::context::Context;
 pub use crate::definition::FlowDefinition;
 pub use crate::deployment::{Deployment, FlowQueue, FlowSpec};
@@ -285,4 +286,24 @@ pub fn output<R: StepResult>(step_slug: &str, result: R) -> Result<Value, StepFa
         Ok(value) => crate::failure::encode(step_slug, &value),
         Err(error) => Err(StepFailure::of_handler(error)),
     }
+}
+
+/// A flow module's `start`: one run of exactly `F`.
+pub async fn start<F: FlowSpec>(
+    client: &Client,
+    input: &F::Input,
+) -> Result<RunHandle<F::Output>, EngineError> {
+    client
+        .start(Start::flow::<F>(), input, StartOptions::new())
+        .await
+}
+
+/// A flow module's `start_alias`: one run of `F`'s alias, typed.
+pub async fn start_alias<F: FlowSpec>(
+    client: &Client,
+    input: &F::Input,
+) -> Result<RunHandle<F::Output>, EngineError> {
+    client
+        .start(Start::alias_of::<F>(), input, StartOptions::new())
+        .await
 }

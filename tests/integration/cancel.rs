@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use pgflow::engine::{self, RunFilter, TaskCompletion, TaskFailure};
 use pgflow::{Client, EngineError, RunError, RunStatus, Worker};
+use pgflow::{Start, StartOptions};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -154,7 +155,7 @@ async fn cancelling_a_running_run_fires_the_handlers_cancellation_and_nothing_fo
 async fn queued_tasks_of_a_cancelled_run_never_reach_a_handler(pool: PgPool) {
     let client = deployed(&pool).await;
     let runs = client
-        .start_many::<quick_v1::Flow>(&[1, 2, 3])
+        .start_many(Start::flow::<quick_v1::Flow>(), &[1, 2, 3], &[])
         .await
         .unwrap();
     assert_eq!(queue_depth(&pool, "cancel_quick").await, 3);
@@ -197,7 +198,10 @@ async fn a_late_result_or_failure_of_a_cancelled_run_is_discarded(pool: PgPool) 
     let client = deployed(&pool).await;
     let definition = quick_v1::deployment();
     let pairs = engine::SupportedPairs::routed_to(definition.definition(), &queue("cancel_quick"));
-    let runs = client.start_many::<quick_v1::Flow>(&[1, 2]).await.unwrap();
+    let runs = client
+        .start_many(Start::flow::<quick_v1::Flow>(), &[1, 2], &[])
+        .await
+        .unwrap();
     let tasks = claim(&pool, &queue("cancel_quick"), &pairs).await;
     assert_eq!(tasks.len(), 2);
     let ids: Vec<Uuid> = runs.iter().map(|r| r.run_id()).collect();
@@ -237,7 +241,10 @@ async fn ended_runs_unknown_runs_and_bulk_cancels(pool: PgPool) {
     )
     .await
     .unwrap();
-    let done = client.start_alias("quick", &1).await.unwrap();
+    let done = client
+        .start(Start::named("quick"), &1, StartOptions::new())
+        .await
+        .unwrap();
     done.wait(&client, Duration::from_secs(20)).await.unwrap();
     worker.shutdown();
     worker.wait().await.unwrap();
@@ -255,7 +262,7 @@ async fn ended_runs_unknown_runs_and_bulk_cancels(pool: PgPool) {
 
     // Bulk: by alias, with a dry run first; another flow's runs are untouched.
     client
-        .start_many::<quick_v1::Flow>(&[1, 2, 3])
+        .start_many(Start::flow::<quick_v1::Flow>(), &[1, 2, 3], &[])
         .await
         .unwrap();
     let other = cancellable_v1::start(&client, &1).await.unwrap();

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use pgflow::Start;
 use pgflow::{Client, EngineError, StartOptions, Worker};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -54,22 +55,22 @@ async fn every_start_form_returns_the_keys_run_the_second_time(pool: PgPool) {
 
     // concrete flow
     let first = client
-        .start_with::<keyed_v1::Flow>(&1, &key("a"))
+        .start(Start::flow::<keyed_v1::Flow>(), &1, &key("a"))
         .await
         .unwrap();
     let again = client
-        .start_with::<keyed_v1::Flow>(&1, &key("a"))
+        .start(Start::flow::<keyed_v1::Flow>(), &1, &key("a"))
         .await
         .unwrap();
     assert_eq!(first.run_id(), again.run_id());
     // alias, untyped and typed: the alias is another scope than the concrete flow
     let by_alias = client
-        .start_alias_with("keyed", &1, &key("a"))
+        .start(Start::named("keyed"), &1, &key("a"))
         .await
         .unwrap();
     assert_ne!(by_alias.run_id(), first.run_id());
     let typed = client
-        .start_alias_typed_with::<keyed_v1::Flow>(&1, &key("a"))
+        .start(Start::alias_of::<keyed_v1::Flow>(), &1, &key("a"))
         .await
         .unwrap();
     assert_eq!(typed.run_id(), by_alias.run_id());
@@ -77,7 +78,11 @@ async fn every_start_form_returns_the_keys_run_the_second_time(pool: PgPool) {
 
     // many: a key seen before, a new key given twice in one call, and a new key
     let many = client
-        .start_many_keyed::<keyed_v1::Flow, _>(&[("a", 1), ("b", 2), ("b", 2), ("c", 3)])
+        .start_many(
+            Start::flow::<keyed_v1::Flow>(),
+            &[1, 2, 2, 3],
+            &[key("a"), key("b"), key("b"), key("c")],
+        )
         .await
         .unwrap();
     let ids: Vec<_> = many.iter().map(|h| h.run_id()).collect();
@@ -86,12 +91,16 @@ async fn every_start_form_returns_the_keys_run_the_second_time(pool: PgPool) {
     assert_ne!(ids[1], ids[3]);
     assert_eq!(run_count(&pool).await, 4);
     let alias_many = client
-        .start_alias_many_keyed("keyed", &[("a", 1), ("d", 4)])
+        .start_many(Start::named("keyed"), &[1, 4], &[key("a"), key("d")])
         .await
         .unwrap();
     assert_eq!(alias_many[0].run_id(), by_alias.run_id());
     let typed_many = client
-        .start_alias_typed_many_keyed::<keyed_v1::Flow, _>(&[("d", 4), ("e", 5)])
+        .start_many(
+            Start::alias_of::<keyed_v1::Flow>(),
+            &[4, 5],
+            &[key("d"), key("e")],
+        )
         .await
         .unwrap();
     assert_eq!(typed_many[0].run_id(), alias_many[1].run_id());
@@ -111,7 +120,10 @@ async fn every_start_form_returns_the_keys_run_the_second_time(pool: PgPool) {
     let run = pgflow::engine::run(&pool, first.run_id()).await.unwrap();
     assert_eq!(run.idempotency_key.as_deref(), Some("a"));
     assert_eq!(run.idempotency_scope.as_deref(), Some("keyed_v1"));
-    let plain = client.start::<keyed_v1::Flow>(&1).await.unwrap();
+    let plain = client
+        .start(Start::flow::<keyed_v1::Flow>(), &1, StartOptions::new())
+        .await
+        .unwrap();
     let plain = pgflow::engine::run(&pool, plain.run_id()).await.unwrap();
     assert_eq!(plain.idempotency_key, None);
 }
@@ -120,12 +132,12 @@ async fn every_start_form_returns_the_keys_run_the_second_time(pool: PgPool) {
 async fn a_key_with_another_input_is_refused_naming_key_and_run_and_starts_nothing(pool: PgPool) {
     let client = deployed(&pool).await;
     let first = client
-        .start_alias_with("keyed", &1, &key("order-42"))
+        .start(Start::named("keyed"), &1, &key("order-42"))
         .await
         .unwrap();
 
     let error = client
-        .start_alias_with("keyed", &2, &key("order-42"))
+        .start(Start::named("keyed"), &2, &key("order-42"))
         .await
         .unwrap_err();
     match &error {
@@ -144,7 +156,11 @@ async fn a_key_with_another_input_is_refused_naming_key_and_run_and_starts_nothi
 
     // In a batch the conflict stops every start of it, the new keys' too.
     let error = client
-        .start_alias_many_keyed("keyed", &[("fresh", 7), ("order-42", 3)])
+        .start_many(
+            Start::named("keyed"),
+            &[7, 3],
+            &[key("fresh"), key("order-42")],
+        )
         .await
         .unwrap_err();
     assert!(
@@ -156,7 +172,7 @@ async fn a_key_with_another_input_is_refused_naming_key_and_run_and_starts_nothi
     // Keys are 1 to 255 characters.
     for bad in [String::new(), "k".repeat(256)] {
         let error = client
-            .start_alias_with("keyed", &1, &key(&bad))
+            .start(Start::named("keyed"), &1, &key(&bad))
             .await
             .unwrap_err();
         assert!(error.to_string().contains("1 to 255 characters"), "{error}");
@@ -181,7 +197,7 @@ async fn twenty_concurrent_starts_with_one_key_make_one_run(pool: PgPool) {
         starts.push(tokio::spawn(async move {
             barrier.wait().await;
             client
-                .start_alias_with("keyed", &5, &key("once"))
+                .start(Start::named("keyed"), &5, &key("once"))
                 .await
                 .map(|handle| handle.run_id())
         }));
@@ -210,14 +226,14 @@ async fn a_repeated_start_returns_the_run_as_it_stands_and_retention_frees_the_k
     .await
     .unwrap();
     let first = client
-        .start_with::<keyed_v1::Flow>(&21, &key("k"))
+        .start(Start::flow::<keyed_v1::Flow>(), &21, &key("k"))
         .await
         .unwrap();
     let output = first.wait(&client, Duration::from_secs(20)).await.unwrap();
     assert_eq!(output.double, 42);
 
     let again = client
-        .start_with::<keyed_v1::Flow>(&21, &key("k"))
+        .start(Start::flow::<keyed_v1::Flow>(), &21, &key("k"))
         .await
         .unwrap();
     assert_eq!(again.run_id(), first.run_id());
@@ -233,7 +249,7 @@ async fn a_repeated_start_returns_the_run_as_it_stands_and_retention_frees_the_k
         .unwrap();
     assert_eq!(pruned.runs, 1);
     let fresh = client
-        .start_with::<keyed_v1::Flow>(&21, &key("k"))
+        .start(Start::flow::<keyed_v1::Flow>(), &21, &key("k"))
         .await
         .unwrap();
     assert_ne!(fresh.run_id(), first.run_id());

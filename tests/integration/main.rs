@@ -36,6 +36,7 @@ mod roles;
 mod rollout;
 mod schedules;
 mod stalled;
+mod starts;
 mod statistics;
 mod step_states;
 mod support;

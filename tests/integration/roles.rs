@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use pgflow::engine;
 use pgflow::{Client, EngineError, PgflowRole, ProcessConfig, Worker, WorkerConfig};
+use pgflow::{Start, StartOptions};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
@@ -195,7 +196,13 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
     let run = guarded_v1::start(&client, &21).await.unwrap();
     let output = run.wait(&client, Duration::from_secs(20)).await.unwrap();
     assert_eq!(output.describe, "doubled: 42");
-    let through_alias = client.start_alias("guarded", &serde_json::json!(1)).await;
+    let through_alias = client
+        .start(
+            Start::named("guarded"),
+            &serde_json::json!(1),
+            StartOptions::new(),
+        )
+        .await;
     assert!(through_alias.is_ok(), "{through_alias:?}");
 
     // The operator login manages aliases, drains, rollouts, workers and retention.
@@ -217,7 +224,11 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
         .unwrap();
     // ... and run control.
     let victim = client
-        .start_alias("guarded", &serde_json::json!(2))
+        .start(
+            Start::named("guarded"),
+            &serde_json::json!(2),
+            StartOptions::new(),
+        )
         .await
         .unwrap();
     let cancelled = engine::cancel_runs(&operator_pool, &[victim.run_id()], Some("test"))

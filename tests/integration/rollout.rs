@@ -5,6 +5,7 @@ use std::time::Duration;
 use pgflow::engine::{self, Activation};
 use pgflow::engine::{CompileStatus, SupportedPairs};
 use pgflow::{Client, FlowQueue, Worker, WorkerError, WorkerHandle};
+use pgflow::{Start, StartOptions};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -80,7 +81,11 @@ async fn start_alias(client: &Client, n: usize, offset: usize) -> Vec<Uuid> {
     for i in 0..n {
         ids.push(
             client
-                .start_alias("triage", &json!(offset + i))
+                .start(
+                    Start::named("triage"),
+                    &json!(offset + i),
+                    StartOptions::new(),
+                )
                 .await
                 .unwrap()
                 .run_id(),
@@ -262,7 +267,10 @@ async fn the_first_new_worker_activates_and_work_for_the_other_queue_waits_for_i
             ),
         ]
     );
-    let run = client.start_alias("triage", &json!("x")).await.unwrap();
+    let run = client
+        .start(Start::named("triage"), &json!("x"), StartOptions::new())
+        .await
+        .unwrap();
     let run_id = run.run_id();
     // classify runs; the alert task waits durably on its queue, which has no worker yet.
     let waiting = async || {
@@ -474,7 +482,11 @@ async fn concurrent_startups_activate_once_never_backwards_and_rollback_sticks(p
         Some("triage_v2")
     );
     let run = client
-        .start_alias("triage", &json!("after rollback"))
+        .start(
+            Start::named("triage"),
+            &json!("after rollback"),
+            StartOptions::new(),
+        )
         .await
         .unwrap();
     assert_eq!(run.run(&client).await.unwrap().flow_slug, "triage_v1");
@@ -567,7 +579,14 @@ async fn coverage_requires_every_queued_task(pool: PgPool) {
     let client = both_deployed(&pool).await;
     engine::activate_flow(&pool, "triage_v2").await.unwrap();
     // Started by concrete slug: v1 is not active, yet its task is queued on classify_threads.
-    client.start::<triage_v1::Flow>(&json!(1)).await.unwrap();
+    client
+        .start(
+            Start::flow::<triage_v1::Flow>(),
+            &json!(1),
+            StartOptions::new(),
+        )
+        .await
+        .unwrap();
     let gaps = refused_gaps(
         &pool,
         triage_v2::deployment(),
@@ -585,7 +604,14 @@ async fn coverage_requires_every_queued_task(pool: PgPool) {
 async fn coverage_requires_every_started_task(pool: PgPool) {
     let client = both_deployed(&pool).await;
     engine::activate_flow(&pool, "triage_v2").await.unwrap();
-    client.start::<triage_v1::Flow>(&json!(1)).await.unwrap();
+    client
+        .start(
+            Start::flow::<triage_v1::Flow>(),
+            &json!(1),
+            StartOptions::new(),
+        )
+        .await
+        .unwrap();
     // A worker that has since died claimed it: the task is started (recoverable).
     let queue = pgflow::names::QueueName::new("classify_threads").unwrap();
     let pairs = SupportedPairs::routed_to(triage_v1::deployment().definition(), &queue);

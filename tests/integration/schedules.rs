@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use pgflow::Start;
 use pgflow::engine;
 use pgflow::{
     Client, EngineError, ProcessConfig, Schedule, StartOptions, Worker, WorkerConfig, WorkerError,
@@ -46,7 +47,8 @@ async fn a_delayed_run_exists_at_once_and_its_tasks_wait_for_their_time(pool: Pg
     .unwrap();
     let before = chrono::Utc::now();
     let run = client
-        .start_with::<ticking_v1::Flow>(
+        .start(
+            Start::flow::<ticking_v1::Flow>(),
             &serde_json::json!("later"),
             &StartOptions::new().start_after(Duration::from_secs(2)),
         )

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use pgflow::{Client, EngineError, Worker};
+use pgflow::{Start, StartOptions};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
@@ -107,10 +108,14 @@ async fn versions_sharing_their_types_start_typed_through_the_alias_and_others_a
     .await
     .unwrap();
     let on_v2 = client
-        .start_alias_typed::<quote_v1::Flow>(&QuoteInput {
-            amount: 10,
-            vip: false,
-        })
+        .start(
+            Start::alias_of::<quote_v1::Flow>(),
+            &QuoteInput {
+                amount: 10,
+                vip: false,
+            },
+            StartOptions::new(),
+        )
         .await
         .unwrap();
     assert_eq!(flow_of(&pool, on_v2.run_id()).await, "quote_v2");

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use pgflow::Start;
 use pgflow::worker::{Connection, WorkerSettings};
 use pgflow::{Client, EngineError, ProcessConfig, Worker, WorkerError};
 use serde_json::json;
@@ -134,7 +135,11 @@ async fn steps_on_two_queues_run_with_each_queues_concurrency(pool: PgPool) {
     .unwrap();
 
     let handles = client
-        .start_many::<two_queues::Flow>(&[(0..10).collect(), (10..20).collect()])
+        .start_many(
+            Start::flow::<two_queues::Flow>(),
+            &[(0..10).collect(), (10..20).collect()],
+            &[],
+        )
         .await
         .unwrap();
     for (i, handle) in handles.iter().enumerate() {

@@ -193,9 +193,9 @@ pub mod triage_v2 {
         ::pgflow::__private::RunHandle<Output>,
         ::pgflow::__private::EngineError,
     > {
-        client.start::<Flow>(input).await
+        ::pgflow::__private::start::<Flow>(client, input).await
     }
-    ///Starts a run of the alias `triage`, typed: its active version, which must take and produce this flow's types (every version declaring the same `input` and `output`); see `Client::start_alias_typed`.
+    ///Starts a run of the alias `triage`, typed: its active version, which must take and produce this flow's types (every version declaring the same `input` and `output`); see `Start::alias_of`.
     #[allow(dead_code)]
     pub async fn start_alias(
         client: &::pgflow::__private::Client,
@@ -204,7 +204,7 @@ pub mod triage_v2 {
         ::pgflow::__private::RunHandle<Output>,
         ::pgflow::__private::EngineError,
     > {
-        client.start_alias_typed::<Flow>(input).await
+        ::pgflow::__private::start_alias::<Flow>(client, input).await
     }
     #[doc(hidden)]
     fn __pgflow_step_fetch(

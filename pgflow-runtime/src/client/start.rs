@@ -1,0 +1,347 @@
+//! One way to start runs: [`Client::start`] (one run), [`Client::start_many`] (one per input,
+//! in one transaction) and [`Client::start_in`] (inside the caller's transaction), each naming
+//! what to start with a [`Start`] and taking [`StartOptions`].
+
+use std::borrow::Borrow;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use sqlx::PgExecutor;
+
+use super::{Client, RunHandle};
+use crate::definition::FlowTypes;
+use crate::deployment::FlowSpec;
+use crate::engine::{self, Run, StartRuns};
+use crate::error::EngineError;
+
+/// What a start names, with the types of its input `I` and output `O`.
+///
+/// - [`Start::flow::<F>()`](Start::flow): exactly the concrete flow `F` (typed).
+/// - [`Start::alias_of::<F>()`](Start::alias_of): `F`'s alias, typed: the run goes to the
+///   alias's active version, which must take `F::Input` and produce `F::Output`.
+/// - [`Start::named(name)`](Start::named): an alias (its active version) or a concrete flow by
+///   name; the output is untyped JSON since versions may differ.
+///
+/// ```no_run
+/// # use pgflow_runtime::{Client, Start, StartOptions, EngineError};
+/// # async fn demo(client: &Client) -> Result<(), EngineError> {
+/// let run = client
+///     .start(Start::named("triage"), &serde_json::json!({"thread_id": 7}), StartOptions::new())
+///     .await?;
+/// # Ok(()) }
+/// ```
+pub struct Start<I: ?Sized, O> {
+    target: Target,
+    types: PhantomData<Types<I, O>>,
+}
+
+/// The input a start takes and the output its run gives (variance and auto traits of
+/// functions: a `Start` is `Send` and `Sync` whatever `I` and `O` are).
+type Types<I, O> = (fn(&I), fn() -> O);
+
+impl<I: ?Sized, O> std::fmt::Debug for Start<I, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Start")
+            .field("target", &self.target)
+            .finish()
+    }
+}
+
+impl<I: ?Sized, O> Clone for Start<I, O> {
+    fn clone(&self) -> Self {
+        Self {
+            target: self.target.clone(),
+            types: PhantomData,
+        }
+    }
+}
+
+/// What the SQL core is asked to start.
+#[derive(Debug, Clone)]
+enum Target {
+    /// Exactly this concrete flow.
+    Flow(&'static str),
+    /// This alias's active version, which must record these types.
+    AliasTyped {
+        alias: &'static str,
+        types: FlowTypes,
+    },
+    /// An alias or a concrete flow, by name.
+    Named(String),
+}
+
+impl<I: ?Sized, O> Start<I, O> {
+    /// Exactly the concrete flow `F`.
+    pub fn flow<F: FlowSpec<Input = I, Output = O>>() -> Self
+    where
+        I: Sized,
+    {
+        Self {
+            target: Target::Flow(F::SLUG),
+            types: PhantomData,
+        }
+    }
+
+    /// `F`'s alias, typed: the run goes to the alias's active version at this moment (the run
+    /// keeps it), which may be `F` or another version taking `F::Input` and producing
+    /// `F::Output`. Versions share those types when each declares the same `input` and `output`
+    /// (`#[flow(alias = "triage", input = TriageInput, output = TriageOutput)]`); the SQL core
+    /// checks the active version's recorded types in the same call, and a version with other
+    /// types (or a generated `Output` of its own) is refused with
+    /// [`EngineError::AliasTypeMismatch`] before anything starts.
+    pub fn alias_of<F: FlowSpec<Input = I, Output = O>>() -> Self
+    where
+        I: Sized,
+    {
+        Self {
+            target: Target::AliasTyped {
+                alias: F::ALIAS,
+                types: FlowTypes::of::<F::Input, F::Output>(),
+            },
+            types: PhantomData,
+        }
+    }
+
+    /// The name started: the concrete flow, the alias, or the name given.
+    pub fn name(&self) -> &str {
+        match &self.target {
+            Target::Flow(slug) => slug,
+            Target::AliasTyped { alias, .. } => alias,
+            Target::Named(name) => name,
+        }
+    }
+}
+
+impl<I: ?Sized + Serialize> Start<I, Value> {
+    /// An alias (the run goes to its active version at this moment, and keeps it) or a
+    /// concrete flow, by name; any serializable input, untyped output. An idempotency key is
+    /// scoped by the name.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            target: Target::Named(name.into()),
+            types: PhantomData,
+        }
+    }
+}
+
+/// Options of a start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StartOptions {
+    /// The caller's idempotency key (1 to 255 characters), if any.
+    pub idempotency_key: Option<String>,
+    /// When the run's first tasks become visible (`None`: now).
+    pub start_at: Option<DateTime<Utc>>,
+}
+
+impl StartOptions {
+    /// No options: a new run on every start, now.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts the run at most once for `key` with the same flow or alias: a later start with
+    /// the key gives back this run, as it stands, for as long as the run is kept (retention
+    /// frees the key). The key must come with the same input each time; another input is
+    /// [`EngineError::IdempotencyConflict`]. Concurrent starts with one key create one run.
+    #[must_use]
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Starts the run for `time`: it exists at once (`Run::scheduled_for` records the time;
+    /// `pgflow runs` shows it) and its first tasks become visible then, to the second. A past
+    /// time starts it now.
+    #[must_use]
+    pub fn start_at(mut self, time: DateTime<Utc>) -> Self {
+        self.start_at = Some(time);
+        self
+    }
+
+    /// Starts the run `delay` from now (see [`start_at`](Self::start_at)).
+    #[must_use]
+    pub fn start_after(self, delay: Duration) -> Self {
+        let delay = chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
+        self.start_at(
+            Utc::now()
+                .checked_add_signed(delay)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC),
+        )
+    }
+}
+
+impl Client {
+    /// Starts one run of `what` with `input` and `options` (`StartOptions::new()`, or a
+    /// reference to options of your own).
+    ///
+    /// A flow's module has the typed shorthands: `triage_v1::start(&client, &input)` is
+    /// `client.start(Start::flow::<triage_v1::Flow>(), &input, StartOptions::new())`.
+    pub async fn start<I, O>(
+        &self,
+        what: Start<I, O>,
+        input: &I,
+        options: impl Borrow<StartOptions>,
+    ) -> Result<RunHandle<O>, EngineError>
+    where
+        I: Serialize + ?Sized,
+        O: DeserializeOwned,
+    {
+        self.start_in(self.db(), what, input, options).await
+    }
+
+    /// Starts one run of `what` per input, in one transaction, in input order (all on one
+    /// version of an alias). `options` holds none (every run with the defaults), one (for
+    /// every run) or one per input; the runs of one call share their start time.
+    pub async fn start_many<I, O>(
+        &self,
+        what: Start<I, O>,
+        inputs: &[I],
+        options: &[StartOptions],
+    ) -> Result<Vec<RunHandle<O>>, EngineError>
+    where
+        I: Serialize,
+        O: DeserializeOwned,
+    {
+        let inputs = inputs
+            .iter()
+            .map(encode_input)
+            .collect::<Result<Vec<_>, _>>()?;
+        let how = start_runs(inputs.len(), options)?;
+        let runs = start_runs_of(self.db(), &what.target, &inputs, &how).await?;
+        Ok(runs.iter().map(|run| RunHandle::new(run.run_id)).collect())
+    }
+
+    /// [`start`](Self::start) inside the caller's transaction (or on any executor): the run
+    /// exists, and its first tasks are visible to workers, once that transaction commits, and
+    /// not at all if it rolls back.
+    ///
+    /// ```no_run
+    /// # use pgflow_runtime::{Client, Start, StartOptions, EngineError};
+    /// # async fn demo(client: &Client) -> Result<(), EngineError> {
+    /// let mut tx = client.pool().begin().await?;
+    /// // ... the application's own writes in `tx` ...
+    /// let run = client
+    ///     .start_in(&mut *tx, Start::named("triage"), &7, StartOptions::new())
+    ///     .await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn start_in<'c, I, O>(
+        &self,
+        executor: impl PgExecutor<'c>,
+        what: Start<I, O>,
+        input: &I,
+        options: impl Borrow<StartOptions>,
+    ) -> Result<RunHandle<O>, EngineError>
+    where
+        I: Serialize + ?Sized,
+        O: DeserializeOwned,
+    {
+        let inputs = [encode_input(input)?];
+        let how = start_runs(1, std::slice::from_ref(options.borrow()))?;
+        let runs = start_runs_of(executor, &what.target, &inputs, &how).await?;
+        runs.first()
+            .map(|run| RunHandle::new(run.run_id))
+            .ok_or_else(|| EngineError::UnknownFlow {
+                flow_slug: what.name().to_owned(),
+            })
+    }
+}
+
+/// The engine's form of `options` for `count` runs: none, one for all, or one each.
+fn start_runs(count: usize, options: &[StartOptions]) -> Result<StartRuns, EngineError> {
+    let shared_or_each = match options.len() {
+        0 => return Ok(StartRuns::new()),
+        1 => vec![&options[0]; count],
+        n if n == count => options.iter().collect(),
+        n => {
+            return Err(EngineError::InvalidArguments(format!(
+                "start_many: {n} options for {count} inputs; give none, one for every run, or \
+                 one per input"
+            )));
+        }
+    };
+    let start_at = options[0].start_at;
+    if options.iter().any(|o| o.start_at != start_at) {
+        return Err(EngineError::InvalidArguments(
+            "start_many: the runs of one call share their start time; start runs for other \
+             times in calls of their own"
+                .to_owned(),
+        ));
+    }
+    let keys: Vec<Option<String>> = shared_or_each
+        .iter()
+        .map(|o| o.idempotency_key.clone())
+        .collect();
+    let keys = keys.iter().any(Option::is_some).then_some(keys);
+    Ok(StartRuns {
+        idempotency_keys: keys,
+        start_at,
+        trace_context: None,
+    })
+}
+
+/// Calls the engine's start for `target`.
+async fn start_runs_of<'c>(
+    executor: impl PgExecutor<'c>,
+    target: &Target,
+    inputs: &[Value],
+    how: &StartRuns,
+) -> Result<Vec<Run>, EngineError> {
+    match target {
+        Target::Flow(slug) => engine::start_concrete_flows_with(executor, slug, inputs, how).await,
+        Target::AliasTyped { alias, types } => {
+            engine::start_alias_typed_with(executor, alias, inputs, types, how).await
+        }
+        Target::Named(name) => engine::start_flows_with(executor, name, inputs, how).await,
+    }
+}
+
+/// A flow input as JSON.
+fn encode_input<I: Serialize + ?Sized>(input: &I) -> Result<Value, EngineError> {
+    serde_json::to_value(input).map_err(|source| EngineError::Encode {
+        what: "a flow input",
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_none_one_for_all_or_one_each() {
+        assert_eq!(start_runs(3, &[]).unwrap(), StartRuns::new());
+
+        let keyed = StartOptions::new().idempotency_key("k");
+        let all = start_runs(2, std::slice::from_ref(&keyed)).unwrap();
+        assert_eq!(
+            all.idempotency_keys,
+            Some(vec![Some("k".to_owned()), Some("k".to_owned())])
+        );
+
+        let each = start_runs(2, &[StartOptions::new(), keyed.clone()]).unwrap();
+        assert_eq!(
+            each.idempotency_keys,
+            Some(vec![None, Some("k".to_owned())])
+        );
+
+        let error = start_runs(3, &[StartOptions::new(), keyed]).unwrap_err();
+        assert!(
+            error.to_string().contains("2 options for 3 inputs"),
+            "{error}"
+        );
+
+        let later = StartOptions::new().start_after(Duration::from_secs(60));
+        let error = start_runs(2, &[StartOptions::new(), later]).unwrap_err();
+        assert!(
+            error.to_string().contains("share their start time"),
+            "{error}"
+        );
+    }
+}
