@@ -1,5 +1,5 @@
 //! Live run and step events. The SQL core notifies every run and step transition on the channel
-//! `pgflow_events.<flow_slug>` (see `functions/15_events.sql`); a [`Client`](crate::Client)
+//! `pgflow_events.<flow_slug>` (see `functions/16_events.sql`); a [`Client`](crate::Client)
 //! listens through its one notification listener (shared with its workers' wake-ups) and hands
 //! each stream the events of its flow.
 //!

@@ -4,6 +4,7 @@
 -- notes for every file here: README.md.
 
 -- Advisory lock keys: one namespace (the first key) for everything pgflow locks.
+-- Locks: none (returns a constant).
 create or replace function pgflow.lock_namespace()
 returns integer
 language sql
@@ -134,8 +135,8 @@ as $$
 $$;
 
 -- Gives queued tasks (parallel arrays: run, step, task index, delay in seconds) a new PGMQ
--- message each, sent to the task's queue snapshot and visible after the delay: a claim
--- archives the message it claimed, so a retry or a requeue needs a new one. One batch per
+-- message each, sent to the task's queue snapshot and visible after the delay: a claim takes
+-- the message it claimed off the queue, so a retry or a requeue needs a new one. One batch per
 -- (queue, delay); wakes the queue's idle workers when the messages are visible at once.
 -- Expects the caller to hold the tasks' row locks.
 create or replace function pgflow.send_task_messages(

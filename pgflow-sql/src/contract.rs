@@ -113,6 +113,45 @@ mod tests {
         assert_eq!(deduped, documented, "a code has two rows");
     }
 
+    /// The `--` comment block right above each `create or replace function pgflow.<name>(`.
+    fn comment_blocks_of(function: &str) -> Vec<Vec<&'static str>> {
+        let head = format!("create or replace function pgflow.{function}(");
+        let mut blocks = Vec::new();
+        for file in FUNCTION_FILES {
+            let lines: Vec<&'static str> = file.sql.lines().collect();
+            for (at, line) in lines.iter().enumerate() {
+                if line.starts_with(&head) {
+                    let block = lines[..at]
+                        .iter()
+                        .rev()
+                        .take_while(|l| l.starts_with("--"))
+                        .copied()
+                        .collect();
+                    blocks.push(block);
+                }
+            }
+        }
+        blocks
+    }
+
+    #[test]
+    fn every_entry_point_says_which_locks_it_takes() {
+        let mut missing = Vec::new();
+        for entry in entry_points() {
+            let blocks = comment_blocks_of(entry.function);
+            assert!(!blocks.is_empty(), "no function pgflow.{}", entry.function);
+            for block in blocks {
+                if !block.iter().any(|line| line.starts_with("-- Locks:")) {
+                    missing.push(entry.function);
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "entry points without a `-- Locks:` line in the comment above them: {missing:?}"
+        );
+    }
+
     #[test]
     fn entry_points_name_known_roles_once() {
         let entries = entry_points();

@@ -13,7 +13,7 @@ use crate::InstallError;
 /// One embedded function file.
 #[derive(Debug, Clone, Copy)]
 pub struct FunctionFile {
-    /// Its file name, e.g. `04_runs.sql`; files are applied in this order.
+    /// Its file name, e.g. `04_progression.sql`; files are applied in this order.
     pub name: &'static str,
     /// Its SQL.
     pub sql: &'static str,
@@ -31,18 +31,19 @@ pub static FUNCTION_FILES: &[FunctionFile] = function_files![
     "01_support.sql",
     "02_integrity.sql",
     "03_definitions.sql",
-    "04_runs.sql",
-    "05_claims.sql",
-    "06_completion.sql",
-    "07_recovery.sql",
-    "08_workers.sql",
-    "09_maintenance.sql",
-    "10_aliases_rollouts.sql",
-    "11_retention.sql",
-    "12_inspection.sql",
-    "13_run_control.sql",
-    "14_schedules.sql",
-    "15_events.sql",
+    "04_progression.sql",
+    "05_starts.sql",
+    "06_claims.sql",
+    "07_completion.sql",
+    "08_recovery.sql",
+    "09_workers.sql",
+    "10_maintenance.sql",
+    "11_aliases_rollouts.sql",
+    "12_retention.sql",
+    "13_inspection.sql",
+    "14_run_control.sql",
+    "15_schedules.sql",
+    "16_events.sql",
     "99_privileges.sql",
 ];
 

@@ -1,4 +1,4 @@
-//! Leases on live run events (`functions/15_events.sql`): the triggers notify a flow's channel
+//! Leases on live run events (`functions/16_events.sql`): the triggers notify a flow's channel
 //! only while someone holds a live lease on it.
 
 use chrono::{DateTime, Utc};

@@ -6,6 +6,8 @@
 -- registering nothing, when the function is disabled (a rollout is in progress): the worker
 -- must wait until it is enabled. Locks the function row (FOR SHARE) so that a concurrent
 -- rollout either sees this worker (and deprecates it) or this call sees the function disabled.
+-- Locks: its worker_functions row (inserted when new, then for share), then inserts its
+-- workers row (see the lock order in README.md).
 create or replace function pgflow.register_worker(
   p_worker_id uuid,
   p_queue_name text,
@@ -43,6 +45,9 @@ $$;
 -- its tasks. Holds the queue's wake-up key shared, at session level: the request dies with the
 -- session, so a crashed worker leaves nothing behind. Call it at most once per session and
 -- queue before withdrawing it.
+-- Locks: advisory (namespace, wakeup_key(queue)), a session lock, shared, held until
+-- withdraw_wakeups or the session ends; it waits only while a notify_queue probe holds
+-- the key.
 create or replace function pgflow.request_wakeups(p_queue_name text)
 returns void
 language plpgsql
@@ -55,6 +60,7 @@ $$;
 -- withdraw_wakeups: ends this session's request_wakeups on the queue (a worker of it is
 -- claiming again and will find new tasks without being woken). False when the session held
 -- no request.
+-- Locks: none; releases one shared session hold of advisory (namespace, wakeup_key(queue)).
 create or replace function pgflow.withdraw_wakeups(p_queue_name text)
 returns boolean
 language plpgsql
@@ -65,6 +71,7 @@ end;
 $$;
 
 -- function_enabled: whether workers of the function may start (true for an unknown function).
+-- Locks: none (reads only).
 create or replace function pgflow.function_enabled(p_function_name text)
 returns boolean
 language sql
@@ -78,6 +85,7 @@ $$;
 -- should stop polling, finish in-flight tasks and stop), and which of p_running_runs (the runs
 -- it is running handlers of) are no longer going: cancelled or failed, so their handlers'
 -- results would be discarded and the worker cancels them. No row when the worker is unknown.
+-- Locks: its workers row (update); reads the runs without locks.
 create or replace function pgflow.heartbeat(p_worker_id uuid, p_running_runs uuid[] default null)
 returns table (deprecated boolean, ended_runs uuid[])
 language sql
@@ -96,6 +104,7 @@ as $$
 $$;
 
 -- stop_worker: records that the worker has stopped.
+-- Locks: its workers row (update).
 create or replace function pgflow.stop_worker(p_worker_id uuid)
 returns void
 language sql
@@ -110,6 +119,7 @@ $$;
 -- ten of its heartbeat intervals (5 s when unrecorded), and at least 60 s: it is stopped and
 -- deprecated as of now, with the time it was declared lost. Its started tasks are recovered
 -- by requeue_stalled_tasks once their timeout passes, as before. Returns the workers marked.
+-- Locks: the workers rows of the workers it marks lost (update).
 create or replace function pgflow.mark_lost_workers()
 returns table (worker_id uuid, queue_name text, function_name text, last_heartbeat_at timestamptz)
 language sql
@@ -125,6 +135,7 @@ as $$
 $$;
 
 -- deprecate_workers: asks every live worker of a function to drain and stop; returns how many.
+-- Locks: the function's live workers rows (update); not its worker_functions row.
 create or replace function pgflow.deprecate_workers(p_function_name text)
 returns integer
 language sql
@@ -147,6 +158,7 @@ $$;
 --   started_runs   started runs whose step of this pair has not completed yet and routes here
 --                  (draining versions: the step may still put tasks on this queue).
 -- Ordered by flow and step.
+-- Locks: none (reads only).
 create or replace function pgflow.queue_coverage_gaps(
   p_queue_name text,
   p_flow_slugs text[],

@@ -23,6 +23,9 @@ where c.relkind in ('r', 'p')
 -- claims on a deep queue turn into scans of every queued task. Autovacuum does this itself, so
 -- while it is on this returns at once (unless p_even_with_autovacuum). One caller at a time:
 -- others return at once. Returns the tables it analyzed.
+-- Locks: advisory (namespace, 1), a transaction try-lock (busy: returns at once), then each
+-- table it analyzes (ANALYZE's share update exclusive lock, to the end of the transaction:
+-- reads and writes do not wait for it). None when it returns because autovacuum is on.
 create or replace function pgflow.refresh_statistics(p_even_with_autovacuum boolean default false)
 returns setof text
 language plpgsql
@@ -51,6 +54,8 @@ $$;
 -- threshold (50 rows plus 20 % of the table). Empty while autovacuum is on (unless
 -- p_even_with_autovacuum). VACUUM cannot run inside a function: workers run it for each table
 -- returned, one worker at a time.
+-- Locks: none (reads only). Its caller (vacuum_tables in pgflow-runtime) holds advisory
+-- (namespace, 2), a session try-lock, while it calls this and vacuums.
 create or replace function pgflow.tables_to_vacuum(p_even_with_autovacuum boolean default false)
 returns setof text
 language sql

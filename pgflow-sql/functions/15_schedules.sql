@@ -5,6 +5,7 @@
 -- A new schedule, or one whose cron or time zone changed, fires the ticks after now; an
 -- unchanged one keeps its state (so restarts neither repeat nor lose ticks), and whether it
 -- is paused is the operators' to say. Returns whether the definition changed.
+-- Locks: the schedule's row (for update, then updated when changed), or a new row (insert).
 create or replace function pgflow.define_schedule(
   p_schedule_name text,
   p_flow_name text,
@@ -52,7 +53,8 @@ end;
 $$;
 
 -- schedules_to_fire: the schedules that are not paused, soonest first, with what a worker needs
--- to compute their ticks. No locks.
+-- to compute their ticks.
+-- Locks: none (reads only).
 create or replace function pgflow.schedules_to_fire()
 returns table (schedule_name text, cron text, time_zone text, missed text,
                catch_up_limit integer, grace_seconds integer, ticks_after timestamptz,
@@ -126,6 +128,7 @@ $$;
 
 -- pause_schedule: pauses (p_paused) or resumes a schedule. A resumed schedule fires the ticks
 -- after now: what it missed while paused is not caught up. Returns whether it exists.
+-- Locks: the schedule's row (update).
 create or replace function pgflow.pause_schedule(p_schedule_name text, p_paused boolean)
 returns boolean
 language plpgsql
@@ -143,6 +146,7 @@ $$;
 
 -- delete_schedule: deletes a schedule (its runs stay). Returns whether it existed. A worker
 -- that declares it again creates it again.
+-- Locks: the schedule's row (delete).
 create or replace function pgflow.delete_schedule(p_schedule_name text)
 returns boolean
 language plpgsql
@@ -155,6 +159,8 @@ $$;
 
 -- trigger_schedule: starts one run of the schedule now, outside its ticks (paused or not).
 -- Raises PF013 when it does not exist, PF004 when its flow cannot be started.
+-- Locks: none on the schedule while it starts the run (as start_flow), then the schedule's
+-- row (update).
 create or replace function pgflow.trigger_schedule(p_schedule_name text)
 returns pgflow.runs
 language plpgsql
@@ -178,6 +184,7 @@ end;
 $$;
 
 -- schedule_list: every schedule with its state, by name, for operators.
+-- Locks: none (reads only).
 create or replace function pgflow.schedule_list()
 returns setof pgflow.schedules
 language sql

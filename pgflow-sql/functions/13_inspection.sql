@@ -4,7 +4,8 @@
 -- queue_overview: every PGMQ queue of the database with its depth, the age of its oldest
 -- message, the messages ever sent to it (PGMQ's counter: read it twice for a rate), the tasks
 -- in flight on it (claimed, not finished) and the live workers serving it (not stopped, heard
--- from within 30 s, as pgflow_runtime's LIVE_HEARTBEAT_WITHIN; draining ones count). No locks.
+-- from within 30 s, as pgflow_runtime's LIVE_HEARTBEAT_WITHIN; draining ones count).
+-- Locks: none (reads only; PGMQ's metrics read the queue tables without locks).
 create or replace function pgflow.queue_overview()
 returns table (queue_name text, depth bigint, oldest_message_age_seconds integer,
                total_messages bigint, in_flight_tasks bigint, live_workers bigint)
@@ -25,7 +26,8 @@ $$;
 -- why it was skipped, its queue, how many tasks it has and has left, the highest attempt of any
 -- of its tasks, its error (or else the first error of one of its tasks), when it started and
 -- ended, its output and the output's size. Clients read it (see pgflow_runtime's
--- `RunHandle::steps` and `pgflow run`). No locks.
+-- `RunHandle::steps` and `pgflow run`).
+-- Locks: none (reads only).
 create or replace function pgflow.run_step_states(p_run_id uuid)
 returns table (step_slug text, status text, skip_reason text, queue_name text, tasks integer,
                remaining_tasks integer, max_attempt integer, error text,

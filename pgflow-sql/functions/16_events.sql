@@ -21,6 +21,8 @@
 -- subscribe_events: takes or renews the lease of p_subscriber_id on the events of each of
 -- p_flow_slugs for p_seconds (10 to 3600); returns when it runs out. Drops every lease that
 -- ran out.
+-- Locks: the expired event_subscribers rows (delete), then the subscriber's rows of the
+-- flows (insert or update).
 create or replace function pgflow.subscribe_events(
   p_subscriber_id uuid, p_flow_slugs text[], p_seconds integer default 60
 )
@@ -41,6 +43,7 @@ end;
 $$;
 
 -- unsubscribe_events: gives up every lease of p_subscriber_id.
+-- Locks: the subscriber's event_subscribers rows (delete).
 create or replace function pgflow.unsubscribe_events(p_subscriber_id uuid)
 returns void
 language sql

@@ -6,8 +6,8 @@
 -- output; a task that is no longer 'started' in that attempt (late, duplicate, or requeued and
 -- claimed again) is left unchanged. Outputs are stored exactly (0, false, "" and null stay).
 -- Counts the tasks down on their steps and completes the steps that are done (which releases
--- dependents, completes runs and starts ready steps). The tasks' messages were archived when
--- they were claimed.
+-- dependents, completes runs and starts ready steps). The tasks' messages left the queue when
+-- they were claimed (and a task claimed at release never had one).
 -- With a claimer, the tasks the completions release may be claimed by it at once (see
 -- complete_and_claim_tasks).
 -- Returns the number of tasks completed by this call.
@@ -190,9 +190,10 @@ begin
 end;
 $$;
 
--- Fails tasks for good: the tasks become 'failed' and their messages are archived. Then, by
--- the step's `when_exhausted`: `fail` fails the step and its run (the run's other live tasks
--- are failed too and their messages archived); `skip` and `skip_cascade` skip the step
+-- Fails tasks for good: the tasks become 'failed', and a queued one's message is archived (a
+-- started one's left the queue when it was claimed). Then, by the step's `when_exhausted`:
+-- `fail` fails the step and its run (the run's other live tasks are failed too, the queued
+-- ones' messages archived); `skip` and `skip_cascade` skip the step
 -- (reason handler_failed, the task's error kept on the step) and, for `skip_cascade`,
 -- everything downstream of it, and the run goes on (see skip_steps).
 -- Expects the caller to hold the runs' and the tasks' locks.
@@ -421,7 +422,8 @@ $$;
 -- stored_completions: how many of the given attempts' completions are stored, i.e. their task
 -- is completed by that very attempt. A worker whose completion call was retried (the first
 -- try's reply lost with the connection) asks this to tell completions that try committed
--- apart from late ones. Reads only; no locks.
+-- apart from late ones.
+-- Locks: none (reads only).
 create or replace function pgflow.stored_completions(
   p_run_ids uuid[],
   p_step_slugs text[],

@@ -228,6 +228,8 @@ $$;
 -- on the queue again as it was.
 -- p_visibility_timeout is not used (a popped message needs none); it stays so that workers of
 -- an earlier release keep claiming through a rollout.
+-- Locks: up to p_quantity visible messages (PGMQ's pop: for update skip locked, then
+-- deleted), then as claim_tasks.
 create or replace function pgflow.read_and_start_tasks(
   p_queue_name text,
   p_worker_id uuid,

@@ -47,6 +47,7 @@ end;
 $$;
 
 -- alias_state: 'active' when the flow is its alias's target, else 'inactive'.
+-- Locks: none (reads only).
 create or replace function pgflow.alias_state(p_flow_slug text)
 returns text
 language sql
@@ -60,6 +61,8 @@ $$;
 -- included; workers will not move it forward again past the high-water mark, only a newer
 -- version or another set_alias does). Returns the previous target (null when it had none).
 -- Raises PF004 for an unknown flow and PF006 for a flow of another alias.
+-- Locks: advisory (namespace, hashtext('alias:' || alias)), then the alias row (inserted or
+-- updated; its foreign key takes key share on the flow row).
 create or replace function pgflow.set_alias(p_alias text, p_flow_slug text)
 returns text
 language plpgsql
@@ -105,6 +108,7 @@ $$;
 -- on it). Steps lists the flow's not-yet-completed steps of started runs that route there.
 -- Raises PF004 for an unknown flow and PF005 for a queue the flow routes no step to (a
 -- misspelt queue would otherwise read as "safe to remove").
+-- Locks: none (reads only).
 create or replace function pgflow.drain_status(p_flow_slug text, p_queue_name text default null)
 returns table (
   flow_slug text,
@@ -220,6 +224,7 @@ end;
 $$;
 
 -- functions_serving_queues: the functions with live workers on any of the queues.
+-- Locks: none (reads only).
 create or replace function pgflow.functions_serving_queues(p_queue_names text[])
 returns text[]
 language sql
@@ -232,6 +237,7 @@ $$;
 
 -- rollout_progress: the workers of a rollout's functions that have not stopped yet (a worker
 -- silent for longer than p_stale_after counts as gone: it died without saying so).
+-- Locks: none (reads only).
 create or replace function pgflow.rollout_progress(p_rollout_id bigint, p_stale_after interval default '1 minute')
 returns table (worker_id uuid, function_name text, queue_name text, last_heartbeat_at timestamptz)
 language sql
@@ -248,6 +254,7 @@ $$;
 
 -- finish_rollout: enables exactly the functions that were enabled when the rollout began.
 -- Returns them. Raises PF007 for an unknown or already finished rollout.
+-- Locks: its rollouts row (for update), then the worker_functions rows it enables (update).
 create or replace function pgflow.finish_rollout(p_rollout_id bigint)
 returns text[]
 language plpgsql

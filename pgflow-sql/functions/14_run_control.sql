@@ -107,6 +107,8 @@ $$;
 -- cancel_matching: cancels the runs still going that the filter names (see runs_matching), at
 -- most p_limit; with p_dry_run, cancels nothing. Returns how many runs were (or would be)
 -- cancelled.
+-- Locks: none to match the runs (reads only), then as cancel_runs, for the runs it matches
+-- (nothing with p_dry_run).
 create or replace function pgflow.cancel_matching(
   p_name text,
   p_started_before timestamptz,
@@ -224,6 +226,8 @@ $$;
 
 -- retry_matching: retries the failed runs the filter names (see runs_matching), at most
 -- p_limit; with p_dry_run, retries nothing. Returns how many runs were (or would be) retried.
+-- Locks: none to match the runs (reads only), then as retry_runs, for the runs it matches
+-- (nothing with p_dry_run).
 create or replace function pgflow.retry_matching(
   p_name text,
   p_started_before timestamptz,
@@ -329,6 +333,9 @@ $$;
 -- resume_matching: resumes, from p_step_slug, the ended runs (of p_statuses, by default failed
 -- ones) the filter names (see runs_matching), at most p_limit; with p_dry_run, resumes
 -- nothing. Returns how many runs were (or would be) resumed.
+-- Locks: none to match the runs (reads only), then as resume_run, for each run it matches
+-- in turn, oldest first, each held to the end of the transaction (nothing with
+-- p_dry_run).
 create or replace function pgflow.resume_matching(
   p_name text,
   p_step_slug text,

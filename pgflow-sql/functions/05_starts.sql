@@ -1,0 +1,313 @@
+-- Starts: creating runs (one or many, by alias or concrete flow, typed through an alias, with
+-- idempotency keys, a start time and a trace context) and starting their root steps through
+-- the progression functions (04_progression.sql).
+
+-- start_flows: starts one run per input, in one transaction.
+-- p_flow_slug names an alias (resolved to its active concrete flow now, unless
+-- p_resolve_alias is false) or a concrete flow. The runs record the concrete flow and keep it.
+-- p_run_ids optionally fixes the run ids (same length as p_inputs; null entries get new ids).
+-- p_idempotency_keys optionally gives each input a key (same length; null entries have none):
+-- the first start with a key creates its run; a later one with the same key and the same name
+-- (p_started_as, by default p_flow_slug: the alias or flow the caller named) returns that run,
+-- as it stands, instead of starting another, while the run is kept. Concurrent starts with one
+-- key wait for each other on the key's index entry and create one run. A key whose run was
+-- started with another input raises PF009 naming the key and the run, and starts nothing.
+-- p_trace_context optionally records the caller's W3C trace context on the runs (claims hand
+-- it to workers, whose task spans continue that trace).
+-- p_start_at optionally starts the runs for a later time: they exist at once (recording it as
+-- scheduled_for) and their root steps' tasks become visible then (to the second, rounded up).
+-- Returns the runs in input order, as they stand after the first steps were started (a run
+-- whose steps all complete at once, e.g. a map over [], is already 'completed').
+-- Raises PF004 when the name is neither an alias with an active version nor a concrete flow.
+-- Locks: the new runs' rows and key entries, then as start_ready_steps and enqueue_step_tasks.
+create or replace function pgflow.start_flows(
+  p_flow_slug text,
+  p_inputs jsonb[],
+  p_run_ids uuid[] default null,
+  p_resolve_alias boolean default true,
+  p_idempotency_keys text[] default null,
+  p_started_as text default null,
+  p_start_at timestamptz default null,
+  p_trace_context text default null
+)
+returns setof pgflow.runs
+language plpgsql
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+as $$
+declare
+  v_flow_slug text := p_flow_slug;
+  v_scope text := coalesce(p_started_as, p_flow_slug);
+  -- Whole seconds until p_start_at (rounded up), added to the root steps' start delays.
+  v_delay_seconds numeric := greatest(0, ceil(extract(epoch from p_start_at - clock_timestamp())));
+  v_delay integer;
+  v_step_count integer;
+  v_run_ids uuid[];
+  v_inputs jsonb[];
+  v_result_ids uuid[];
+  v_conflict record;
+  v_started pgflow.started_step[];
+  v_slow_runs uuid[];
+begin
+  if p_resolve_alias then
+    select a.flow_slug into v_flow_slug from pgflow.aliases a where a.alias = p_flow_slug;
+    v_flow_slug := coalesce(v_flow_slug, p_flow_slug);
+  end if;
+  select count(*) into v_step_count from pgflow.steps where flow_slug = v_flow_slug;
+  if v_step_count = 0 then
+    raise exception 'no concrete flow or active alias is named `%`; compile the flow first (a '
+      'worker carrying it does so at startup, and activates its alias)', p_flow_slug
+      using errcode = 'PF004', detail = jsonb_build_object('flow_slug', p_flow_slug)::text;
+  end if;
+  if p_inputs is null or array_position(p_inputs, null) is not null then
+    raise exception 'start_flows: every input must be a JSON value (use JSON null, not SQL NULL)'
+      using errcode = 'PF005';
+  end if;
+  if p_run_ids is not null and cardinality(p_run_ids) <> cardinality(p_inputs) then
+    raise exception 'start_flows: % run ids for % inputs; pass one per input or none',
+      cardinality(p_run_ids), cardinality(p_inputs)
+      using errcode = 'PF005';
+  end if;
+  if v_delay_seconds > 2000000000 then
+    raise exception 'start_flows: % is too far ahead; start a run at most 63 years from now',
+      p_start_at using errcode = 'PF005';
+  end if;
+  v_delay := coalesce(v_delay_seconds, 0)::integer;
+  if p_idempotency_keys is not null then
+    if cardinality(p_idempotency_keys) <> cardinality(p_inputs) then
+      raise exception 'start_flows: % idempotency keys for % inputs; pass one per input (null '
+        'for an input without a key) or none', cardinality(p_idempotency_keys),
+        cardinality(p_inputs)
+        using errcode = 'PF005';
+    end if;
+    if exists (select 1 from unnest(p_idempotency_keys) k(key)
+               where length(k.key) not between 1 and 255) then
+      raise exception 'start_flows: an idempotency key must have 1 to 255 characters'
+        using errcode = 'PF005';
+    end if;
+  end if;
+
+  if p_idempotency_keys is null and cardinality(p_inputs) = 1 then
+    -- One run (an application's request starting its run): a plain insert of one row, without
+    -- the batch statement's unnest, ordering and aggregates (a fifth of its time).
+    v_run_ids := array[coalesce(p_run_ids[1], gen_random_uuid())];
+    v_inputs := p_inputs;
+    insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, scheduled_for,
+                             trace_context)
+    values (v_run_ids[1], v_flow_slug, p_inputs[1], v_step_count, p_start_at, p_trace_context);
+    v_result_ids := v_run_ids;
+  elsif p_idempotency_keys is null then
+    with inserted as (
+      insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, scheduled_for,
+                               trace_context)
+      select coalesce(p_run_ids[i.ordinality], gen_random_uuid()), v_flow_slug, i.input,
+             v_step_count, p_start_at, p_trace_context
+      from unnest(p_inputs) with ordinality as i(input, ordinality)
+      order by i.ordinality
+      returning run_id, input
+    )
+    select array_agg(run_id), array_agg(input) into v_run_ids, v_inputs from inserted;
+    v_result_ids := v_run_ids;
+  else
+    -- Every input's would-be id first, so that each input finds its run afterwards: its own
+    -- when it was inserted, the key's run when the key was taken (by an earlier start, a
+    -- concurrent one that committed first, or an earlier input of this call).
+    with wanted as materialized (
+      select coalesce(p_run_ids[i.ordinality], gen_random_uuid()) as run_id, i.input,
+             p_idempotency_keys[i.ordinality] as key, i.ordinality
+      from unnest(p_inputs) with ordinality as i(input, ordinality)
+    ),
+    inserted as (
+      insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, idempotency_scope,
+                               idempotency_key, scheduled_for, trace_context)
+      select w.run_id, v_flow_slug, w.input, v_step_count,
+             case when w.key is not null then v_scope end, w.key, p_start_at, p_trace_context
+      from wanted w
+      order by w.ordinality
+      on conflict (idempotency_scope, idempotency_key) where idempotency_key is not null
+      do nothing
+      returning run_id, input
+    )
+    select array_agg(n.run_id order by w.ordinality) filter (where n.run_id is not null),
+           array_agg(n.input order by w.ordinality) filter (where n.run_id is not null),
+           array_agg(w.run_id order by w.ordinality)
+    into v_run_ids, v_inputs, v_result_ids
+    from wanted w
+    left join inserted n on n.run_id = w.run_id;
+
+    -- The inputs whose key was taken: their run, which must have been started with the same
+    -- input. (A new statement, so it sees the runs of starts that committed meanwhile.)
+    with resolved as (
+      select u.ordinality, u.key, u.input, e.run_id as existing_id, e.input as existing_input
+      from unnest(v_result_ids, p_inputs, p_idempotency_keys) with ordinality
+        as u(run_id, input, key, ordinality)
+      left join pgflow.runs e
+        on e.idempotency_scope = v_scope and e.idempotency_key = u.key
+      where u.key is not null and not (u.run_id = any(coalesce(v_run_ids, array[]::uuid[])))
+    )
+    select * into v_conflict from resolved
+    where existing_id is null or existing_input is distinct from input
+    order by ordinality limit 1;
+    if found and v_conflict.existing_id is null then
+      raise exception 'start_flows: the run of idempotency key `%` was removed while this start '
+        'waited for it; start again', v_conflict.key
+        using errcode = 'PF009',
+              detail = jsonb_build_object('key', v_conflict.key, 'scope', v_scope)::text;
+    elsif found then
+      raise exception 'idempotency key `%` of `%` belongs to run %, which was started with '
+        'another input; use a new key for a new input', v_conflict.key, v_scope,
+        v_conflict.existing_id
+        using errcode = 'PF009',
+              detail = jsonb_build_object('key', v_conflict.key, 'scope', v_scope,
+                                          'run_id', v_conflict.existing_id)::text;
+    end if;
+
+    select array_agg(coalesce(e.run_id, u.run_id) order by u.ordinality)
+    into v_result_ids
+    from unnest(v_result_ids, p_idempotency_keys) with ordinality as u(run_id, key, ordinality)
+    left join pgflow.runs e
+      on u.key is not null and not (u.run_id = any(coalesce(v_run_ids, array[]::uuid[])))
+         and e.idempotency_scope = v_scope and e.idempotency_key = u.key;
+  end if;
+
+  if v_run_ids is not null then
+    -- Every step state in one write, the root steps already started and sized: a single step
+    -- gets one task, a root map step one per element of the run's input. A root step with a
+    -- condition stays 'created' and is decided by start_ready_steps. A run whose input a root
+    -- map step cannot map over (not an array) gets all its steps 'created' and is left to
+    -- start_ready_steps, which fails it (unless the map step's condition skips it).
+    with planned as (
+      select r.run_id, s.step_slug, s.flow_slug, s.deps_count, s.queue_name,
+             coalesce(s.opt_start_delay, 0) + v_delay as start_delay,
+             case when s.deps_count > 0 or c.conditional then null
+                  when s.step_type = 'single' then 1
+                  when jsonb_typeof(r.input) = 'array' then jsonb_array_length(r.input)
+             end as task_count,
+             s.deps_count = 0 and s.step_type = 'map' and not c.conditional
+               and jsonb_typeof(r.input) is distinct from 'array' as bad,
+             s.deps_count = 0 and c.conditional as decided_later
+      from unnest(v_run_ids, v_inputs) as r(run_id, input)
+      cross join pgflow.steps s
+      cross join lateral (select s.condition_when is not null
+                                 or s.condition_unless is not null as conditional) c
+      where s.flow_slug = v_flow_slug
+    ),
+    decided as materialized (
+      select planned.*,
+             planned.task_count is not null
+               and not bool_or(planned.bad) over (partition by planned.run_id) as start
+      from planned
+    ),
+    inserted as (
+      insert into pgflow.step_states (run_id, step_slug, flow_slug, remaining_deps, status,
+                                      started_at, initial_tasks, remaining_tasks)
+      select d.run_id, d.step_slug, d.flow_slug, d.deps_count,
+             case when d.start then 'started' else 'created' end,
+             case when d.start then now() end,
+             case when d.start then d.task_count end,
+             case when d.start then d.task_count end
+      from decided d
+    )
+    select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
+                     ::pgflow.started_step) filter (where start),
+           array_agg(distinct run_id) filter (where bad or decided_later)
+    into v_started, v_slow_runs
+    from decided;
+
+    -- Their events (`started`), before anything moves them on; checked here first, since a
+    -- call costs more than the look at the lease table that nearly always ends it.
+    if exists (select 1 from pgflow.event_subscribers s where s.expires_at > now()) then
+      perform pgflow.notify_new_runs(v_run_ids);
+    end if;
+
+    if v_slow_runs is not null then
+      perform pgflow.start_ready_steps(v_slow_runs);
+    end if;
+    if v_started is not null then
+      perform pgflow.enqueue_step_tasks(v_started);
+    end if;
+  end if;
+
+  -- One key lookup per run (`offset 0` keeps the lookup apart from the join): a plan made
+  -- for a batch of runs may otherwise hash-join against a scan of every run.
+  return query
+  select r.*
+  from unnest(v_result_ids) with ordinality as ids(run_id, ordinality)
+  cross join lateral (select * from pgflow.runs x where x.run_id = ids.run_id offset 0) r
+  order by ids.ordinality;
+end;
+$$;
+
+-- start_flow: starts one run, with an idempotency key when p_idempotency_key is not null and
+-- for p_start_at when given. See start_flows.
+-- Locks: as start_flows.
+create or replace function pgflow.start_flow(
+  p_flow_slug text,
+  p_input jsonb,
+  p_run_id uuid default null,
+  p_resolve_alias boolean default true,
+  p_idempotency_key text default null,
+  p_start_at timestamptz default null,
+  p_trace_context text default null
+)
+returns pgflow.runs
+language sql
+as $$
+  select * from pgflow.start_flows(
+    p_flow_slug, array[p_input], array[p_run_id], p_resolve_alias,
+    case when p_idempotency_key is not null then array[p_idempotency_key] end, null, p_start_at,
+    p_trace_context)
+$$;
+
+-- start_alias_typed: starts one run per input on an alias's active version, like start_flows,
+-- for a caller that decodes inputs and outputs as Rust types: the version must record exactly
+-- the input and output type names the caller gives (see define_flow). Otherwise raises PF008
+-- naming the alias, the version and both pairs of types, and starts nothing; PF004 when the
+-- alias has no active version. The runs start on the version that was checked. Idempotency
+-- keys (see start_flows) are scoped by the alias.
+-- Locks: none of its own (it reads the alias and its flow without locks), then as
+-- start_flows.
+create or replace function pgflow.start_alias_typed(
+  p_alias text,
+  p_inputs jsonb[],
+  p_input_type text,
+  p_output_type text,
+  p_idempotency_keys text[] default null,
+  p_start_at timestamptz default null,
+  p_trace_context text default null
+)
+returns setof pgflow.runs
+language plpgsql
+as $$
+declare
+  v_flow pgflow.flows;
+begin
+  select f.* into v_flow
+  from pgflow.aliases a
+  join pgflow.flows f on f.flow_slug = a.flow_slug
+  where a.alias = p_alias;
+  if not found then
+    raise exception 'no alias `%` has an active version; a worker carrying one of its versions '
+      'activates it at startup', p_alias
+      using errcode = 'PF004', detail = jsonb_build_object('flow_slug', p_alias)::text;
+  end if;
+  if v_flow.input_type is distinct from p_input_type
+     or v_flow.output_type is distinct from p_output_type then
+    raise exception 'alias `%` is active at `%`, which takes `%` and produces `%`; this caller '
+      'expects `%` and `%`', p_alias, v_flow.flow_slug,
+      coalesce(v_flow.input_type, '(unrecorded)'), coalesce(v_flow.output_type, '(unrecorded)'),
+      p_input_type, p_output_type
+      using errcode = 'PF008',
+            detail = jsonb_build_object('alias', p_alias, 'flow_slug', v_flow.flow_slug,
+                                        'input_type', v_flow.input_type,
+                                        'output_type', v_flow.output_type,
+                                        'expected_input_type', p_input_type,
+                                        'expected_output_type', p_output_type)::text,
+            hint = 'give every version of the alias the same `input` and `output` types '
+                   '(#[flow(input = T, output = U)]), or start the concrete flow';
+  end if;
+  return query select * from pgflow.start_flows(v_flow.flow_slug, p_inputs, null, false,
+                                                p_idempotency_keys, p_alias, p_start_at,
+                                                p_trace_context);
+end;
+$$;
