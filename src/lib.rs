@@ -54,7 +54,7 @@ pub use pgflow_runtime::{
 };
 pub use pgflow_runtime::{
     client, connect, context, db, definition, deployment, engine, error, events, failure, handler,
-    human, metrics, names, process, rollout, schedule, trace, worker,
+    metrics, names, process, rollout, schedule, trace, worker,
 };
 
 #[doc = include_str!("docs/flow.md")]

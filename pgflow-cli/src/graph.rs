@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use pgflow::engine::inspect::FlowGraph;
+use pgflow_runtime::admin::inspect::FlowGraph;
 
 /// The formats `pgflow graph` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

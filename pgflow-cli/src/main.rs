@@ -2,7 +2,7 @@
 //!
 //! `args` declares the commands (clap), `commands` runs them through the `pgflow` library's
 //! typed calls (this crate writes no SQL), `output` prints tables (ages and sizes through
-//! `pgflow::human`), `graph` renders a flow's DAG and `failure` carries a failed command's message and exit code.
+//! `pgflow_runtime::admin::human`), `graph` renders a flow's DAG and `failure` carries a failed command's message and exit code.
 
 mod args;
 mod commands;

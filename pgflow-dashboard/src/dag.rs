@@ -10,7 +10,7 @@ use layout::core::geometry::Point;
 use layout::core::style::StyleAttr;
 use layout::std_shapes::shapes::{Arrow, Element, ShapeKind};
 use layout::topo::layout::VisualGraph;
-use pgflow_runtime::engine::inspect::FlowGraph;
+use pgflow_runtime::admin::inspect::FlowGraph;
 
 /// Fill and outline of a step box in one state.
 fn colours(status: Option<&str>) -> (&'static str, &'static str) {
@@ -73,7 +73,7 @@ pub fn render(graph: &FlowGraph, states: Option<&HashMap<String, String>>) -> St
 
 #[cfg(test)]
 mod tests {
-    use pgflow_runtime::engine::inspect::GraphStep;
+    use pgflow_runtime::admin::inspect::GraphStep;
 
     use super::*;
 

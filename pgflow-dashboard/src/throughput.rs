@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use pgflow_runtime::Db;
-use pgflow_runtime::engine::inspect::{self, QueueOverview};
+use pgflow_runtime::admin::inspect::{self, QueueOverview};
 use tokio_util::sync::CancellationToken;
 
 /// How far back the rate looks.

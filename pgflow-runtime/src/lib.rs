@@ -9,6 +9,7 @@
 //! - [`StepError`]: a handler error that says whether retrying can help.
 //! - [`State`]: the application state a flow's handlers share.
 
+pub mod admin;
 mod backoff;
 pub mod client;
 pub mod connect;
@@ -21,7 +22,6 @@ pub mod error;
 pub mod events;
 pub mod failure;
 pub mod handler;
-pub mod human;
 pub mod metrics;
 pub mod names;
 #[doc(hidden)]

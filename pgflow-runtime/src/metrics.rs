@@ -120,7 +120,7 @@ pub(crate) fn slots_busy(queue: &str, worker: &str, busy: usize) {
 /// before each scrape (`serve_prometheus` does); it reads `pgflow.queue_overview()`, which an
 /// operator login may (`pgflow_operator`).
 pub async fn record_database_gauges(db: &Db) -> Result<(), EngineError> {
-    for queue in crate::engine::inspect::queues(db).await? {
+    for queue in crate::admin::inspect::queues(db).await? {
         let label = [("queue", queue.queue_name)];
         metrics::gauge!(names::QUEUE_DEPTH, &label).set(queue.depth as f64);
         metrics::gauge!(names::QUEUE_OLDEST_AGE, &label)

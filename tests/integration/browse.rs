@@ -5,7 +5,8 @@ use std::collections::HashSet;
 
 use chrono::{Duration, Utc};
 use pgflow::FlowSpec;
-use pgflow::engine::{self, RunListing, RunStatus};
+use pgflow::engine::{self, RunStatus};
+use pgflow_runtime::admin::browse::{self, RunListing};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -34,7 +35,7 @@ pub mod paged_v2 {
 async fn all_pages(pool: &PgPool, mut listing: RunListing) -> Vec<Uuid> {
     let mut ids = Vec::new();
     loop {
-        let page = engine::list_runs(pool, &listing).await.unwrap();
+        let page = browse::list_runs(pool, &listing).await.unwrap();
         let newest_first = page
             .runs
             .windows(2)
@@ -149,7 +150,7 @@ async fn payload_previews_are_cut_and_sized(pool: PgPool) {
     let run = engine::start_flow(&pool, "paged_v1", &json!({ "note": long }))
         .await
         .unwrap();
-    let payloads = engine::run_payloads(&pool, run.run_id, 100).await.unwrap();
+    let payloads = browse::run_payloads(&pool, run.run_id, 100).await.unwrap();
     let input = payloads.input.unwrap();
     assert!(input.truncated);
     assert_eq!(input.text.chars().count(), 100);
@@ -160,10 +161,10 @@ async fn payload_previews_are_cut_and_sized(pool: PgPool) {
     );
     assert_eq!(payloads.output, None);
     assert!(payloads.steps.is_empty());
-    let whole = engine::run_payloads(&pool, run.run_id, 10_000)
+    let whole = browse::run_payloads(&pool, run.run_id, 10_000)
         .await
         .unwrap();
     assert!(!whole.input.unwrap().truncated);
-    let nothing = engine::run_payloads(&pool, Uuid::nil(), 100).await.unwrap();
-    assert_eq!(nothing, engine::RunPayloads::default());
+    let nothing = browse::run_payloads(&pool, Uuid::nil(), 100).await.unwrap();
+    assert_eq!(nothing, browse::RunPayloads::default());
 }

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use pgflow::engine;
-use pgflow::engine::inspect::{self, WorkerFilter, WorkerLiveness};
 use pgflow::names::QueueName;
 use pgflow::{Client, ProcessConfig, Worker, WorkerConfig};
+use pgflow_runtime::admin::inspect::{self, WorkerFilter, WorkerLiveness};
 use sqlx::PgPool;
 use uuid::Uuid;
 

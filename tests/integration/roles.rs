@@ -218,7 +218,9 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
     engine::finish_rollout(&operator_pool, rollout)
         .await
         .unwrap();
-    engine::inspect::queues(&operator_pool).await.unwrap();
+    pgflow_runtime::admin::inspect::queues(&operator_pool)
+        .await
+        .unwrap();
     engine::prune(&operator_pool, Duration::from_secs(3600), 100)
         .await
         .unwrap();

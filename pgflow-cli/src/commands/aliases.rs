@@ -1,12 +1,12 @@
 //! `pgflow alias set|list` and `pgflow drain-status`.
 
-use pgflow::engine::inspect;
+use pgflow_runtime::admin::inspect;
 use serde_json::json;
 
 use super::{alias_note, resolve_flow};
 use crate::failure::Failure;
 use crate::output::Output;
-use pgflow::human;
+use pgflow_runtime::admin::human;
 
 /// Points an alias at one of its concrete flows.
 pub async fn set(pool: &pgflow::Db, out: &Output, alias: &str, flow: &str) -> Result<(), Failure> {

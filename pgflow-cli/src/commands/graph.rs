@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use pgflow::engine::inspect::{self, FlowName};
+use pgflow_runtime::admin::inspect::{self, FlowName};
 use serde_json::json;
 
 use super::{parse_run_id, resolve_flow};

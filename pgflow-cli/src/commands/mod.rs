@@ -14,7 +14,7 @@ mod status;
 mod workers;
 
 use pgflow::ConnectError;
-use pgflow::engine::inspect::{self, FlowName};
+use pgflow_runtime::admin::inspect::{self, FlowName};
 
 use crate::args::{AliasCommand, Cli, Command, RolloutCommand, SchedulesCommand, WorkersCommand};
 use crate::failure::Failure;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use pgflow::engine::inspect::LIVE_HEARTBEAT_WITHIN;
+use pgflow_runtime::admin::inspect::LIVE_HEARTBEAT_WITHIN;
 use serde_json::json;
 
 use crate::failure::Failure;

@@ -4,14 +4,14 @@ use std::io::Read;
 use std::path::Path;
 
 use comfy_table::Cell;
-use pgflow::engine::inspect;
+use pgflow_runtime::admin::inspect;
 use serde_json::json;
 
 use super::{parse_run_id, resolve_flow};
 use crate::args::StatusArg;
 use crate::failure::Failure;
 use crate::output::Output;
-use pgflow::human;
+use pgflow_runtime::admin::human;
 
 /// How many troubled tasks `pgflow run` lists at most.
 const TASKS_SHOWN: i64 = 50;

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::failure::Failure;
 use crate::output::Output;
-use pgflow::human;
+use pgflow_runtime::admin::human;
 
 /// Every schedule with its state.
 pub async fn list(db: &pgflow::Db, out: &Output) -> Result<(), Failure> {

@@ -1,12 +1,12 @@
 //! `pgflow status`: queues, workers, aliases and open rollouts at a glance.
 
 use comfy_table::Cell;
-use pgflow::engine::inspect::{self, WorkerEntry, WorkerFilter, WorkerLiveness};
+use pgflow_runtime::admin::inspect::{self, WorkerEntry, WorkerFilter, WorkerLiveness};
 use serde_json::json;
 
 use crate::failure::Failure;
 use crate::output::Output;
-use pgflow::human;
+use pgflow_runtime::admin::human;
 
 /// The workers of `queue` among `workers`.
 fn on_queue<'a>(

@@ -1,12 +1,12 @@
 //! `pgflow workers list|deprecate`.
 
 use comfy_table::Cell;
-use pgflow::engine::inspect::{self, WorkerFilter};
+use pgflow_runtime::admin::inspect::{self, WorkerFilter};
 use serde_json::json;
 
 use crate::failure::Failure;
 use crate::output::Output;
-use pgflow::human;
+use pgflow_runtime::admin::human;
 
 /// The first 8 hex digits of a worker id: enough to tell a handful of workers apart.
 pub fn short_id(id: uuid::Uuid) -> String {

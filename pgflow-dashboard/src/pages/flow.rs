@@ -4,8 +4,8 @@
 use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use maud::{PreEscaped, html};
-use pgflow_runtime::engine;
-use pgflow_runtime::engine::inspect::{self, FlowName, WorkerFilter};
+use pgflow_runtime::admin::browse;
+use pgflow_runtime::admin::inspect::{self, FlowName, WorkerFilter};
 
 use super::{badge, frame, short_id, time};
 use crate::app::AppState;
@@ -32,7 +32,7 @@ pub async fn page(
     let alias = inspect::flow_alias(db, &flow_slug)
         .await?
         .unwrap_or_default();
-    let versions = engine::flow_summaries(db, Some(&alias)).await?;
+    let versions = browse::flow_summaries(db, Some(&alias)).await?;
     let graph = inspect::flow_graph(db, &flow_slug).await?;
     let workers: Vec<_> = inspect::workers(db, WorkerFilter::NotStopped)
         .await?

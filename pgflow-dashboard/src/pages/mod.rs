@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::http::Uri;
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
-use pgflow_runtime::human;
+use pgflow_runtime::admin::human;
 
 use crate::app::AppState;
 use crate::error::PageError;

@@ -4,8 +4,9 @@
 use axum::extract::State;
 use axum::response::Html;
 use maud::{Markup, html};
-use pgflow_runtime::engine::inspect::{self, WorkerFilter};
-use pgflow_runtime::engine::{self, DrainStatus, FlowSummary};
+use pgflow_runtime::admin::browse::{self, FlowSummary};
+use pgflow_runtime::admin::inspect::{self, WorkerFilter};
+use pgflow_runtime::engine::{self, DrainStatus};
 
 use super::{badge, frame, short_id, time};
 use crate::app::AppState;
@@ -18,7 +19,7 @@ pub async fn page(State(app): State<AppState>) -> Result<Html<String>, PageError
     app.throughput.record(&queues);
     let workers = inspect::workers(db, WorkerFilter::NotStopped).await?;
     let aliases = inspect::aliases(db).await?;
-    let flows = engine::flow_summaries(db, None).await?;
+    let flows = browse::flow_summaries(db, None).await?;
     let rollouts = engine::rollouts(db, true).await?;
     // A version no longer active that runs still use or workers still carry is being drained.
     let mut drains = Vec::new();

@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use axum::extract::{Path, State};
 use axum::response::Html;
 use maud::{Markup, PreEscaped, html};
-use pgflow_runtime::engine::inspect;
-use pgflow_runtime::engine::{self, PayloadPreview, RunStatus};
-use pgflow_runtime::human;
+use pgflow_runtime::admin::browse::{self, PayloadPreview};
+use pgflow_runtime::admin::human;
+use pgflow_runtime::admin::inspect;
+use pgflow_runtime::engine::{self, RunStatus};
 use uuid::Uuid;
 
 use super::{badge, duration, frame, maybe_time, time};
@@ -53,12 +54,12 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
     let run = engine::run(db, run_id).await?;
     let steps = inspect::run_steps(db, run_id).await?;
     let graph = inspect::flow_graph(db, &run.flow_slug).await?;
-    let counts = engine::step_task_counts(db, run_id).await?;
+    let counts = browse::step_task_counts(db, run_id).await?;
     let attempts = inspect::failed_attempts(db, run_id, ATTEMPTS_SHOWN).await?;
     let payloads = if app.config.hide_payloads {
         None
     } else {
-        Some(engine::run_payloads(db, run_id, i32::from(app.config.payload_preview_chars)).await?)
+        Some(browse::run_payloads(db, run_id, i32::from(app.config.payload_preview_chars)).await?)
     };
 
     let states: HashMap<String, String> = steps

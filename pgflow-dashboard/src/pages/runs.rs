@@ -7,7 +7,8 @@ use axum::extract::{Query, State};
 use axum::response::Html;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use maud::html;
-use pgflow_runtime::engine::{self, RunCursor, RunListing, RunStatus};
+use pgflow_runtime::admin::browse::{self, RunCursor, RunListing};
+use pgflow_runtime::engine::RunStatus;
 use serde::{Deserialize, Serialize};
 
 use super::{badge, duration, frame, short_id, time};
@@ -107,7 +108,7 @@ pub async fn page(
 ) -> Result<Html<String>, PageError> {
     let listing = query.listing()?;
     if let Some(flow) = &listing.flow
-        && engine::inspect::resolve_flow_name(app.db(), flow)
+        && pgflow_runtime::admin::inspect::resolve_flow_name(app.db(), flow)
             .await?
             .is_none()
     {
@@ -115,8 +116,8 @@ pub async fn page(
             "no flow or alias named `{flow}`"
         )));
     }
-    let page = engine::list_runs(app.db(), &listing).await?;
-    let flows = engine::flow_summaries(app.db(), None).await?;
+    let page = browse::list_runs(app.db(), &listing).await?;
+    let flows = browse::flow_summaries(app.db(), None).await?;
     let aliases: BTreeSet<&str> = flows.iter().map(|f| f.alias.as_str()).collect();
     let chosen_flow = listing.flow.as_deref().unwrap_or("");
     let chosen_status = listing.status.map(RunStatus::as_str).unwrap_or("");

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
-use super::RunStatus;
+use crate::engine::RunStatus;
 use crate::error::EngineError;
 
 /// Where a page of runs ends: the next page starts after this run (runs are listed newest

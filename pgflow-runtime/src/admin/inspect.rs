@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgExecutor};
 use uuid::Uuid;
 
-use super::{Run, RunStatus};
+use crate::engine::{Run, RunStatus};
 use crate::error::EngineError;
 
 /// An alias and the concrete flow new runs of it start on.

@@ -74,7 +74,7 @@ impl Client {
     /// The events of every run of the flow `name` (a concrete flow, or an alias: its active
     /// version), from now on (see [`FlowEvents`]).
     pub async fn flow_events(&self, name: &str) -> Result<FlowEvents, EngineError> {
-        let flow_slug = match engine::inspect::resolve_flow_name(&self.db, name).await? {
+        let flow_slug = match crate::admin::inspect::resolve_flow_name(&self.db, name).await? {
             Some(resolved) => resolved.flow_slug().to_owned(),
             None => {
                 return Err(EngineError::UnknownFlow {

@@ -1,22 +1,27 @@
-//! Typed calls into the SQL core (schema `pgflow`). This module and its children are the only
-//! place in the runtime that writes SQL text.
+//! Typed calls into the SQL core (schema `pgflow`): one function per SQL entry point. This
+//! module, its children and the read models of [`crate::admin`] are the only places in the
+//! runtime that write SQL text.
+//!
+//! **Stability:** the lower layer under [`Client`](crate::Client) and the workers. Its calls
+//! follow the SQL core's entry points, whose signatures change only with a new schema version;
+//! it is public so that callers can make a call part of their own transaction and so that the
+//! SQL core can be driven by hand (`examples/sql_quickstart.rs`), but before 1.0 it may change
+//! in any minor release. Prefer [`Client`](crate::Client) and [`Worker`](crate::Worker).
 //!
 //! One file per SQL area, named like the SQL files in `pgflow-sql/functions/`:
 //! [`definitions`], [`runs`], [`claims`], [`completion`], [`recovery`], [`workers`],
-//! [`maintenance`], [`aliases_rollouts`], [`events`], [`retention`], [`run_control`], [`schedules`], plus [`inspect`] for the typed read
-//! queries the `pgflow` command shows and [`browse`] for the paged reads the dashboard shows. Every item is also re-exported here, so
-//! `pgflow::engine::start_flow` is the path to use.
+//! [`maintenance`], [`aliases_rollouts`], [`events`], [`retention`], [`run_control`],
+//! [`schedules`]. Every item is also re-exported here, so `pgflow::engine::start_flow` is the
+//! path to use.
 //!
 //! Every function takes any executor (a pool, a connection or a transaction), so callers can
 //! make a call part of their own transaction.
 
 pub mod aliases_rollouts;
-pub mod browse;
 pub mod claims;
 pub mod completion;
 pub mod definitions;
 pub mod events;
-pub mod inspect;
 pub mod maintenance;
 pub mod recovery;
 pub mod retention;
@@ -28,10 +33,6 @@ pub mod workers;
 pub use aliases_rollouts::{
     Activation, DrainStatus, LiveWorker, Rollout, activate_flow, alias_state, begin_rollout,
     drain_status, finish_rollout, functions_serving_queues, rollout_progress, rollouts, set_alias,
-};
-pub use browse::{
-    FlowSummary, InvalidCursor, PayloadPreview, RunCursor, RunListing, RunPage, RunPayloads,
-    RunSummary, StepTaskCounts, flow_summaries, list_runs, run_payloads, step_task_counts,
 };
 pub use claims::{Claim, ClaimedTask, SupportedPairs, TaskKey, read_and_start_tasks, start_tasks};
 pub use completion::{
