@@ -34,6 +34,7 @@ mod run;
 mod runtime;
 mod shared_completions;
 mod startup;
+mod turns;
 mod wakeup;
 
 use std::sync::Arc;

@@ -4,9 +4,9 @@
 //! it carries, and completions of one map step's tasks queue behind each other on their run's
 //! row lock. Workers that store their completions each on their own split a process's stream
 //! of results into more, smaller calls the more of them there are. So a process's workers on a
-//! queue take turns: while one call is in flight, the completions of the others wait, and the
-//! next call carries all of them (one of the waiting storers makes it). One worker alone never
-//! waits for anyone.
+//! queue take turns ([`Turns`]): while one call is in flight, the completions of the others
+//! wait, and the next call carries all of them (one of the waiting storers makes it). One worker
+//! alone never waits for anyone.
 //!
 //! A call claims, at release, tasks for the free slots of every worker whose completions it
 //! carries (see [`engine::complete_and_claim_tasks`]); the slots are taken when the call
@@ -14,17 +14,17 @@
 //! poll loop. Workers share a group only when their claims support the same pairs, so any of
 //! them can run what the call claims.
 
-use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use uuid::Uuid;
 
 use crate::engine::{self, ClaimedAtRelease, CompletedAndClaimed, TaskCompletion};
 use crate::process::shared_entry;
 use crate::worker::execute::{self, Outcome};
 use crate::worker::runtime::{Runtime, retry};
+use crate::worker::turns::{Carried, Turns, Waiting};
 
 /// The most completions one shared call carries (each storer's own are fewer, see
 /// `MAX_RESULT_BATCH` in `results`).
@@ -43,143 +43,41 @@ pub struct Batch {
     pub results: Option<mpsc::UnboundedSender<Outcome>>,
 }
 
-/// What a waiting storer is told when the call in flight returns.
-enum Turn {
-    /// Its completions were stored by another storer's call.
-    Stored,
-    /// It makes the next call: its own batch (handed back), and those of the storers still
-    /// waiting.
-    Call(Batch, Vec<Waiting>),
+impl Carried for Batch {
+    fn carried(&self) -> usize {
+        self.completions.len()
+    }
 }
 
-/// How a storer enters the group: it calls at once, or waits to be told.
-enum Entry {
-    Call(Batch),
-    Wait(oneshot::Receiver<Turn>),
-}
-
-/// A storer waiting for its turn.
-struct Waiting {
-    batch: Batch,
-    turn: oneshot::Sender<Turn>,
-}
-
-/// The completion calls of one queue's workers in this process; dropped with the last of them.
+/// The completion calls of one queue's workers on a client; dropped with the last of them.
 pub struct CompletionGroup {
-    state: Mutex<State>,
-}
-
-/// Whether a call is in flight, and who waits for the next one.
-#[derive(Default)]
-struct State {
-    calling: bool,
-    waiting: Vec<Waiting>,
+    turns: Turns<Batch>,
 }
 
 impl CompletionGroup {
+    fn new() -> Self {
+        Self {
+            turns: Turns::new(MAX_CALL_COMPLETIONS),
+        }
+    }
+
     /// The group of `rt`'s worker: the workers of its client on the same queue whose claims
     /// support the same pairs.
     pub fn join(rt: &Runtime) -> Arc<Self> {
         let started = &rt.started;
         let key = (started.queue.clone(), started.handlers.pairs().clone());
         let joined = shared_entry(&started.client.shared().completions, key, || {
-            Ok(Arc::new(Self {
-                state: Mutex::default(),
-            }))
+            Ok(Arc::new(Self::new()))
         });
-        match joined {
-            Ok(group) => group,
-            // `shared_entry` fails only when making the entry fails, and making a group cannot.
-            Err(_) => Arc::new(Self {
-                state: Mutex::default(),
-            }),
-        }
+        // `shared_entry` fails only when making the entry fails, and making a group cannot.
+        joined.unwrap_or_else(|_| Arc::new(Self::new()))
     }
 
     /// Stores `batch`: at once when no call of the group is in flight, else with the next
-    /// call. Returns when its completions are stored, or when its worker was stopped at once
-    /// (they are then left for stalled-task recovery, as any unstored result).
+    /// call (see [`Turns`]). Returns when its completions are stored, or when its worker was
+    /// stopped at once (they are then left for stalled-task recovery, as any unstored result).
     pub async fn store(&self, batch: Batch) {
-        let entry = {
-            let mut state = self.lock();
-            if state.calling {
-                let (turn, told) = oneshot::channel();
-                state.waiting.push(Waiting { batch, turn });
-                Entry::Wait(told)
-            } else {
-                state.calling = true;
-                Entry::Call(batch)
-            }
-        };
-        let (mine, others) = match entry {
-            Entry::Call(batch) => (batch, Vec::new()),
-            Entry::Wait(told) => match told.await {
-                Ok(Turn::Call(mine, others)) => (mine, others),
-                Ok(Turn::Stored) | Err(_) => return,
-            },
-        };
-        // Hands the turn on however this call ends, even if this future is dropped mid-call.
-        let mut turn = HandOver {
-            group: self,
-            unstored: others,
-        };
-        if call(mine, &mut turn.unstored).await {
-            for waiting in turn.unstored.drain(..) {
-                let _ = waiting.turn.send(Turn::Stored);
-            }
-        }
-    }
-
-    /// Gives the next call to the first of `unstored` and the storers waiting that is still
-    /// there, with as many of the others as fit in one call (the rest wait for the call after
-    /// it); or, with nobody left, ends the group's call.
-    fn hand_over(&self, mut unstored: Vec<Waiting>) {
-        let mut state = self.lock();
-        unstored.append(&mut state.waiting);
-        let mut queue = VecDeque::from(unstored);
-        while let Some(next) = queue.pop_front() {
-            let mut count = next.batch.completions.len();
-            let mut others = Vec::new();
-            while let Some(waiting) = queue.front() {
-                count += waiting.batch.completions.len();
-                if count > MAX_CALL_COMPLETIONS {
-                    break;
-                }
-                others.extend(queue.pop_front());
-            }
-            match next.turn.send(Turn::Call(next.batch, others)) {
-                Ok(()) => {
-                    state.waiting = queue.into();
-                    return;
-                }
-                // That storer is gone (its worker's tasks were dropped at a hard stop).
-                Err(Turn::Call(_, others)) => {
-                    for waiting in others.into_iter().rev() {
-                        queue.push_front(waiting);
-                    }
-                }
-                Err(Turn::Stored) => {}
-            }
-        }
-        state.calling = false;
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// Passes the group's turn on when a call ends.
-struct HandOver<'a> {
-    group: &'a CompletionGroup,
-    /// The waiting storers whose completions the call did not store (all of them, unless it
-    /// succeeded).
-    unstored: Vec<Waiting>,
-}
-
-impl Drop for HandOver<'_> {
-    fn drop(&mut self) {
-        self.group.hand_over(std::mem::take(&mut self.unstored));
+        self.turns.store(batch, call).await;
     }
 }
 
@@ -187,7 +85,7 @@ impl Drop for HandOver<'_> {
 /// `true`) or `mine`'s worker is stopped at once (`false`: `others` keep their completions,
 /// for the next storer to call with). The call claims released tasks for the slots free when
 /// it begins, and starts their handlers.
-async fn call(mut mine: Batch, others: &mut [Waiting]) -> bool {
+async fn call(mut mine: Batch, others: &mut [Waiting<Batch>]) -> bool {
     let rt = Arc::clone(&mine.rt);
     let started = &rt.started;
     let mut lengths = Vec::with_capacity(others.len() + 1);
