@@ -11,7 +11,8 @@
 //! with notifications off) both read the state every 250 ms instead.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -86,7 +87,8 @@ enum HubMessage {
 }
 
 /// The run events a client's streams follow: one task that listens through the client's
-/// notifier (see [`crate::process`]) and broadcasts every event to the streams.
+/// notifier (see [`crate::process`]) and broadcasts every event to the streams. It lives while
+/// any stream of the client does (each holds it), and gives up its leases when the last ends.
 pub(crate) struct EventHub {
     db: Db,
     state: Mutex<Option<HubHandle>>,
@@ -104,11 +106,15 @@ impl std::fmt::Debug for EventHub {
 }
 
 impl EventHub {
-    pub(crate) fn new(db: Db) -> Self {
-        Self {
-            db,
-            state: Mutex::new(None),
-        }
+    /// The hub of `shared`'s client: one while any of its streams lives.
+    fn of(shared: &Shared) -> Arc<Self> {
+        let Ok(hub) = shared.values.get_or_make((), || {
+            Ok::<_, Infallible>(Arc::new(Self {
+                db: shared.db.clone(),
+                state: Mutex::new(None),
+            }))
+        });
+        hub
     }
 
     /// A receiver of `flow_slug`'s events, listening before it returns; `None` when the client
@@ -235,6 +241,8 @@ fn rank_run(status: RunStatus) -> u8 {
 
 /// The events of one run, from its current state to its end.
 pub struct RunEvents {
+    /// The client's hub, held while the stream lives.
+    _hub: Arc<EventHub>,
     db: Db,
     run_id: Uuid,
     flow_slug: String,
@@ -246,12 +254,13 @@ pub struct RunEvents {
 
 impl RunEvents {
     pub(crate) async fn start(shared: &Shared, run_id: Uuid) -> Result<Self, EngineError> {
-        let hub = &shared.events;
+        let hub = EventHub::of(shared);
         let run = engine::run(&hub.db, run_id).await?;
         // Listen first, then read: nothing committed between the two is lost.
         let receiver = hub.subscribe(shared, &run.flow_slug).await;
         let mut events = Self {
             db: hub.db.clone(),
+            _hub: hub,
             run_id,
             flow_slug: run.flow_slug,
             receiver,
@@ -389,6 +398,8 @@ impl RunEvents {
 /// connection was down are not replayed: after [`FlowEvent::Reconnected`], read the runs you
 /// follow again.
 pub struct FlowEvents {
+    /// The client's hub, held while the stream lives.
+    _hub: Arc<EventHub>,
     receiver: Option<broadcast::Receiver<HubMessage>>,
     flow_slug: String,
 }
@@ -405,7 +416,7 @@ pub enum FlowEvent {
 
 impl FlowEvents {
     pub(crate) async fn start(shared: &Shared, flow_slug: &str) -> Result<Self, EngineError> {
-        let hub = &shared.events;
+        let hub = EventHub::of(shared);
         let receiver = hub.subscribe(shared, flow_slug).await;
         if receiver.is_none() {
             return Err(EngineError::InvalidArguments(
@@ -417,6 +428,7 @@ impl FlowEvents {
             ));
         }
         Ok(Self {
+            _hub: hub,
             receiver,
             flow_slug: flow_slug.to_owned(),
         })

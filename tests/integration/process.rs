@@ -114,7 +114,8 @@ async fn the_workers_of_one_client_share_one_maintenance_loop(pool: PgPool) {
 }
 
 /// The sessions of the pool named `one_listener` that listen: the only ones whose last
-/// statement is a `LISTEN` or a request for wake-ups.
+/// statement is a `LISTEN`, an `UNLISTEN` (the last stream of a flow ended) or a request for
+/// wake-ups.
 async fn listening_sessions(pool: &PgPool, terminate: bool) -> i64 {
     let action = if terminate {
         "pg_terminate_backend(pid)"
@@ -124,7 +125,7 @@ async fn listening_sessions(pool: &PgPool, terminate: bool) -> i64 {
     sqlx::query_scalar(&format!(
         "select count({action})::bigint from pg_stat_activity
          where application_name = 'one_listener'
-           and (query ilike 'listen%' or query ilike '%_wakeups(%')"
+           and (query ilike 'listen%' or query ilike 'unlisten%' or query ilike '%_wakeups(%')"
     ))
     .fetch_one(pool)
     .await

@@ -293,13 +293,19 @@ async fn start_runs_of<'c>(
     inputs: &[Value],
     how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
-    match target {
+    let runs = match target {
         Target::Flow(slug) => engine::start_concrete_flows_with(executor, slug, inputs, how).await,
         Target::AliasTyped { alias, types } => {
             engine::start_alias_typed_with(executor, alias, inputs, types, how).await
         }
         Target::Named(name) => engine::start_flows_with(executor, name, inputs, how).await,
-    }
+    }?;
+    let name = match target {
+        Target::Flow(name) | Target::AliasTyped { alias: name, .. } => name,
+        Target::Named(name) => name.as_str(),
+    };
+    crate::metrics::runs_started(name, runs.len());
+    Ok(runs)
 }
 
 /// A flow input as JSON.

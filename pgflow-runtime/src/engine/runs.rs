@@ -220,7 +220,6 @@ async fn start_flows_as(
     .bind(trace_context(how))
     .fetch_all(executor)
     .await?;
-    crate::metrics::runs_started(name, runs.len());
     Ok(runs)
 }
 
@@ -265,7 +264,6 @@ async fn start_alias_typed_as(
     .bind(trace_context(how))
     .fetch_all(executor)
     .await?;
-    crate::metrics::runs_started(alias, runs.len());
     Ok(runs)
 }
 

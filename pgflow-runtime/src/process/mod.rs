@@ -1,13 +1,14 @@
 //! What the workers of one process share, and its one owner: a [`Client`](crate::Client).
 //!
 //! A client owns, for every worker started on it (and for its own event streams):
-//! - the wake-ups of each queue (one listener per queue, one gathering worker), see
-//!   [`crate::worker`]'s `wakeup`;
-//! - the shared completion calls of each queue and set of supported pairs;
+//! - one notification listener ([`notifier`]), for the wake-ups of every queue and the run
+//!   events;
+//! - the values they share ([`SharedValues`]): the wake-ups of each queue (with its one
+//!   gathering worker), the shared completion calls of each queue and set of supported pairs,
+//!   the run-event hub;
 //! - the maintenance (stalled-task recovery, lost workers, statistics, vacuum, pruning) and the
 //!   firing of cron schedules, each run once for the client while at least one of its workers
 //!   runs, with the [`ProcessConfig`] it was made with;
-//! - the run-event listener of its streams.
 //!
 //! Workers started on the same client (`Worker::start_on(flow, &client)`,
 //! `WorkerConfig::connection(&client)`) share all of it; a worker started on a URL or a pool
@@ -18,6 +19,7 @@ mod maintenance;
 pub(crate) mod notifier;
 mod schedules;
 
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -25,10 +27,6 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use tokio_util::sync::CancellationToken;
 
 use crate::db::{Db, Pooling};
-use crate::engine::SupportedPairs;
-use crate::events::EventHub;
-use crate::names::QueueName;
-use crate::worker::{CompletionGroup, QueueWakeup};
 use notifier::Notifier;
 
 pub use config::{Notifications, PRUNE_EVERY, ProcessConfig};
@@ -42,12 +40,9 @@ pub(crate) struct Shared {
     /// The client's notification listener, started on first use (`None` inside: the client
     /// listens nowhere).
     notifier: OnceLock<Option<Notifier>>,
-    /// The run-event streams' subscriptions.
-    pub(crate) events: EventHub,
-    /// Each queue's wake-ups, while a worker of the queue runs.
-    pub(crate) wakeups: Mutex<HashMap<QueueName, Weak<QueueWakeup>>>,
-    /// Each queue's shared completion calls, by the pairs its workers support.
-    pub(crate) completions: Mutex<HashMap<(QueueName, SupportedPairs), Weak<CompletionGroup>>>,
+    /// What the client's workers and streams share: each queue's wake-ups and completion calls,
+    /// the run-event hub.
+    pub(crate) values: SharedValues,
     /// Maintenance and schedule firing, while workers run.
     services: Mutex<Services>,
 }
@@ -70,12 +65,10 @@ struct Services {
 impl Shared {
     pub(crate) fn new(db: Db, config: ProcessConfig) -> Self {
         Self {
-            events: EventHub::new(db.clone()),
             notifier: OnceLock::new(),
             db,
             config,
-            wakeups: Mutex::default(),
-            completions: Mutex::default(),
+            values: SharedValues::default(),
             services: Mutex::default(),
         }
     }
@@ -141,21 +134,43 @@ impl Drop for Enlisted {
     }
 }
 
-/// The live value of `map` at `key`, or a new one from `make` (kept weakly: it goes when the
-/// last holder drops it).
-pub(crate) fn shared_entry<K: Eq + Hash, V>(
-    map: &Mutex<HashMap<K, Weak<V>>>,
-    key: K,
-    make: impl FnOnce() -> Result<Arc<V>, crate::WorkerError>,
-) -> Result<Arc<V>, crate::WorkerError> {
-    let mut map = lock(map);
-    map.retain(|_, value| value.strong_count() > 0);
-    if let Some(existing) = map.get(&key).and_then(Weak::upgrade) {
-        return Ok(existing);
+/// Values the client's workers and streams share, each kind under keys of its own (a queue's
+/// wake-ups by queue, its completion calls by queue and pairs, the event hub once), kept while
+/// someone holds them. The owner knows none of the kinds: the modules that share them do.
+#[derive(Default)]
+pub(crate) struct SharedValues {
+    kinds: Mutex<HashMap<TypeId, Box<dyn Any + Send>>>,
+}
+
+impl SharedValues {
+    /// The live value of kind `V` at `key`, or a new one from `make` (kept weakly: it goes when
+    /// the last holder drops it).
+    pub(crate) fn get_or_make<K, V, E>(
+        &self,
+        key: K,
+        make: impl FnOnce() -> Result<Arc<V>, E>,
+    ) -> Result<Arc<V>, E>
+    where
+        K: Eq + Hash + Send + 'static,
+        V: Send + Sync + 'static,
+    {
+        let mut kinds = lock(&self.kinds);
+        let values = kinds
+            .entry(TypeId::of::<(K, V)>())
+            .or_insert_with(|| Box::new(HashMap::<K, Weak<V>>::new()))
+            .downcast_mut::<HashMap<K, Weak<V>>>();
+        // The entry of `(K, V)` always holds that map; were it not so, the value goes unshared.
+        let Some(values) = values else {
+            return make();
+        };
+        values.retain(|_, value| value.strong_count() > 0);
+        if let Some(existing) = values.get(&key).and_then(Weak::upgrade) {
+            return Ok(existing);
+        }
+        let value = make()?;
+        values.insert(key, Arc::downgrade(&value));
+        Ok(value)
     }
-    let value = make()?;
-    map.insert(key, Arc::downgrade(&value));
-    Ok(value)
 }
 
 /// Locks `mutex`, whatever a panicking holder left (the guarded values stay consistent).

@@ -16,7 +16,6 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::WorkerError;
 use crate::backoff::Backoff;
 use crate::db::Pooling;
 use crate::engine;
@@ -383,17 +382,14 @@ async fn serve(
 
 /// The connect options of a `listen_url`: it must reach Postgres directly (or through a
 /// session-mode pooler), since a `LISTEN` lasts as long as its session.
-pub(crate) fn listen_options(url: &str) -> Result<PgConnectOptions, WorkerError> {
-    let (options, pooling) = crate::connect::parse_url(url)
-        .map_err(|source| WorkerError::InvalidListenUrl { source })?;
+pub(crate) fn listen_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
+    let (options, pooling) = crate::connect::parse_url(url)?;
     if pooling == Pooling::Transaction {
-        return Err(WorkerError::InvalidListenUrl {
-            source: sqlx::Error::Configuration(
-                "a listen URL must not go through a transaction-mode pooler (it says \
-                 `pgbouncer=true`): LISTEN needs a session; give the database's direct URL"
-                    .into(),
-            ),
-        });
+        return Err(sqlx::Error::Configuration(
+            "a listen URL must not go through a transaction-mode pooler (it says \
+             `pgbouncer=true`): LISTEN needs a session; give the database's direct URL"
+                .into(),
+        ));
     }
     Ok(options)
 }

@@ -52,9 +52,7 @@ use crate::names::QueueName;
 pub use config::{Connection, WorkerConfig, WorkerSettings};
 pub use error::{COVERAGE_LIST_LIMIT, WorkerError};
 pub use registry::{RegisteredFlow, Registry, Routes, at};
-pub(crate) use shared_completions::CompletionGroup;
 pub use startup::FlowStartup;
-pub(crate) use wakeup::QueueWakeup;
 
 /// Starts workers. See the [module documentation](self).
 #[derive(Debug)]

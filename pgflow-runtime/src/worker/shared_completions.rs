@@ -14,6 +14,7 @@
 //! poll loop. Workers share a group only when their claims support the same pairs, so any of
 //! them can run what the call claims.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -21,7 +22,6 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use uuid::Uuid;
 
 use crate::engine::{self, ClaimedAtRelease, CompletedAndClaimed, TaskCompletion};
-use crate::process::shared_entry;
 use crate::worker::execute::{self, Outcome};
 use crate::worker::runtime::{Runtime, retry};
 use crate::worker::turns::{Carried, Turns, Waiting};
@@ -66,11 +66,12 @@ impl CompletionGroup {
     pub fn join(rt: &Runtime) -> Arc<Self> {
         let started = &rt.started;
         let key = (started.queue.clone(), started.handlers.pairs().clone());
-        let joined = shared_entry(&started.client.shared().completions, key, || {
-            Ok(Arc::new(Self::new()))
-        });
-        // `shared_entry` fails only when making the entry fails, and making a group cannot.
-        joined.unwrap_or_else(|_| Arc::new(Self::new()))
+        let Ok(group) = started
+            .client
+            .shared()
+            .values
+            .get_or_make(key, || Ok::<_, Infallible>(Arc::new(Self::new())));
+        group
     }
 
     /// Stores `batch`: at once when no call of the group is in flight, else with the next

@@ -62,7 +62,8 @@ pub async fn start(
         schedule.validate()?;
     }
     if let Notifications::Url(url) = client.config().notifications() {
-        crate::process::notifier::listen_options(url)?;
+        crate::process::notifier::listen_options(url)
+            .map_err(|source| WorkerError::InvalidListenUrl { source })?;
     }
     let pool = client.db().clone();
     check_schema(&pool).await?;

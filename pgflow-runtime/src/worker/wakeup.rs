@@ -46,8 +46,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine;
 use crate::names::QueueName;
+use crate::process::Shared;
 use crate::process::notifier::{Signal, Topic};
-use crate::process::{Shared, shared_entry};
 use crate::worker::error::WorkerError;
 
 /// A notification this soon after the previous wake-up means the queue is busy: it is held for
@@ -88,7 +88,7 @@ impl QueueWakeup {
     /// through the client's notifier when the client has one (see
     /// [`Notifications`](crate::Notifications)); otherwise idle workers poll.
     pub fn subscribe(shared: &Shared, queue: &QueueName) -> Result<Arc<Self>, WorkerError> {
-        shared_entry(&shared.wakeups, queue.clone(), || {
+        shared.values.get_or_make(queue.clone(), || {
             let (wanted, wanted_changes) = watch::channel(false);
             let wakeup = Arc::new(Self {
                 notify: Notify::new(),
