@@ -1,77 +1,25 @@
-//! The dashboard's routes and the state every handler shares.
+//! The dashboard's router: the routes of each page module, the assets and the headers every
+//! answer carries.
 
-use std::sync::Arc;
-
+use crate::state::AppState;
+use crate::{live, pages};
 use axum::Router;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use pgflow_runtime::{Client, Db};
 
-use crate::config::DashboardConfig;
-use crate::throughput::Throughput;
-use crate::{live, pages};
-
-/// What every handler reads.
-#[derive(Clone)]
-pub struct AppState {
-    /// Reads and run control, with one shared listener for run events.
-    pub client: Client,
-    /// The operator's choices.
-    pub config: Arc<DashboardConfig>,
-    /// Recent readings of the queues' message counters.
-    pub throughput: Arc<Throughput>,
-}
-
-impl AppState {
-    /// State for a dashboard of the database behind `db`.
-    pub fn new(config: DashboardConfig, db: Db) -> Self {
-        Self {
-            client: Client::new(db),
-            config: Arc::new(config),
-            throughput: Arc::new(Throughput::default()),
-        }
-    }
-
-    /// The database.
-    pub fn db(&self) -> &Db {
-        self.client.db()
-    }
-}
-
-/// The routes, with their state.
+/// The routes, with their state: each page module brings its own.
 pub(crate) fn routes(state: AppState) -> Router {
-    let mut routes = Router::new()
-        .route("/", get(pages::overview::page))
-        .route("/runs", get(pages::runs::page))
-        .route("/runs/{run_id}", get(pages::run::page))
-        .route("/runs/{run_id}/body", get(pages::run::body))
-        .route("/runs/{run_id}/events", get(live::run_events))
-        .route("/flows/{flow_slug}", get(pages::flow::page))
+    let actions_enabled = state.config.actions_enabled();
+    Router::new()
+        .merge(pages::overview::routes())
+        .merge(pages::runs::routes())
+        .merge(pages::run::routes())
+        .merge(pages::flow::routes())
+        .merge(pages::actions::routes(actions_enabled))
+        .merge(live::routes())
         .route("/assets/app.css", get(stylesheet))
-        .route("/assets/app.js", get(script));
-    routes = if state.config.actions_enabled() {
-        routes
-            .route(
-                "/runs/{run_id}/cancel",
-                get(pages::actions::confirm_cancel).post(pages::actions::cancel),
-            )
-            .route(
-                "/runs/{run_id}/retry",
-                get(pages::actions::confirm_retry).post(pages::actions::retry),
-            )
-    } else {
-        routes
-            .route(
-                "/runs/{run_id}/cancel",
-                get(pages::actions::read_only).post(pages::actions::read_only),
-            )
-            .route(
-                "/runs/{run_id}/retry",
-                get(pages::actions::read_only).post(pages::actions::read_only),
-            )
-    };
-    routes
+        .route("/assets/app.js", get(script))
         .fallback(pages::not_found)
         .layer(axum::middleware::map_response(security_headers))
         .with_state(state)

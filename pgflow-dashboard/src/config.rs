@@ -28,7 +28,7 @@ impl ActionToken {
 
     /// A fresh random token (64 hex digits, 244 random bits from the operating system).
     pub fn generate() -> Self {
-        Self(crate::security::random_hex())
+        Self(crate::random::random_hex())
     }
 
     /// The token's text, to show the operator once.

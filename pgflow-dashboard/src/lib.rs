@@ -18,7 +18,9 @@ mod dag;
 mod error;
 mod live;
 mod pages;
+mod random;
 mod security;
+mod state;
 mod throughput;
 
 use std::net::SocketAddr;
@@ -34,7 +36,7 @@ pub use security::Refusal;
 /// application's own server (mount it at the root: its links are absolute). Its throughput
 /// column fills as the overview page is loaded; [`serve`] also samples in the background.
 pub fn router(config: DashboardConfig, db: impl Into<Db>) -> axum::Router {
-    app::routes(app::AppState::new(config, db.into()))
+    app::routes(state::AppState::new(config, db.into()))
 }
 
 /// A dashboard being served; dropping it stops it.
@@ -71,7 +73,7 @@ pub const THROUGHPUT_SAMPLE_EVERY: Duration = Duration::from_secs(5);
 pub async fn serve(config: DashboardConfig, db: impl Into<Db>) -> std::io::Result<Dashboard> {
     let db = db.into();
     let stop = CancellationToken::new();
-    let state = app::AppState::new(config.clone(), db.clone());
+    let state = state::AppState::new(config.clone(), db.clone());
     throughput::spawn_sampler(
         db.clone(),
         state.throughput.clone(),

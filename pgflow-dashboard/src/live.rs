@@ -4,15 +4,22 @@
 
 use std::convert::Infallible;
 
+use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::get;
 use futures_util::Stream;
 use futures_util::stream;
 use pgflow_runtime::events::RunEvents;
 use uuid::Uuid;
 
-use crate::app::AppState;
 use crate::error::PageError;
+use crate::state::AppState;
+
+/// A run's live events.
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new().route("/runs/{run_id}/events", get(run_events))
+}
 
 /// The stream of one run's events, from its current state to its end.
 pub async fn run_events(

@@ -11,18 +11,10 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use subtle::ConstantTimeEq;
 
 use crate::config::{Access, ActionToken};
+use crate::random::random_hex;
 
 /// The cookie the double-submitted CSRF token rides in.
 pub const CSRF_COOKIE: &str = "pgflow_csrf";
-
-/// 64 hex digits of operating-system randomness (two version-4 UUIDs: 244 random bits).
-pub fn random_hex() -> String {
-    format!(
-        "{}{}",
-        uuid::Uuid::new_v4().simple(),
-        uuid::Uuid::new_v4().simple()
-    )
-}
 
 /// Why an action was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

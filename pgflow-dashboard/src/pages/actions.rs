@@ -2,17 +2,19 @@
 //! carries a CSRF token matching its cookie; see [`crate::security`].
 
 use axum::Form;
+use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::get;
 use maud::html;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use super::frame;
-use crate::app::AppState;
 use crate::error::PageError;
 use crate::security::{self, Refusal};
+use crate::state::AppState;
 
 /// What a confirmation form posts.
 #[derive(Debug, Deserialize)]
@@ -37,6 +39,20 @@ impl Action {
             Self::Cancel => "cancel",
             Self::Retry => "retry",
         }
+    }
+}
+
+/// Cancel and retry: a confirmation form and its POST, or, on a read-only dashboard, the
+/// refusal for both.
+pub(crate) fn routes(actions_enabled: bool) -> Router<AppState> {
+    if actions_enabled {
+        Router::new()
+            .route("/runs/{run_id}/cancel", get(confirm_cancel).post(cancel))
+            .route("/runs/{run_id}/retry", get(confirm_retry).post(retry))
+    } else {
+        Router::new()
+            .route("/runs/{run_id}/cancel", get(read_only).post(read_only))
+            .route("/runs/{run_id}/retry", get(read_only).post(read_only))
     }
 }
 

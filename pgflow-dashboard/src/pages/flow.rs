@@ -1,16 +1,23 @@
 //! The flow page: a concrete flow's graph, its steps' queue routes and dependencies, the other
 //! versions of its alias and the workers that carry it.
 
+use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::get;
 use maud::{PreEscaped, html};
 use pgflow_runtime::admin::browse;
 use pgflow_runtime::admin::inspect::{self, FlowName, WorkerFilter};
 
 use super::{badge, frame, short_id, time};
-use crate::app::AppState;
 use crate::dag;
 use crate::error::PageError;
+use crate::state::AppState;
+
+/// A flow's page.
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new().route("/flows/{flow_slug}", get(page))
+}
 
 /// `GET /flows/{flow_slug}`; an alias redirects to its active version.
 pub async fn page(

@@ -14,8 +14,8 @@ use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
 use pgflow_runtime::admin::human;
 
-use crate::app::AppState;
 use crate::error::PageError;
+use crate::state::AppState;
 
 /// A whole page: the frame around `content`, titled `title`.
 pub fn frame(app: &AppState, title: &str, content: Markup) -> Markup {

@@ -1,16 +1,23 @@
 //! The overview: queues, workers, aliases and flows, open rollouts and the drain status of
 //! flows being retired.
 
+use axum::Router;
 use axum::extract::State;
 use axum::response::Html;
+use axum::routing::get;
 use maud::{Markup, html};
 use pgflow_runtime::admin::browse::{self, FlowSummary};
 use pgflow_runtime::admin::inspect::{self, WorkerFilter};
 use pgflow_runtime::engine::{self, DrainStatus};
 
 use super::{badge, frame, short_id, time};
-use crate::app::AppState;
 use crate::error::PageError;
+use crate::state::AppState;
+
+/// The overview's route.
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new().route("/", get(page))
+}
 
 /// `GET /`.
 pub async fn page(State(app): State<AppState>) -> Result<Html<String>, PageError> {

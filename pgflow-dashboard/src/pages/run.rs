@@ -5,8 +5,10 @@
 
 use std::collections::HashMap;
 
+use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::Html;
+use axum::routing::get;
 use maud::{Markup, PreEscaped, html};
 use pgflow_runtime::admin::browse::{self, PayloadPreview};
 use pgflow_runtime::admin::human;
@@ -15,14 +17,21 @@ use pgflow_runtime::engine::{self, RunStatus};
 use uuid::Uuid;
 
 use super::{badge, duration, frame, maybe_time, time};
-use crate::app::AppState;
 use crate::dag;
 use crate::error::PageError;
+use crate::state::AppState;
 
 /// The longest error text a table cell shows.
 const ERROR_CHARS: usize = 600;
 /// Failed attempts listed.
 const ATTEMPTS_SHOWN: i64 = 50;
+
+/// A run's page and its live-refreshed body.
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/runs/{run_id}", get(page))
+        .route("/runs/{run_id}/body", get(body))
+}
 
 /// `GET /runs/{run_id}`.
 pub async fn page(

@@ -3,8 +3,10 @@
 
 use std::collections::BTreeSet;
 
+use axum::Router;
 use axum::extract::{Query, State};
 use axum::response::Html;
+use axum::routing::get;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use maud::html;
 use pgflow_runtime::admin::browse::{self, RunCursor, RunListing};
@@ -12,8 +14,8 @@ use pgflow_runtime::engine::RunStatus;
 use serde::{Deserialize, Serialize};
 
 use super::{badge, duration, frame, short_id, time};
-use crate::app::AppState;
 use crate::error::PageError;
+use crate::state::AppState;
 
 /// Runs per page.
 const PAGE_SIZE: i64 = 50;
@@ -99,6 +101,11 @@ impl RunsQuery {
             serde_urlencoded::to_string(&next).unwrap_or_default()
         )
     }
+}
+
+/// The runs page's route.
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new().route("/runs", get(page))
 }
 
 /// `GET /runs`.
