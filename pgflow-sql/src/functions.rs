@@ -8,7 +8,7 @@
 use sha2::{Digest, Sha256};
 use sqlx::{Executor, PgConnection};
 
-use crate::InstallError;
+use crate::{InstallError, ledger};
 
 /// One embedded function file.
 #[derive(Debug, Clone, Copy)]
@@ -59,27 +59,13 @@ pub fn code_functions_checksum() -> Vec<u8> {
     hasher.finalize().to_vec()
 }
 
-/// The checksum recorded by the last application of the function files, if any.
-pub(crate) async fn recorded_checksum(
-    conn: &mut PgConnection,
-) -> Result<Option<Vec<u8>>, InstallError> {
-    if !crate::migrations::table_exists(conn, "pgflow.schema_functions").await? {
-        return Ok(None);
-    }
-    let checksum = sqlx::query_scalar("select checksum from pgflow.schema_functions")
-        .persistent(false)
-        .fetch_optional(&mut *conn)
-        .await?;
-    Ok(checksum)
-}
-
 /// Whether the database's functions are the ones this code carries (`false` as well when
 /// pgflow is not installed). The versioned schema fixes every function's signature, so a
 /// difference means another release's bodies; `install` brings them in line.
 /// Safe behind a transaction-mode pooler, as [`crate::check_schema`] is.
 pub async fn functions_current(pool: &sqlx::PgPool) -> Result<bool, InstallError> {
     let mut tx = pool.begin().await?;
-    let recorded = recorded_checksum(&mut tx).await?;
+    let recorded = ledger::functions_checksum(&mut tx).await?;
     tx.commit().await?;
     Ok(recorded.as_deref() == Some(code_functions_checksum().as_slice()))
 }
@@ -89,7 +75,7 @@ pub async fn functions_current(pool: &sqlx::PgPool) -> Result<bool, InstallError
 /// Returns whether the files were applied.
 pub(crate) async fn apply_if_changed(conn: &mut PgConnection) -> Result<bool, InstallError> {
     let checksum = code_functions_checksum();
-    if recorded_checksum(conn).await?.as_deref() == Some(checksum.as_slice()) {
+    if ledger::functions_checksum(conn).await?.as_deref() == Some(checksum.as_slice()) {
         return Ok(false);
     }
     for file in FUNCTION_FILES {
@@ -98,13 +84,7 @@ pub(crate) async fn apply_if_changed(conn: &mut PgConnection) -> Result<bool, In
             .await
             .map_err(|source| InstallError::function_file(file.name, source))?;
     }
-    sqlx::query(
-        "insert into pgflow.schema_functions (singleton, checksum) values (true, $1)
-         on conflict (singleton) do update set checksum = excluded.checksum, applied_at = now()",
-    )
-    .bind(&checksum)
-    .execute(&mut *conn)
-    .await?;
+    ledger::record_functions(conn, &checksum).await?;
     tracing::info!(files = FUNCTION_FILES.len(), "applied pgflow functions");
     Ok(true)
 }

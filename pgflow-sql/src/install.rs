@@ -1,10 +1,9 @@
 //! Installing PGMQ and the `pgflow` schema.
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, PgConnection, PgPool};
+use sqlx::{ConnectOptions, Connection, PgConnection, PgPool};
 
-use crate::InstallError;
-use crate::migrations::apply_pending;
+use crate::{InstallError, functions, ledger, migrations};
 
 /// Second key of the session advisory lock that serializes installers (the first key is
 /// pgflow's lock namespace, as in the SQL core).
@@ -78,7 +77,7 @@ pub async fn install(pool: &PgPool) -> Result<InstallReport, InstallError> {
         .bind(INSTALL_LOCK.1)
         .execute(&mut lock_conn)
         .await;
-    let _ = sqlx::Connection::close(lock_conn).await;
+    let _ = Connection::close(lock_conn).await;
     result
 }
 
@@ -104,7 +103,7 @@ pub async fn install_url(database_url: &str) -> Result<InstallReport, InstallErr
         .connect()
         .await
         .map_err(|e| InstallError::connect(&options, e))?;
-    let _ = sqlx::Connection::close(probe).await;
+    let _ = Connection::close(probe).await;
     let pool = PgPoolOptions::new()
         .max_connections(2)
         .connect_lazy_with(options);
@@ -133,6 +132,32 @@ async fn install_locked(
         applied_migrations: applied.migrations,
         applied_functions: applied.functions,
         schema_version,
+    })
+}
+
+/// What [`apply_pending`] changed.
+struct Applied {
+    /// Versions of the migrations applied now.
+    migrations: Vec<i64>,
+    /// Whether the function files were applied now.
+    functions: bool,
+}
+
+/// Applies every migration the database lacks, then the function files if they changed, all
+/// in one transaction: an install that fails changes nothing.
+///
+/// The caller holds the installation lock, so no other installer runs concurrently.
+async fn apply_pending(conn: &mut PgConnection) -> Result<Applied, InstallError> {
+    ledger::create(conn).await?;
+    let applied = ledger::applied_migrations(conn).await?;
+    migrations::check_applied(&applied)?;
+    let mut tx = Connection::begin(&mut *conn).await?;
+    let migrations = migrations::apply_missing(&mut tx, &applied).await?;
+    let functions = functions::apply_if_changed(&mut tx).await?;
+    tx.commit().await?;
+    Ok(Applied {
+        migrations,
+        functions,
     })
 }
 

@@ -13,6 +13,7 @@ mod contract;
 mod error;
 mod functions;
 mod install;
+mod ledger;
 mod migrations;
 mod pooling;
 mod roles;

@@ -1,6 +1,7 @@
 //! The `pgflow` schema's versioned migrations (tables, types, indexes, constraints): embedded
-//! in the binary, applied in version order, recorded in `pgflow.schema_migrations`; then, in
-//! the same transaction, the function files of [`crate::functions`].
+//! in the binary, applied in version order and recorded in `pgflow.schema_migrations` (see
+//! [`crate::ledger`]); the installer then applies the function files of [`crate::functions`] in
+//! the same transaction.
 //!
 //! The files are embedded with `sqlx::migrate!`, but applied and recorded here rather than by
 //! sqlx's own runner: that runner keeps its ledger in `public._sqlx_migrations`, the table the
@@ -8,9 +9,9 @@
 //! other's entries for unknown versions.
 
 use sqlx::migrate::Migrator;
-use sqlx::{Connection, Executor, PgConnection, PgPool};
+use sqlx::{Executor, PgConnection, PgPool};
 
-use crate::InstallError;
+use crate::{InstallError, ledger};
 
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
@@ -54,7 +55,7 @@ pub enum SchemaStatus {
 pub async fn check_schema(pool: &PgPool) -> Result<SchemaStatus, InstallError> {
     let mut tx = pool.begin().await?;
     ensure_schema_access(&mut tx).await?;
-    let applied = applied_version(&mut tx).await?;
+    let applied = ledger::applied_version(&mut tx).await?;
     tx.commit().await?;
     let database = match applied {
         None => return Ok(SchemaStatus::NotInstalled),
@@ -87,76 +88,16 @@ pub(crate) async fn ensure_schema_access(conn: &mut PgConnection) -> Result<(), 
     Ok(())
 }
 
-/// Whether the table `name` (schema-qualified) exists: a ledger is read only once it does.
-pub(crate) async fn table_exists(
-    conn: &mut PgConnection,
-    name: &str,
-) -> Result<bool, InstallError> {
-    let exists = sqlx::query_scalar("select to_regclass($1) is not null")
-        .bind(name)
-        .persistent(false)
-        .fetch_one(&mut *conn)
-        .await?;
-    Ok(exists)
-}
-
-/// The newest applied migration, or `None` when the ledger does not exist.
-async fn applied_version(conn: &mut PgConnection) -> Result<Option<i64>, InstallError> {
-    if !table_exists(conn, "pgflow.schema_migrations").await? {
-        return Ok(None);
-    }
-    let version: Option<i64> =
-        sqlx::query_scalar("select max(version) from pgflow.schema_migrations")
-            .persistent(false)
-            .fetch_one(&mut *conn)
-            .await?;
-    Ok(version)
-}
-
-/// What [`apply_pending`] changed.
-pub(crate) struct Applied {
-    /// Versions of the migrations applied now.
-    pub migrations: Vec<i64>,
-    /// Whether the function files were applied now.
-    pub functions: bool,
-}
-
-/// Applies every migration the database lacks, then the function files if they changed, all
-/// in one transaction: an install that fails changes nothing.
-///
-/// The caller holds the installation lock, so no other installer runs concurrently.
-pub(crate) async fn apply_pending(conn: &mut PgConnection) -> Result<Applied, InstallError> {
-    // `Executor::execute` (a boxed, `Send` future) rather than `RawSql::execute`, whose
-    // generic future is not `Send` for `&mut PgConnection`.
-    (&mut *conn)
-        .execute(sqlx::raw_sql(
-            "create schema if not exists pgflow;
-             create table if not exists pgflow.schema_migrations (
-               version bigint primary key,
-               description text not null,
-               checksum bytea not null,
-               installed_at timestamptz not null default now()
-             );
-             create table if not exists pgflow.schema_functions (
-               singleton boolean primary key default true check (singleton),
-               checksum bytea not null,
-               applied_at timestamptz not null default now()
-             );",
-        ))
-        .await?;
-
-    let applied: Vec<(i64, Vec<u8>)> =
-        sqlx::query_as("select version, checksum from pgflow.schema_migrations order by version")
-            .fetch_all(&mut *conn)
-            .await?;
-
+/// Refuses a database whose ledger `applied` (version, checksum) this code cannot build on: a
+/// newer schema, a migration this code does not carry, or one whose file changed since.
+pub(crate) fn check_applied(applied: &[(i64, Vec<u8>)]) -> Result<(), InstallError> {
     let code = code_schema_version();
     if let Some(&(database, _)) = applied.last()
         && database > code
     {
         return Err(InstallError::SchemaNewer { database, code });
     }
-    for (version, checksum) in &applied {
+    for (version, checksum) in applied {
         let Some(migration) = MIGRATOR.iter().find(|m| m.version == *version) else {
             return Err(InstallError::UnknownMigration { version: *version });
         };
@@ -164,32 +105,32 @@ pub(crate) async fn apply_pending(conn: &mut PgConnection) -> Result<Applied, In
             return Err(InstallError::ChecksumMismatch { version: *version });
         }
     }
+    Ok(())
+}
 
-    let mut tx = Connection::begin(&mut *conn).await?;
+/// Applies, in version order, every migration not in `applied`, recording each in the ledger;
+/// returns their versions. Runs inside the caller's install transaction.
+pub(crate) async fn apply_missing(
+    conn: &mut PgConnection,
+    applied: &[(i64, Vec<u8>)],
+) -> Result<Vec<i64>, InstallError> {
     let mut migrations = Vec::new();
     for migration in MIGRATOR.iter() {
         if applied.iter().any(|(v, _)| *v == migration.version) {
             continue;
         }
-        (&mut *tx).execute(sqlx::raw_sql(&migration.sql)).await?;
-        sqlx::query(
-            "insert into pgflow.schema_migrations (version, description, checksum)
-             values ($1, $2, $3)",
+        (&mut *conn).execute(sqlx::raw_sql(&migration.sql)).await?;
+        ledger::record_migration(
+            conn,
+            migration.version,
+            &migration.description,
+            migration.checksum.as_ref(),
         )
-        .bind(migration.version)
-        .bind(&*migration.description)
-        .bind(migration.checksum.as_ref())
-        .execute(&mut *tx)
         .await?;
         tracing::info!(version = migration.version, description = %migration.description, "applying pgflow migration");
         migrations.push(migration.version);
     }
-    let functions = crate::functions::apply_if_changed(&mut tx).await?;
-    tx.commit().await?;
-    Ok(Applied {
-        migrations,
-        functions,
-    })
+    Ok(migrations)
 }
 
 #[cfg(test)]
