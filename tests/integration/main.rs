@@ -23,6 +23,7 @@ mod handles;
 mod idempotency;
 mod install;
 mod integrity;
+mod layout;
 mod lost_workers;
 mod metrics;
 mod outputs;
