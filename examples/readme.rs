@@ -34,7 +34,7 @@ mod triage_v1 {
     use super::*;
 
     #[step] // queue `triage_v1` (the default)
-    pub async fn fetch(input: TriageInput) -> Result<Thread, String> {
+    async fn fetch(input: TriageInput) -> Result<Thread, String> {
         let messages = vec!["Where is my invoice?".into(), "Checkout is down!".into()];
         Ok(Thread {
             id: input.thread_id,
@@ -43,12 +43,12 @@ mod triage_v1 {
     }
 
     #[step(depends_on = [fetch])] // parameters are dependencies, by name
-    pub async fn split(fetch: Thread) -> Result<Vec<String>, String> {
+    async fn split(fetch: Thread) -> Result<Vec<String>, String> {
         Ok(fetch.messages)
     }
 
     #[step(map = split, queue = "classify_threads", timeout = "10s")] // a task per element
-    pub async fn classify(message: String, ctx: pgflow::Context) -> Result<Label, String> {
+    async fn classify(message: String, ctx: pgflow::Context) -> Result<Label, String> {
         if ctx.is_cancelled() {
             return Err("the worker is stopping".into());
         }
@@ -60,7 +60,7 @@ mod triage_v1 {
     }
 
     #[step(depends_on = [fetch, classify], queue = "deliver_slack_alerts")]
-    pub async fn alert(fetch: Thread, classify: Vec<Label>) -> Result<Alert, String> {
+    async fn alert(fetch: Thread, classify: Vec<Label>) -> Result<Alert, String> {
         let urgent = classify
             .iter()
             .filter(|label| **label == Label::Urgent)

@@ -30,7 +30,7 @@ use crate::{
 
 /// The flows of the comparison, as pgflow 0.8.1 defines them.
 #[derive(Debug, Clone, Copy)]
-pub enum AnchorFlow {
+pub(crate) enum AnchorFlow {
     /// One step.
     Single,
     /// `a → b → c`.
@@ -267,7 +267,7 @@ async fn start_per_call(clients: &[PgPool], flow: AnchorFlow, runs: usize) -> Re
 /// pgflow 0.8.1 under the per-call method: `clients` connections start `runs` runs of `flow`
 /// one per call while `workers` Edge Workers (batch `batch`) run them; a tenth as many runs
 /// first, untimed, as this project's rows do.
-pub async fn anchor_per_call(
+pub(crate) async fn anchor_per_call(
     flow: AnchorFlow,
     runs: usize,
     clients: usize,

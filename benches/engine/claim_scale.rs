@@ -13,7 +13,7 @@ use crate::{Error, bench_single, database, server_url};
 
 /// Claim latencies (client round trip of one claim) on a short and on a deep queue.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct ClaimScale {
+pub(crate) struct ClaimScale {
     pub batch: usize,
     pub samples: usize,
     pub short_p50_ms: f64,
@@ -29,7 +29,7 @@ pub struct ClaimScale {
 const SAMPLES: usize = 50;
 
 /// Measures claims of `batch` tasks with 0 and then `backlog` runs waiting behind them.
-pub async fn claim_scale(backlog: usize, batch: usize) -> Result<ClaimScale, Error> {
+pub(crate) async fn claim_scale(backlog: usize, batch: usize) -> Result<ClaimScale, Error> {
     let pool = database("pgflow_bench").await?;
     pgflow::engine::compile_flow(&pool, &bench_single::Flow::definition()).await?;
     let worker = Uuid::new_v4();
@@ -196,7 +196,7 @@ fn percentile(values: &mut [f64], p: f64) -> f64 {
 }
 
 /// Prints the claim figures.
-pub fn print_claims(claims: &ClaimScale) {
+pub(crate) fn print_claims(claims: &ClaimScale) {
     println!(
         "\nclaim latency (read_and_start_tasks, batch {}, {} claims each, client round trip):\n  \
          short queue (just the batch): p50 {:.2} ms, p95 {:.2} ms\n  \

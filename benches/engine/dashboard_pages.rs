@@ -14,7 +14,7 @@ use crate::{Error, bench_chain3, bench_fanout, bench_single, database};
 
 /// One page's latencies.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct PageTiming {
+pub(crate) struct PageTiming {
     pub page: String,
     pub path: String,
     pub p50_ms: f64,
@@ -24,7 +24,7 @@ pub struct PageTiming {
 
 /// The pages' latencies with `runs` ended runs in the tables.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct DashboardPages {
+pub(crate) struct DashboardPages {
     pub runs: usize,
     pub fill_seconds: f64,
     pub requests_per_page: usize,
@@ -36,7 +36,7 @@ const REQUESTS: usize = 30;
 /// Fills a fresh database with `runs` ended runs over three flows (97% completed, 2% failed, 1%
 /// cancelled, started over the last 30 days, each with its steps' states and tasks) and times
 /// every page.
-pub async fn dashboard_pages(runs: usize) -> Result<DashboardPages, Error> {
+pub(crate) async fn dashboard_pages(runs: usize) -> Result<DashboardPages, Error> {
     let pool = database("pgflow_bench_dashboard").await?;
     for definition in [
         bench_single::Flow::definition(),
@@ -232,7 +232,7 @@ cross join lateral generate_series(0, case when s.step_type = 'map' then 2 else 
 ";
 
 /// Prints the pages' latencies.
-pub fn print_pages(pages: &DashboardPages) {
+pub(crate) fn print_pages(pages: &DashboardPages) {
     println!(
         "\ndashboard pages with {} ended runs in the tables (filled in {:.0} s): {} requests each, \
          rendered by the dashboard's router (queries, DAG layout, HTML)",

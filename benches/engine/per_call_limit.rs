@@ -22,7 +22,11 @@ const QUEUE: &str = "bench_limit_per_call";
 
 /// Sends `messages` one per call from [`CLIENTS`] connections while `workers` consumers read
 /// and archive batches of `batch`; the row's figures are messages per second.
-pub async fn per_call_limit(messages: usize, workers: usize, batch: usize) -> Result<Row, Error> {
+pub(crate) async fn per_call_limit(
+    messages: usize,
+    workers: usize,
+    batch: usize,
+) -> Result<Row, Error> {
     let pool = database("pgflow_bench").await?;
     sqlx::query("select pgmq.create($1)")
         .bind(QUEUE)

@@ -26,7 +26,7 @@ fn local_server() -> (String, String) {
 }
 
 /// A fresh database for an example, and what provides it.
-pub struct Database {
+pub(crate) struct Database {
     /// A pool on the example's own database.
     pub pool: PgPool,
     /// Which server this is, for the example to say.
@@ -41,13 +41,13 @@ pub struct Database {
 impl Database {
     /// Whether the server is a throwaway cluster, gone when the example exits.
     #[allow(dead_code)] // not every example asks
-    pub fn is_throwaway(&self) -> bool {
+    pub(crate) fn is_throwaway(&self) -> bool {
         self._cluster.is_some()
     }
 }
 
 /// Connects to a fresh copy of database `name`.
-pub async fn fresh(name: &str, max_connections: u32) -> Result<Database, Error> {
+pub(crate) async fn fresh(name: &str, max_connections: u32) -> Result<Database, Error> {
     let forced = std::env::var("PGFLOW_EXAMPLE_DATABASE").is_ok_and(|v| v == "embedded");
     let (host, port) = local_server();
     let (url, description, cluster) = match std::env::var("DATABASE_URL") {

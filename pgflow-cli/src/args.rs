@@ -9,7 +9,7 @@ use crate::graph::Format;
 /// pgflow: Postgres-native durable workflows.
 #[derive(Debug, Parser)]
 #[command(name = "pgflow", version, about)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Postgres connection URL.
     #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
@@ -24,7 +24,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Install or upgrade PGMQ and the pgflow schema (idempotent).
     Install,
     /// Give a login one of pgflow's roles: worker, client or operator (run as the installer).
@@ -189,7 +189,7 @@ pub enum Command {
 
 /// Which runs a bulk `cancel`, `retry` or `resume` takes.
 #[derive(Debug, Clone, clap::Args)]
-pub struct FilterArgs {
+pub(crate) struct FilterArgs {
     /// Runs of this flow, or of any version of this alias.
     #[arg(long)]
     pub flow: Option<String>,
@@ -206,7 +206,7 @@ pub struct FilterArgs {
 
 /// How a run to resume ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EndedArg {
+pub(crate) enum EndedArg {
     /// A step failed for good.
     Failed,
     /// It completed.
@@ -217,7 +217,7 @@ pub enum EndedArg {
 
 impl EndedArg {
     /// The engine's status.
-    pub fn status(self) -> pgflow::RunStatus {
+    pub(crate) fn status(self) -> pgflow::RunStatus {
         match self {
             Self::Failed => pgflow::RunStatus::Failed,
             Self::Completed => pgflow::RunStatus::Completed,
@@ -228,7 +228,7 @@ impl EndedArg {
 
 /// The roles `pgflow grant --as` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RoleArg {
+pub(crate) enum RoleArg {
     /// pgflow_worker: runs workers.
     Worker,
     /// pgflow_client: starts runs and reads them.
@@ -239,7 +239,7 @@ pub enum RoleArg {
 
 impl RoleArg {
     /// The library's role.
-    pub fn role(self) -> pgflow::PgflowRole {
+    pub(crate) fn role(self) -> pgflow::PgflowRole {
         match self {
             Self::Worker => pgflow::PgflowRole::Worker,
             Self::Client => pgflow::PgflowRole::Client,
@@ -250,7 +250,7 @@ impl RoleArg {
 
 /// The run statuses `--status` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StatusArg {
+pub(crate) enum StatusArg {
     /// Still running.
     Started,
     /// Ended with an output.
@@ -263,7 +263,7 @@ pub enum StatusArg {
 
 impl StatusArg {
     /// The engine's status.
-    pub fn status(self) -> pgflow::RunStatus {
+    pub(crate) fn status(self) -> pgflow::RunStatus {
         match self {
             Self::Started => pgflow::RunStatus::Started,
             Self::Completed => pgflow::RunStatus::Completed,
@@ -294,7 +294,7 @@ fn parse_age(text: &str) -> Result<std::time::Duration, String> {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum WorkersCommand {
+pub(crate) enum WorkersCommand {
     /// Live workers (all with --all).
     List {
         /// Include stopped workers.
@@ -309,7 +309,7 @@ pub enum WorkersCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum SchedulesCommand {
+pub(crate) enum SchedulesCommand {
     /// Every schedule with its state.
     List,
     /// Start nothing until resumed.
@@ -335,7 +335,7 @@ pub enum SchedulesCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum AliasCommand {
+pub(crate) enum AliasCommand {
     /// Point an alias at one of its concrete flows (an explicit rollback included).
     Set {
         /// The alias.
@@ -348,7 +348,7 @@ pub enum AliasCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum RolloutCommand {
+pub(crate) enum RolloutCommand {
     /// Disable worker functions, deprecate their workers and wait until all have stopped.
     Begin {
         /// Worker functions to fence.

@@ -2,7 +2,7 @@
 //! run, rollout or alias, bad arguments, pgflow not installed) and 1 for everything else.
 
 /// A failed command: its one-line message and exit code.
-pub struct Failure {
+pub(crate) struct Failure {
     /// What went wrong, on one line.
     pub message: String,
     /// 2 for bad input, 1 otherwise.
@@ -11,7 +11,7 @@ pub struct Failure {
 
 impl Failure {
     /// Bad input: the user can fix the command.
-    pub fn usage(message: impl Into<String>) -> Self {
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
             exit_code: 2,
@@ -19,7 +19,7 @@ impl Failure {
     }
 
     /// Anything else: the database, the network, the server.
-    pub fn runtime(message: impl Into<String>) -> Self {
+    pub(crate) fn runtime(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
             exit_code: 1,
@@ -27,7 +27,7 @@ impl Failure {
     }
 
     /// An error with its causes, on one line.
-    pub fn runtime_chain(error: &dyn std::error::Error) -> Self {
+    pub(crate) fn runtime_chain(error: &dyn std::error::Error) -> Self {
         Self::runtime(one_line(error))
     }
 }

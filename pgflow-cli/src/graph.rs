@@ -6,7 +6,7 @@ use pgflow_runtime::admin::inspect::FlowGraph;
 
 /// The formats `pgflow graph` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// A Mermaid flowchart.
     Mermaid,
     /// Graphviz DOT.
@@ -15,7 +15,7 @@ pub enum Format {
 
 impl Format {
     /// `mermaid` or `dot`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Mermaid => "mermaid",
             Self::Dot => "dot",
@@ -24,7 +24,7 @@ impl Format {
 }
 
 /// Renders `graph` of `flow`; `states` maps step slugs to their state in a run.
-pub fn render(
+pub(crate) fn render(
     format: Format,
     flow: &str,
     graph: &FlowGraph,

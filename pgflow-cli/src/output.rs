@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use comfy_table::{Cell, Color, ContentArrangement, Table, presets};
 
 /// How to print.
-pub struct Output {
+pub(crate) struct Output {
     /// JSON instead of human text.
     pub json: bool,
     /// Colour (a terminal, and `NO_COLOR` unset or empty).
@@ -15,7 +15,7 @@ pub struct Output {
 
 impl Output {
     /// JSON when asked for, else colour when stdout is a terminal and `NO_COLOR` is not set.
-    pub fn detect(json: bool) -> Self {
+    pub(crate) fn detect(json: bool) -> Self {
         let no_colour = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Self {
             json,
@@ -24,7 +24,7 @@ impl Output {
     }
 
     /// Prints `value` as one line of JSON, or `human()`'s text.
-    pub fn print(&self, value: serde_json::Value, human: impl FnOnce() -> String) {
+    pub(crate) fn print(&self, value: serde_json::Value, human: impl FnOnce() -> String) {
         if self.json {
             println!("{value}");
         } else {
@@ -34,7 +34,7 @@ impl Output {
 
     /// A table with these column headers, borderless, fitted to the terminal's width when
     /// there is one (long cells wrap).
-    pub fn table(&self, headers: &[&str]) -> Table {
+    pub(crate) fn table(&self, headers: &[&str]) -> Table {
         let mut table = Table::new();
         table
             .load_style(presets::NOTHING)
@@ -61,7 +61,7 @@ impl Output {
 }
 
 /// A table as text, without the spaces that pad its last column.
-pub fn render(table: &Table) -> String {
+pub(crate) fn render(table: &Table) -> String {
     table
         .lines()
         .map(|line| line.trim_end().to_owned())
@@ -72,12 +72,12 @@ pub fn render(table: &Table) -> String {
 impl Output {
     /// A cell for a status word, coloured by what it means: green when done or well, red when
     /// failed or stale, yellow while in progress or draining.
-    pub fn status(&self, status: &str) -> Cell {
+    pub(crate) fn status(&self, status: &str) -> Cell {
         self.coloured(status, status)
     }
 
     /// A cell showing `text`, coloured as [`status`](Self::status) colours `status`.
-    pub fn coloured(&self, text: &str, status: &str) -> Cell {
+    pub(crate) fn coloured(&self, text: &str, status: &str) -> Cell {
         let cell = Cell::new(text);
         if !self.colour {
             return cell;

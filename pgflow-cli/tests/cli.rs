@@ -2,6 +2,10 @@
 //! fresh database from `#[sqlx::test]` (server from `DATABASE_URL`, default in
 //! `.env`).
 
+#![allow(
+    unreachable_pub,
+    reason = "a test crate exports nothing; its flows and helpers are `pub`, as in a user's crate"
+)]
 #![allow(clippy::unwrap_used)]
 
 use std::process::{Command, Output};

@@ -26,7 +26,7 @@ fn colours(status: Option<&str>) -> (&'static str, &'static str) {
 
 /// The DAG of `graph` as an SVG element. With `states` (step slug to status), each box shows
 /// its step's status and is coloured by it. An empty graph draws nothing.
-pub fn render(graph: &FlowGraph, states: Option<&HashMap<String, String>>) -> String {
+pub(crate) fn render(graph: &FlowGraph, states: Option<&HashMap<String, String>>) -> String {
     if graph.steps.is_empty() {
         return String::new();
     }

@@ -9,7 +9,7 @@ use crate::security::Refusal;
 
 /// Why a page or an action failed.
 #[derive(Debug, thiserror::Error)]
-pub enum PageError {
+pub(crate) enum PageError {
     /// Reading or changing the database failed.
     #[error(transparent)]
     Engine(EngineError),

@@ -22,7 +22,7 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 /// The stream of one run's events, from its current state to its end.
-pub async fn run_events(
+pub(crate) async fn run_events(
     State(app): State<AppState>,
     Path(run_id): Path<Uuid>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, PageError> {

@@ -14,7 +14,7 @@ use crate::config::{Access, ActionToken};
 use crate::random::random_hex;
 
 /// The cookie the double-submitted CSRF token rides in.
-pub const CSRF_COOKIE: &str = "pgflow_csrf";
+pub(crate) const CSRF_COOKIE: &str = "pgflow_csrf";
 
 /// Why an action was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,7 +46,7 @@ pub enum Refusal {
 }
 
 /// The value of the cookie `name` in the request, if it has one.
-pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -59,7 +59,7 @@ pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
 
 /// The CSRF token to put in a form: the request's cookie when it has a well-formed one,
 /// otherwise a fresh one with the `Set-Cookie` header that stores it.
-pub fn csrf_for_form(headers: &HeaderMap) -> (String, Option<HeaderValue>) {
+pub(crate) fn csrf_for_form(headers: &HeaderMap) -> (String, Option<HeaderValue>) {
     if let Some(existing) = cookie(headers, CSRF_COOKIE)
         .filter(|value| value.len() == 64 && value.bytes().all(|b| b.is_ascii_hexdigit()))
     {
@@ -75,7 +75,7 @@ pub fn csrf_for_form(headers: &HeaderMap) -> (String, Option<HeaderValue>) {
 
 /// Checks an action's request: same site, CSRF token equal to the cookie, and the right action
 /// token, in that order.
-pub fn check_action(
+pub(crate) fn check_action(
     access: &Access,
     headers: &HeaderMap,
     form_csrf: &str,

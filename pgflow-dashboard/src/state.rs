@@ -9,7 +9,7 @@ use crate::throughput::Throughput;
 
 /// What every handler reads.
 #[derive(Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
     /// Reads and run control, with one shared listener for run events.
     pub client: Client,
     /// The operator's choices.
@@ -20,7 +20,7 @@ pub struct AppState {
 
 impl AppState {
     /// State for a dashboard of the database behind `db`.
-    pub fn new(config: DashboardConfig, db: Db) -> Self {
+    pub(crate) fn new(config: DashboardConfig, db: Db) -> Self {
         Self {
             client: Client::new(db),
             config: Arc::new(config),
@@ -29,7 +29,7 @@ impl AppState {
     }
 
     /// The database.
-    pub fn db(&self) -> &Db {
+    pub(crate) fn db(&self) -> &Db {
         self.client.db()
     }
 }

@@ -20,13 +20,13 @@ struct Sample {
 
 /// The recent readings of every queue's counter.
 #[derive(Default)]
-pub struct Throughput {
+pub(crate) struct Throughput {
     samples: Mutex<VecDeque<Sample>>,
 }
 
 impl Throughput {
     /// Records a reading taken now.
-    pub fn record(&self, queues: &[QueueOverview]) {
+    pub(crate) fn record(&self, queues: &[QueueOverview]) {
         let totals = queues
             .iter()
             .map(|q| (q.queue_name.clone(), q.total_messages));
@@ -45,7 +45,7 @@ impl Throughput {
 
     /// Messages per second sent to `queue` between the oldest and newest readings (`None`
     /// until two readings at least a second apart include it).
-    pub fn per_second(&self, queue: &str) -> Option<f64> {
+    pub(crate) fn per_second(&self, queue: &str) -> Option<f64> {
         let samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
         let newest = samples.back()?;
         let oldest = samples.iter().find(|s| {
@@ -59,7 +59,7 @@ impl Throughput {
 
 /// Reads the counters every `every` until `stop`; a failed read is logged and retried at the
 /// next tick.
-pub fn spawn_sampler(
+pub(crate) fn spawn_sampler(
     db: Db,
     throughput: Arc<Throughput>,
     every: Duration,

@@ -9,6 +9,10 @@
 //! Needs `chromium` (Debian: `apt install chromium`), Node.js and npm; `npm ci` runs here when
 //! `tests/browser/node_modules` is missing.
 
+#![allow(
+    unreachable_pub,
+    reason = "a test crate exports nothing; its flows and helpers are `pub`, as in a user's crate"
+)]
 #![allow(clippy::unwrap_used)]
 
 mod support;

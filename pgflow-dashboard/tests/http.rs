@@ -2,6 +2,10 @@
 //! failed step's error shows, payloads can be hidden, and cancel is refused without the token,
 //! from another site, with a stale form or on a read-only dashboard, and works with all three.
 
+#![allow(
+    unreachable_pub,
+    reason = "a test crate exports nothing; its flows and helpers are `pub`, as in a user's crate"
+)]
 #![allow(clippy::unwrap_used)]
 
 mod support;

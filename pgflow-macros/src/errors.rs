@@ -8,28 +8,28 @@ use quote::ToTokens;
 
 /// Collects errors so that one invocation reports all of them at once.
 #[derive(Default)]
-pub struct Errors {
+pub(crate) struct Errors {
     errors: Vec<syn::Error>,
 }
 
 impl Errors {
     /// Records `message` at the tokens of `at`.
-    pub fn at(&mut self, at: impl ToTokens, message: impl Display) {
+    pub(crate) fn at(&mut self, at: impl ToTokens, message: impl Display) {
         self.errors.push(syn::Error::new_spanned(at, message));
     }
 
     /// Records an error built elsewhere.
-    pub fn push(&mut self, error: syn::Error) {
+    pub(crate) fn push(&mut self, error: syn::Error) {
         self.errors.push(error);
     }
 
     /// Whether nothing was recorded.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.errors.is_empty()
     }
 
     /// All errors as `compile_error!` invocations.
-    pub fn to_compile_errors(&self) -> TokenStream {
+    pub(crate) fn to_compile_errors(&self) -> TokenStream {
         self.errors
             .iter()
             .map(syn::Error::to_compile_error)
@@ -38,8 +38,8 @@ impl Errors {
 }
 
 /// The catalogue of messages.
-pub mod msg {
-    pub fn unknown_key(key: &str, accepted: &[&str]) -> String {
+pub(crate) mod msg {
+    pub(crate) fn unknown_key(key: &str, accepted: &[&str]) -> String {
         let list = accepted
             .iter()
             .map(|k| format!("`{k}`"))
@@ -48,104 +48,104 @@ pub mod msg {
         format!("unknown key `{key}`; accepted keys are {list}")
     }
 
-    pub fn duplicate_key(key: &str) -> String {
+    pub(crate) fn duplicate_key(key: &str) -> String {
         format!("duplicate key `{key}`; set it once")
     }
 
-    pub fn expected_string(key: &str) -> String {
+    pub(crate) fn expected_string(key: &str) -> String {
         format!("`{key}` takes a string literal, e.g. `{key} = \"...\"`")
     }
 
-    pub fn expected_integer(key: &str, min: u64) -> String {
+    pub(crate) fn expected_integer(key: &str, min: u64) -> String {
         format!("`{key}` takes a whole number of at least {min}")
     }
 
-    pub fn expected_percent(key: &str) -> String {
+    pub(crate) fn expected_percent(key: &str) -> String {
         format!("`{key}` takes a whole percentage from 0 to 100, e.g. `{key} = 20`")
     }
 
-    pub fn expected_type(key: &str) -> String {
+    pub(crate) fn expected_type(key: &str) -> String {
         format!("`{key}` takes a type, e.g. `{key} = MyInput`")
     }
 
-    pub fn bad_duration(key: &str) -> String {
+    pub(crate) fn bad_duration(key: &str) -> String {
         format!(
             "`{key}` takes a duration: whole seconds (`{key} = 30`) or a string with a unit \
              (`{key} = \"30s\"`, `\"5m\"`, `\"1h\"`)"
         )
     }
 
-    pub fn duration_too_short(key: &str, min: u64) -> String {
+    pub(crate) fn duration_too_short(key: &str, min: u64) -> String {
         format!("`{key}` must be at least {min} s")
     }
 
-    pub fn step_attribute_form() -> String {
+    pub(crate) fn step_attribute_form() -> String {
         "write `#[step(key = value, ...)]` or `#[step]`".to_owned()
     }
 
-    pub fn map_value() -> String {
+    pub(crate) fn map_value() -> String {
         "`map = dep` takes the name of one step; write `map` alone to map over the flow input"
             .to_owned()
     }
 
-    pub fn depends_on_list() -> String {
+    pub(crate) fn depends_on_list() -> String {
         "`depends_on` takes a list of step names, e.g. `depends_on = [fetch, split]`".to_owned()
     }
 
-    pub fn invalid_name(error: impl std::fmt::Display) -> String {
+    pub(crate) fn invalid_name(error: impl std::fmt::Display) -> String {
         error.to_string()
     }
 
-    pub fn invalid_step_name(name: &str, error: impl std::fmt::Display) -> String {
+    pub(crate) fn invalid_step_name(name: &str, error: impl std::fmt::Display) -> String {
         format!("`{name}` cannot name a step: {error}; rename the fn")
     }
 
-    pub fn non_inline_module() -> String {
+    pub(crate) fn non_inline_module() -> String {
         "`#[flow]` needs an inline module: `mod name { ... }`, not `mod name;`".to_owned()
     }
 
-    pub fn flow_on_non_module() -> String {
+    pub(crate) fn flow_on_non_module() -> String {
         "`#[flow]` goes on an inline module of step handlers: `#[pgflow::flow(slug = \"...\")] mod name { ... }`".to_owned()
     }
 
-    pub fn step_outside_flow() -> String {
+    pub(crate) fn step_outside_flow() -> String {
         "`#[step]` only works on an `async fn` inside a module annotated with `#[pgflow::flow(...)]`"
             .to_owned()
     }
 
-    pub fn step_on_non_fn() -> String {
+    pub(crate) fn step_on_non_fn() -> String {
         "`#[step]` goes on an `async fn` step handler".to_owned()
     }
 
-    pub fn no_steps() -> String {
+    pub(crate) fn no_steps() -> String {
         "this flow has no steps; add `#[step] async fn name(..) -> Result<T, E>` to the module"
             .to_owned()
     }
 
-    pub fn not_async(step: &str) -> String {
+    pub(crate) fn not_async(step: &str) -> String {
         format!("step handler `{step}` must be an `async fn`")
     }
 
-    pub fn no_return(step: &str) -> String {
+    pub(crate) fn no_return(step: &str) -> String {
         format!("step handler `{step}` must return `Result<T, E>`; add `-> Result<T, E>`")
     }
 
-    pub fn not_result(step: &str) -> String {
+    pub(crate) fn not_result(step: &str) -> String {
         format!(
             "step handler `{step}` must return `Result<T, E>` (written as a path ending in \
              `Result`, such as `Result<T, E>` or `anyhow::Result<T>`)"
         )
     }
 
-    pub fn generic_handler(step: &str) -> String {
+    pub(crate) fn generic_handler(step: &str) -> String {
         format!("step handler `{step}` cannot be generic; use concrete types")
     }
 
-    pub fn duplicate_step(step: &str) -> String {
+    pub(crate) fn duplicate_step(step: &str) -> String {
         format!("step `{step}` is defined twice; step names must be unique within a flow")
     }
 
-    pub fn unknown_dependency(step: &str, dep: &str, steps: &[&str]) -> String {
+    pub(crate) fn unknown_dependency(step: &str, dep: &str, steps: &[&str]) -> String {
         let suggestion = super::did_you_mean(dep, steps.iter().copied());
         format!(
             "step `{step}` depends on `{dep}`, which is not a step of this flow{suggestion}; \
@@ -153,15 +153,15 @@ pub mod msg {
         )
     }
 
-    pub fn self_dependency(step: &str) -> String {
+    pub(crate) fn self_dependency(step: &str) -> String {
         format!("step `{step}` depends on itself; remove `{step}` from its dependencies")
     }
 
-    pub fn duplicate_dependency(step: &str, dep: &str) -> String {
+    pub(crate) fn duplicate_dependency(step: &str, dep: &str) -> String {
         format!("step `{step}` lists dependency `{dep}` twice; list it once")
     }
 
-    pub fn cycle(path: &[String]) -> String {
+    pub(crate) fn cycle(path: &[String]) -> String {
         let chain = path
             .iter()
             .map(|s| format!("`{s}`"))
@@ -170,18 +170,18 @@ pub mod msg {
         format!("this dependency closes a cycle: {chain}; a flow must be acyclic")
     }
 
-    pub fn map_with_other_deps(step: &str) -> String {
+    pub(crate) fn map_with_other_deps(step: &str) -> String {
         format!(
             "map step `{step}` has more than one dependency; a map step maps over the flow \
              input (`map`) or over exactly one dependency (`map = dep`), with no other dependencies"
         )
     }
 
-    pub fn param_pattern() -> String {
+    pub(crate) fn param_pattern() -> String {
         "step handler parameters must be plain names, e.g. `fetch: Thread`".to_owned()
     }
 
-    pub fn param_no_dependency(param: &str, step: &str, deps: &[String]) -> String {
+    pub(crate) fn param_no_dependency(param: &str, step: &str, deps: &[String]) -> String {
         let hint = if deps.is_empty() {
             "this step has no dependencies".to_owned()
         } else {
@@ -201,55 +201,55 @@ pub mod msg {
         )
     }
 
-    pub fn second_context(step: &str) -> String {
+    pub(crate) fn second_context(step: &str) -> String {
         format!("step `{step}` takes `pgflow::Context` twice; take it once")
     }
 
-    pub fn second_state(step: &str) -> String {
+    pub(crate) fn second_state(step: &str) -> String {
         format!("step `{step}` takes `pgflow::State` twice; take it once")
     }
 
-    pub fn map_needs_element(step: &str) -> String {
+    pub(crate) fn map_needs_element(step: &str) -> String {
         format!("map step `{step}` needs a parameter for the element it maps over, e.g. `item: T`")
     }
 
-    pub fn second_element(step: &str) -> String {
+    pub(crate) fn second_element(step: &str) -> String {
         format!(
             "map step `{step}` takes one element parameter; other parameters can only be \
              `input` (the flow input) and `pgflow::Context`"
         )
     }
 
-    pub fn reserved_name(name: &str) -> String {
+    pub(crate) fn reserved_name(name: &str) -> String {
         format!("`{name}` is generated by `#[flow]` in this module; rename this item")
     }
 
-    pub fn expected_pattern(key: &str) -> String {
+    pub(crate) fn expected_pattern(key: &str) -> String {
         format!(
             "`{key}` takes a constant JSON pattern: `{key} = json!({{\"plan\": \"pro\"}})` or a \
              string holding JSON, `{key} = r#\"{{\"plan\": \"pro\"}}\"#`"
         )
     }
 
-    pub fn pattern_not_constant() -> String {
+    pub(crate) fn pattern_not_constant() -> String {
         "a condition pattern is constant JSON (strings, numbers, `true`, `false`, `null`, arrays \
          and objects): it is stored with the flow's definition, so it cannot use Rust values"
             .to_owned()
     }
 
-    pub fn pattern_key() -> String {
+    pub(crate) fn pattern_key() -> String {
         "a key of a condition pattern is a string literal, e.g. `\"plan\": \"pro\"`".to_owned()
     }
 
-    pub fn pattern_trailing_tokens() -> String {
+    pub(crate) fn pattern_trailing_tokens() -> String {
         "a condition pattern is one JSON value; remove what follows it".to_owned()
     }
 
-    pub fn pattern_not_json(error: &dyn std::fmt::Display) -> String {
+    pub(crate) fn pattern_not_json(error: &dyn std::fmt::Display) -> String {
         format!("this condition pattern is not valid JSON: {error}")
     }
 
-    pub fn pattern_not_object(step: &str, key: &str, deps: &[String]) -> String {
+    pub(crate) fn pattern_not_object(step: &str, key: &str, deps: &[String]) -> String {
         format!(
             "step `{step}` has dependencies, so its `{key}` pattern is matched against the \
              object of their outputs: write an object keyed by dependency names ({}), e.g. \
@@ -259,7 +259,7 @@ pub mod msg {
         )
     }
 
-    pub fn pattern_unknown_dependency(
+    pub(crate) fn pattern_unknown_dependency(
         step: &str,
         key: &str,
         name: &str,
@@ -274,18 +274,18 @@ pub mod msg {
         )
     }
 
-    pub fn expected_skip_mode(key: &str, accepted: &[&str]) -> String {
+    pub(crate) fn expected_skip_mode(key: &str, accepted: &[&str]) -> String {
         format!("`{key}` takes one of {}", super::list(accepted))
     }
 
-    pub fn when_unmet_without_condition(step: &str) -> String {
+    pub(crate) fn when_unmet_without_condition(step: &str) -> String {
         format!(
             "step `{step}` sets `when_unmet` but has no condition; add `when = json!(...)` or \
              `unless = json!(...)`, or remove `when_unmet`"
         )
     }
 
-    pub fn skippable_dependency(step: &str, param: &str, dep: &str, why: &str) -> String {
+    pub(crate) fn skippable_dependency(step: &str, param: &str, dep: &str, why: &str) -> String {
         format!(
             "step `{dep}` may be skipped ({why}), and then step `{step}` runs without its output: \
              take it as `Option<T>` (`{param}: Option<...>`), or make `{dep}` skip everything \
@@ -293,7 +293,7 @@ pub mod msg {
         )
     }
 
-    pub fn queue_variant_clash(a: &str, b: &str) -> String {
+    pub(crate) fn queue_variant_clash(a: &str, b: &str) -> String {
         format!("queues `{a}` and `{b}` would both become the same `Queue` variant; rename one")
     }
 }

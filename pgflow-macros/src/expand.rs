@@ -10,7 +10,12 @@ use crate::model::{Flow, ParamKind, Step};
 use crate::parse::{MapSource, SkipMode};
 
 /// The module with the generated items appended.
-pub fn expand(flow: &Flow, order: &[usize], mut module: ItemMod, errors: &mut Errors) -> ItemMod {
+pub(crate) fn expand(
+    flow: &Flow,
+    order: &[usize],
+    mut module: ItemMod,
+    errors: &mut Errors,
+) -> ItemMod {
     let queues = queue_variants(flow, errors);
     let flow_vis = flow_type_visibility(&module.vis);
     let generated = generated_items(flow, order, &queues, &flow_vis);
@@ -75,7 +80,7 @@ fn queue_variants(flow: &Flow, errors: &mut Errors) -> Vec<(String, Ident)> {
 }
 
 /// `classify_threads` -> `ClassifyThreads`; a leading digit gets a `Q` prefix.
-pub fn variant_name(queue: &str) -> String {
+pub(crate) fn variant_name(queue: &str) -> String {
     let mut name: String = queue
         .split('_')
         .filter(|part| !part.is_empty())

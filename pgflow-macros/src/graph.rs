@@ -15,7 +15,7 @@ enum Mark {
 
 /// Checks the graph; returns the steps' indexes in topological order (declaration order where
 /// the dependencies allow), or `None` when the graph is not a DAG of known steps.
-pub fn check(steps: &[Step], errors: &mut Errors) -> Option<Vec<usize>> {
+pub(crate) fn check(steps: &[Step], errors: &mut Errors) -> Option<Vec<usize>> {
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut valid = true;
     for (i, step) in steps.iter().enumerate() {

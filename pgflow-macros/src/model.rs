@@ -10,7 +10,7 @@ use crate::pattern::Pattern;
 use pgflow_names::{validate_queue_name, validate_slug};
 
 /// Items `#[flow]` generates inside the module; user items may not take these names.
-pub const RESERVED: &[&str] = &[
+pub(crate) const RESERVED: &[&str] = &[
     "Queue",
     "Flow",
     "Output",
@@ -21,7 +21,7 @@ pub const RESERVED: &[&str] = &[
 ];
 
 /// One flow.
-pub struct Flow {
+pub(crate) struct Flow {
     pub slug: String,
     pub alias: String,
     pub version: u32,
@@ -41,7 +41,7 @@ pub struct Flow {
 }
 
 /// One step.
-pub struct Step {
+pub(crate) struct Step {
     pub ident: Ident,
     pub slug: String,
     pub queue: Option<Located<String>>,
@@ -71,7 +71,7 @@ pub struct Step {
 
 /// What a handler parameter receives.
 #[derive(Clone, Debug)]
-pub enum ParamKind {
+pub(crate) enum ParamKind {
     /// `pgflow::Context`.
     Context,
     /// `pgflow::State<T>`: the flow's application state.
@@ -85,28 +85,28 @@ pub enum ParamKind {
 }
 
 /// One handler parameter.
-pub struct Param {
+pub(crate) struct Param {
     pub ident: Ident,
     pub ty: Type,
     pub kind: ParamKind,
 }
 
 impl Step {
-    pub fn is_root(&self) -> bool {
+    pub(crate) fn is_root(&self) -> bool {
         self.deps.is_empty()
     }
 
-    pub fn dep_names(&self) -> Vec<String> {
+    pub(crate) fn dep_names(&self) -> Vec<String> {
         self.deps.iter().map(Ident::to_string).collect()
     }
 
-    pub fn has_condition(&self) -> bool {
+    pub(crate) fn has_condition(&self) -> bool {
         self.when.is_some() || self.unless.is_some()
     }
 
     /// Why the step may end skipped with its dependents still running (they then get no
     /// output from it), if it may.
-    pub fn plain_skip_reason(&self) -> Option<&'static str> {
+    pub(crate) fn plain_skip_reason(&self) -> Option<&'static str> {
         if self.has_condition() && self.when_unmet == SkipMode::Skip {
             Some("its condition may not hold, and `when_unmet` is `skip`")
         } else if self.when_exhausted == SkipMode::Skip {
@@ -117,20 +117,20 @@ impl Step {
     }
 
     /// Whether the step may be skipped together with everything downstream of it.
-    pub fn skips_cascading(&self) -> bool {
+    pub(crate) fn skips_cascading(&self) -> bool {
         (self.has_condition() && self.when_unmet == SkipMode::SkipCascade)
             || self.when_exhausted == SkipMode::SkipCascade
     }
 }
 
 impl Flow {
-    pub fn step_named(&self, name: &Ident) -> Option<&Step> {
+    pub(crate) fn step_named(&self, name: &Ident) -> Option<&Step> {
         self.steps.iter().find(|s| s.ident == *name)
     }
 
     /// Whether a run may end with `step` skipped: it may skip itself, or a step upstream of it
     /// may skip everything downstream.
-    pub fn may_end_skipped(&self, step: &Step) -> bool {
+    pub(crate) fn may_end_skipped(&self, step: &Step) -> bool {
         if step.plain_skip_reason().is_some() || step.skips_cascading() {
             return true;
         }
@@ -155,7 +155,7 @@ impl Flow {
 }
 
 /// Reads the flow from its arguments and module; strips `#[step]` attributes from the module.
-pub fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) -> Flow {
+pub(crate) fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) -> Flow {
     let default_slug = Located {
         value: module.ident.to_string(),
         span: module.ident.span(),

@@ -13,14 +13,14 @@ use crate::pattern::{self, Pattern};
 
 /// A value with the span it was written at.
 #[derive(Clone, Debug)]
-pub struct Located<T> {
+pub(crate) struct Located<T> {
     pub value: T,
     pub span: Span,
 }
 
 /// `#[flow(...)]` arguments.
 #[derive(Default)]
-pub struct FlowArgs {
+pub(crate) struct FlowArgs {
     pub slug: Option<Located<String>>,
     pub alias: Option<Located<String>>,
     pub version: Option<Located<u32>>,
@@ -36,7 +36,7 @@ pub struct FlowArgs {
 
 /// How a map step gets its array.
 #[derive(Clone, Debug)]
-pub enum MapSource {
+pub(crate) enum MapSource {
     /// `map`: the flow input.
     Input(Span),
     /// `map = dep`: one dependency's output.
@@ -45,7 +45,7 @@ pub enum MapSource {
 
 /// `#[step(...)]` arguments.
 #[derive(Default)]
-pub struct StepArgs {
+pub(crate) struct StepArgs {
     pub queue: Option<Located<String>>,
     pub depends_on: Option<Vec<Ident>>,
     pub map: Option<MapSource>,
@@ -63,7 +63,7 @@ pub struct StepArgs {
 
 /// A value of `when_unmet` or `when_exhausted`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SkipMode {
+pub(crate) enum SkipMode {
     /// `skip`: the step is skipped; its dependents run without its output.
     Skip,
     /// `skip_cascade`: the step and everything downstream are skipped.
@@ -74,7 +74,7 @@ pub enum SkipMode {
 
 impl SkipMode {
     /// The variant's name in `pgflow::definition::WhenUnmet` / `WhenExhausted`.
-    pub fn variant(self) -> &'static str {
+    pub(crate) fn variant(self) -> &'static str {
         match self {
             Self::Skip => "Skip",
             Self::SkipCascade => "SkipCascade",
@@ -114,7 +114,7 @@ const STEP_KEYS: &[&str] = &[
 ];
 
 /// Parses `#[flow(...)]` arguments, recording problems in `errors`.
-pub fn flow_args(tokens: TokenStream, errors: &mut Errors) -> FlowArgs {
+pub(crate) fn flow_args(tokens: TokenStream, errors: &mut Errors) -> FlowArgs {
     let mut args = FlowArgs::default();
     let parser = syn::meta::parser(|meta| {
         let key = key_of(&meta);
@@ -152,7 +152,7 @@ pub fn flow_args(tokens: TokenStream, errors: &mut Errors) -> FlowArgs {
 }
 
 /// Parses `#[step(...)]` arguments, recording problems in `errors`.
-pub fn step_args(tokens: TokenStream, errors: &mut Errors) -> StepArgs {
+pub(crate) fn step_args(tokens: TokenStream, errors: &mut Errors) -> StepArgs {
     let mut args = StepArgs::default();
     let parser = syn::meta::parser(|meta| {
         let key = key_of(&meta);
@@ -441,7 +441,7 @@ fn seconds_of_int(lit: &LitInt) -> Option<u64> {
 }
 
 /// `"30s"`, `"5m"`, `"1h"` or `"30"` as seconds.
-pub fn seconds_of_text(text: &str) -> Option<u64> {
+pub(crate) fn seconds_of_text(text: &str) -> Option<u64> {
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
         Some(at) => text.split_at(at),

@@ -19,7 +19,7 @@ use crate::errors::msg;
 
 /// A condition pattern with where it was written.
 #[derive(Clone, Debug)]
-pub struct Pattern {
+pub(crate) struct Pattern {
     /// The pattern.
     pub value: Value,
     /// The pattern's tokens.
@@ -30,13 +30,13 @@ pub struct Pattern {
 
 impl Pattern {
     /// The pattern as compact JSON text.
-    pub fn json_text(&self) -> String {
+    pub(crate) fn json_text(&self) -> String {
         self.value.to_string()
     }
 }
 
 /// Reads the value of `key = ...`: `json!(...)` or a string literal holding JSON.
-pub fn read(expr: &Expr, key: &str) -> syn::Result<Pattern> {
+pub(crate) fn read(expr: &Expr, key: &str) -> syn::Result<Pattern> {
     match expr {
         Expr::Macro(mac)
             if mac

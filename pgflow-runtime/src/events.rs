@@ -311,7 +311,7 @@ impl RunEvents {
             }
             Ok(Ok(HubMessage::Event(_))) => {}
             // Reconnected, fell behind the broadcast, or silence: read the state.
-            Ok(Ok(HubMessage::Reconnected)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {
+            Ok(Ok(HubMessage::Reconnected) | Err(broadcast::error::RecvError::Lagged(_))) => {
                 self.resync().await?;
             }
             Ok(Err(broadcast::error::RecvError::Closed)) => {

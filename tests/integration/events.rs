@@ -171,7 +171,7 @@ async fn a_flow_stream_and_a_plain_listen_see_the_runs_of_the_flow(pool: PgPool)
         let next = tokio::time::timeout(Duration::from_secs(10), flow.next()).await;
         match next.expect("no flow event").unwrap() {
             FlowEvent::Event(event) => break event,
-            FlowEvent::Reconnected => continue,
+            FlowEvent::Reconnected => {}
             other => panic!("{other:?}"),
         }
     };

@@ -3,6 +3,10 @@
 //! Every test gets a fresh database from `#[sqlx::test]` (server from `DATABASE_URL`, default
 //! in `.env`) and installs pgflow into it.
 
+#![allow(
+    unreachable_pub,
+    reason = "a test crate exports nothing; its flows and helpers are `pub`, as in a user's crate"
+)]
 #![allow(clippy::unwrap_used)]
 
 mod app_state;

@@ -9,7 +9,12 @@ use crate::output::Output;
 use pgflow_runtime::admin::human;
 
 /// Points an alias at one of its concrete flows.
-pub async fn set(pool: &pgflow::Db, out: &Output, alias: &str, flow: &str) -> Result<(), Failure> {
+pub(super) async fn set(
+    pool: &pgflow::Db,
+    out: &Output,
+    alias: &str,
+    flow: &str,
+) -> Result<(), Failure> {
     let previous = pgflow::engine::set_alias(pool, alias, flow).await?;
     out.print(
         json!({ "alias": alias, "flow_slug": flow, "previous_flow_slug": previous }),
@@ -27,7 +32,7 @@ pub async fn set(pool: &pgflow::Db, out: &Output, alias: &str, flow: &str) -> Re
 }
 
 /// Every alias and its active flow.
-pub async fn list(pool: &pgflow::Db, out: &Output) -> Result<(), Failure> {
+pub(super) async fn list(pool: &pgflow::Db, out: &Output) -> Result<(), Failure> {
     let rows = inspect::aliases(pool).await?;
     out.print(json!(rows), || {
         if rows.is_empty() {
@@ -48,7 +53,7 @@ pub async fn list(pool: &pgflow::Db, out: &Output) -> Result<(), Failure> {
 }
 
 /// Whether a concrete flow (or an alias's active flow) can leave the registries of a queue.
-pub async fn drain_status(
+pub(super) async fn drain_status(
     pool: &pgflow::Db,
     out: &Output,
     name: &str,

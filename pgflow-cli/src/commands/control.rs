@@ -11,7 +11,7 @@ use crate::failure::Failure;
 use crate::output::Output;
 
 /// Cancels the given runs, or those the filter names.
-pub async fn cancel(
+pub(super) async fn cancel(
     db: &pgflow::Db,
     out: &Output,
     run_ids: &[String],
@@ -42,7 +42,7 @@ pub async fn cancel(
 }
 
 /// Retries the given failed runs, or those the filter names.
-pub async fn retry(
+pub(super) async fn retry(
     db: &pgflow::Db,
     out: &Output,
     run_ids: &[String],
@@ -72,7 +72,7 @@ pub async fn retry(
 }
 
 /// Resumes the given ended runs from `step`, or those the filter names.
-pub async fn resume(
+pub(super) async fn resume(
     db: &pgflow::Db,
     out: &Output,
     run_ids: &[String],
@@ -202,7 +202,7 @@ fn print_outcomes(
 }
 
 /// Deletes a concrete flow and everything of it.
-pub async fn delete_flow(
+pub(super) async fn delete_flow(
     db: &pgflow::Db,
     out: &Output,
     flow: &str,

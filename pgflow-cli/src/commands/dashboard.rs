@@ -7,10 +7,10 @@ use pgflow_dashboard::{Access, ActionToken, DashboardConfig};
 use crate::failure::Failure;
 
 /// Database connections the dashboard's pages share (its event listener holds one more).
-pub const CONNECTIONS: u32 = 4;
+pub(super) const CONNECTIONS: u32 = 4;
 
 /// The command's options.
-pub struct Options {
+pub(super) struct Options {
     pub listen: SocketAddr,
     pub token: Option<String>,
     pub read_only: bool,
@@ -19,7 +19,7 @@ pub struct Options {
 }
 
 /// Serves until Ctrl-C or SIGTERM.
-pub async fn serve(db: pgflow::Db, options: Options) -> Result<(), Failure> {
+pub(super) async fn serve(db: pgflow::Db, options: Options) -> Result<(), Failure> {
     let (access, generated) = if options.read_only {
         (Access::ReadOnly, false)
     } else if let Some(token) = options.token {

@@ -11,7 +11,7 @@ use crate::graph::{Format, render};
 use crate::output::Output;
 
 /// Prints the DAG, coloured by `run`'s step states when given.
-pub async fn graph(
+pub(super) async fn graph(
     pool: &pgflow::Db,
     out: &Output,
     name: &str,

@@ -6,7 +6,7 @@ use crate::failure::Failure;
 use crate::output::Output;
 
 /// Installs or upgrades PGMQ and the pgflow schema.
-pub async fn install(url: &str, out: &Output) -> Result<(), Failure> {
+pub(super) async fn install(url: &str, out: &Output) -> Result<(), Failure> {
     let report = pgflow::install_url(url)
         .await
         .map_err(|error| Failure::runtime_chain(&error))?;
@@ -34,7 +34,7 @@ pub async fn install(url: &str, out: &Output) -> Result<(), Failure> {
 }
 
 /// Gives `login` one of pgflow's roles.
-pub async fn grant(
+pub(super) async fn grant(
     pool: &pgflow::Db,
     out: &Output,
     login: &str,

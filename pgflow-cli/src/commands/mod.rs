@@ -21,7 +21,7 @@ use crate::failure::Failure;
 use crate::output::Output;
 
 /// Runs one command.
-pub async fn run(cli: Cli) -> Result<(), Failure> {
+pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
     let url = cli.database_url.clone().ok_or_else(|| {
         Failure::usage("no database given: pass --database-url or set DATABASE_URL")
     })?;

@@ -8,7 +8,7 @@ use crate::failure::Failure;
 use crate::output::Output;
 
 /// Deletes what ended before `older_than` ago, `batch` runs per transaction.
-pub async fn prune(
+pub(super) async fn prune(
     pool: &pgflow::Db,
     out: &Output,
     older_than: Duration,

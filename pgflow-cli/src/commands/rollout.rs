@@ -10,7 +10,7 @@ use crate::output::Output;
 
 /// Disables worker functions, deprecates their workers and (unless `no_wait`) waits until
 /// they have stopped.
-pub async fn begin(
+pub(super) async fn begin(
     pool: &pgflow::Db,
     out: &Output,
     functions: Vec<String>,
@@ -68,7 +68,11 @@ pub async fn begin(
 }
 
 /// Enables again exactly the functions that were enabled when the rollout began.
-pub async fn finish(pool: &pgflow::Db, out: &Output, rollout_id: i64) -> Result<(), Failure> {
+pub(super) async fn finish(
+    pool: &pgflow::Db,
+    out: &Output,
+    rollout_id: i64,
+) -> Result<(), Failure> {
     let enabled = pgflow::rollout::finish(pool, rollout_id).await?;
     out.print(json!({ "rollout_id": rollout_id, "enabled": enabled }), || {
         if enabled.is_empty() {
@@ -81,7 +85,7 @@ pub async fn finish(pool: &pgflow::Db, out: &Output, rollout_id: i64) -> Result<
 }
 
 /// Open rollouts (every rollout with `all`) and how many of their workers still run.
-pub async fn status(pool: &pgflow::Db, out: &Output, all: bool) -> Result<(), Failure> {
+pub(super) async fn status(pool: &pgflow::Db, out: &Output, all: bool) -> Result<(), Failure> {
     let rollouts = pgflow::engine::rollouts(pool, !all).await?;
     let mut rows = Vec::new();
     for rollout in &rollouts {

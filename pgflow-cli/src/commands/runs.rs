@@ -47,7 +47,7 @@ fn run_notes(run: &pgflow::Run) -> Vec<String> {
 }
 
 /// The newest runs, of one flow or alias and in one status if given.
-pub async fn list(
+pub(super) async fn list(
     pool: &pgflow::Db,
     out: &Output,
     flow: Option<&str>,
@@ -93,7 +93,7 @@ pub async fn list(
 }
 
 /// One run: its steps with their timing and output size, and the tasks that needed retries.
-pub async fn show(pool: &pgflow::Db, out: &Output, run_id: &str) -> Result<(), Failure> {
+pub(super) async fn show(pool: &pgflow::Db, out: &Output, run_id: &str) -> Result<(), Failure> {
     let run_id = parse_run_id(run_id)?;
     let run = pgflow::engine::run(pool, run_id).await?;
     let steps = inspect::run_steps(pool, run_id).await?;
@@ -215,7 +215,10 @@ fn attempt_table(out: &Output, attempts: &[inspect::FailedAttempt]) -> String {
 
 /// The flow input: `--input JSON`, `--input -` (stdin) or `--input-file PATH`; `null` without
 /// either.
-pub fn read_input(input: Option<&str>, file: Option<&Path>) -> Result<serde_json::Value, Failure> {
+pub(super) fn read_input(
+    input: Option<&str>,
+    file: Option<&Path>,
+) -> Result<serde_json::Value, Failure> {
     let (text, source) = match (input, file) {
         (_, Some(path)) => (
             std::fs::read_to_string(path).map_err(|e| {
@@ -238,7 +241,7 @@ pub fn read_input(input: Option<&str>, file: Option<&Path>) -> Result<serde_json
 }
 
 /// Starts a run of an alias or a concrete flow.
-pub async fn start(
+pub(super) async fn start(
     pool: &pgflow::Db,
     out: &Output,
     flow: &str,

@@ -8,7 +8,7 @@ use crate::output::Output;
 use pgflow_runtime::admin::human;
 
 /// Every schedule with its state.
-pub async fn list(db: &pgflow::Db, out: &Output) -> Result<(), Failure> {
+pub(super) async fn list(db: &pgflow::Db, out: &Output) -> Result<(), Failure> {
     let rows = pgflow::engine::schedule_list(db).await?;
     out.print(json!(rows), || {
         if rows.is_empty() {
@@ -58,7 +58,12 @@ pub async fn list(db: &pgflow::Db, out: &Output) -> Result<(), Failure> {
 }
 
 /// Pauses (`paused`) or resumes a schedule.
-pub async fn pause(db: &pgflow::Db, out: &Output, name: &str, paused: bool) -> Result<(), Failure> {
+pub(super) async fn pause(
+    db: &pgflow::Db,
+    out: &Output,
+    name: &str,
+    paused: bool,
+) -> Result<(), Failure> {
     pgflow::engine::pause_schedule(db, name, paused).await?;
     out.print(json!({ "schedule_name": name, "paused": paused }), || {
         if paused {
@@ -73,7 +78,7 @@ pub async fn pause(db: &pgflow::Db, out: &Output, name: &str, paused: bool) -> R
 }
 
 /// Starts one run of a schedule now.
-pub async fn trigger(db: &pgflow::Db, out: &Output, name: &str) -> Result<(), Failure> {
+pub(super) async fn trigger(db: &pgflow::Db, out: &Output, name: &str) -> Result<(), Failure> {
     let run = pgflow::engine::trigger_schedule(db, name).await?;
     out.print(
         json!({ "schedule_name": name, "run_id": run.run_id, "flow_slug": run.flow_slug }),
@@ -88,7 +93,7 @@ pub async fn trigger(db: &pgflow::Db, out: &Output, name: &str) -> Result<(), Fa
 }
 
 /// Deletes a schedule.
-pub async fn delete(db: &pgflow::Db, out: &Output, name: &str) -> Result<(), Failure> {
+pub(super) async fn delete(db: &pgflow::Db, out: &Output, name: &str) -> Result<(), Failure> {
     pgflow::engine::delete_schedule(db, name).await?;
     out.print(json!({ "schedule_name": name, "deleted": true }), || {
         format!("deleted schedule `{name}` (its runs stay)")

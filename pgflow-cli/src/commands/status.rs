@@ -22,7 +22,7 @@ fn count(workers: &[&WorkerEntry], state: WorkerLiveness) -> usize {
 }
 
 /// Prints the overview.
-pub async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failure> {
+pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failure> {
     let queues = inspect::queues(pool).await?;
     let workers = inspect::workers(pool, WorkerFilter::NotStopped).await?;
     let aliases = inspect::aliases(pool).await?;

@@ -9,12 +9,12 @@ use crate::output::Output;
 use pgflow_runtime::admin::human;
 
 /// The first 8 hex digits of a worker id: enough to tell a handful of workers apart.
-pub fn short_id(id: uuid::Uuid) -> String {
+pub(super) fn short_id(id: uuid::Uuid) -> String {
     id.simple().to_string()[..8].to_owned()
 }
 
 /// Workers that have not stopped (every worker with `all`), with one liveness rule.
-pub async fn list(pool: &pgflow::Db, out: &Output, all: bool) -> Result<(), Failure> {
+pub(super) async fn list(pool: &pgflow::Db, out: &Output, all: bool) -> Result<(), Failure> {
     let filter = if all {
         WorkerFilter::All
     } else {
@@ -59,7 +59,11 @@ pub async fn list(pool: &pgflow::Db, out: &Output, all: bool) -> Result<(), Fail
 }
 
 /// Asks every live worker of a function to drain and stop.
-pub async fn deprecate(pool: &pgflow::Db, out: &Output, function: &str) -> Result<(), Failure> {
+pub(super) async fn deprecate(
+    pool: &pgflow::Db,
+    out: &Output,
+    function: &str,
+) -> Result<(), Failure> {
     let count = pgflow::engine::deprecate_workers(pool, function).await?;
     out.print(
         json!({ "function_name": function, "deprecated": count }),

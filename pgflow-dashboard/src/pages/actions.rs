@@ -18,7 +18,7 @@ use crate::state::AppState;
 
 /// What a confirmation form posts.
 #[derive(Debug, Deserialize)]
-pub struct ActionForm {
+pub(crate) struct ActionForm {
     #[serde(default)]
     csrf: String,
     #[serde(default)]
@@ -57,7 +57,7 @@ pub(crate) fn routes(actions_enabled: bool) -> Router<AppState> {
 }
 
 /// `GET /runs/{id}/cancel`.
-pub async fn confirm_cancel(
+pub(crate) async fn confirm_cancel(
     State(app): State<AppState>,
     Path(run_id): Path<Uuid>,
     headers: HeaderMap,
@@ -66,7 +66,7 @@ pub async fn confirm_cancel(
 }
 
 /// `GET /runs/{id}/retry`.
-pub async fn confirm_retry(
+pub(crate) async fn confirm_retry(
     State(app): State<AppState>,
     Path(run_id): Path<Uuid>,
     headers: HeaderMap,
@@ -121,7 +121,7 @@ async fn confirm(
 }
 
 /// `POST /runs/{id}/cancel`.
-pub async fn cancel(
+pub(crate) async fn cancel(
     State(app): State<AppState>,
     Path(run_id): Path<Uuid>,
     headers: HeaderMap,
@@ -135,7 +135,7 @@ pub async fn cancel(
 }
 
 /// `POST /runs/{id}/retry`.
-pub async fn retry(
+pub(crate) async fn retry(
     State(app): State<AppState>,
     Path(run_id): Path<Uuid>,
     headers: HeaderMap,
@@ -148,6 +148,6 @@ pub async fn retry(
 }
 
 /// Any action on a read-only dashboard.
-pub async fn read_only() -> PageError {
+pub(crate) async fn read_only() -> PageError {
     PageError::Refused(Refusal::ReadOnly)
 }

@@ -20,7 +20,7 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 /// `GET /flows/{flow_slug}`; an alias redirects to its active version.
-pub async fn page(
+pub(crate) async fn page(
     State(app): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Response, PageError> {

@@ -1,11 +1,11 @@
 //! The pages, rendered on the server, and what they share: the page frame, status badges,
 //! times, durations and sizes.
 
-pub mod actions;
-pub mod flow;
-pub mod overview;
-pub mod run;
-pub mod runs;
+pub(crate) mod actions;
+pub(crate) mod flow;
+pub(crate) mod overview;
+pub(crate) mod run;
+pub(crate) mod runs;
 
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use crate::error::PageError;
 use crate::state::AppState;
 
 /// A whole page: the frame around `content`, titled `title`.
-pub fn frame(app: &AppState, title: &str, content: Markup) -> Markup {
+pub(crate) fn frame(app: &AppState, title: &str, content: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -49,17 +49,17 @@ pub fn frame(app: &AppState, title: &str, content: Markup) -> Markup {
 }
 
 /// A status as a coloured badge (`data-status` carries it for scripts and tests).
-pub fn badge(status: &str) -> Markup {
+pub(crate) fn badge(status: &str) -> Markup {
     html! { span.badge.(format!("status-{status}")) data-status=(status) { (status) } }
 }
 
 /// A time in UTC, to the second, with its exact value for machines.
-pub fn time(at: DateTime<Utc>) -> Markup {
+pub(crate) fn time(at: DateTime<Utc>) -> Markup {
     html! { time datetime=(at.to_rfc3339()) { (human::timestamp(at)) } }
 }
 
 /// An optional time, or a dash.
-pub fn maybe_time(at: Option<DateTime<Utc>>) -> Markup {
+pub(crate) fn maybe_time(at: Option<DateTime<Utc>>) -> Markup {
     match at {
         Some(at) => time(at),
         None => html! { "–" },
@@ -67,7 +67,7 @@ pub fn maybe_time(at: Option<DateTime<Utc>>) -> Markup {
 }
 
 /// How long from `start` to `end` (or to now, while it has not ended), to the millisecond.
-pub fn duration(start: Option<DateTime<Utc>>, end: Option<DateTime<Utc>>) -> String {
+pub(crate) fn duration(start: Option<DateTime<Utc>>, end: Option<DateTime<Utc>>) -> String {
     let Some(start) = start else {
         return "–".to_owned();
     };
@@ -82,12 +82,12 @@ pub fn duration(start: Option<DateTime<Utc>>, end: Option<DateTime<Utc>>) -> Str
 }
 
 /// The first 8 characters of an id, for tables (the link carries the whole).
-pub fn short_id(id: uuid::Uuid) -> String {
+pub(crate) fn short_id(id: uuid::Uuid) -> String {
     id.simple().to_string()[..8].to_owned()
 }
 
 /// Any path the dashboard does not serve.
-pub async fn not_found(uri: Uri) -> PageError {
+pub(crate) async fn not_found(uri: Uri) -> PageError {
     PageError::NotFound(format!("the dashboard has no page at {}", uri.path()))
 }
 

@@ -20,7 +20,7 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 /// `GET /`.
-pub async fn page(State(app): State<AppState>) -> Result<Html<String>, PageError> {
+pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, PageError> {
     let db = app.db();
     let queues = inspect::queues(db).await?;
     app.throughput.record(&queues);

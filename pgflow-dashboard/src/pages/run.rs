@@ -34,7 +34,7 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 /// `GET /runs/{run_id}`.
-pub async fn page(
+pub(crate) async fn page(
     State(app): State<AppState>,
     Path(run_id): Path<Uuid>,
 ) -> Result<Html<String>, PageError> {
@@ -44,7 +44,7 @@ pub async fn page(
 }
 
 /// `GET /runs/{run_id}/body`: the page's body alone, for the live redraw.
-pub async fn body(
+pub(crate) async fn body(
     State(app): State<AppState>,
     Path(run_id): Path<Uuid>,
 ) -> Result<Html<String>, PageError> {

@@ -22,7 +22,7 @@ const PAGE_SIZE: i64 = 50;
 
 /// The filters as the form sends them (an empty field is no filter).
 #[derive(Debug, Default, Deserialize, Serialize)]
-pub struct RunsQuery {
+pub(crate) struct RunsQuery {
     #[serde(skip_serializing_if = "Option::is_none")]
     flow: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -109,7 +109,7 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 /// `GET /runs`.
-pub async fn page(
+pub(crate) async fn page(
     State(app): State<AppState>,
     Query(query): Query<RunsQuery>,
 ) -> Result<Html<String>, PageError> {

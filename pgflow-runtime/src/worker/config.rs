@@ -188,15 +188,6 @@ impl<Q: FlowQueue> WorkerConfig<Q> {
         self
     }
 
-    /// Has no effect: a claim takes its messages off the queue (PGMQ's `pop`) in the
-    /// transaction that claims their tasks, so no message is ever hidden and waiting for one.
-    #[deprecated(note = "claims pop their messages; there is no visibility timeout to set")]
-    #[must_use]
-    pub fn visibility_timeout(self, timeout: Duration) -> Self {
-        let _ = timeout;
-        self
-    }
-
     /// Heartbeat interval.
     #[must_use]
     pub fn heartbeat_interval(mut self, interval: Duration) -> Self {

@@ -19,7 +19,7 @@ use crate::worker::runtime::Runtime;
 const CANCEL_GRACE: Duration = Duration::from_millis(500);
 
 /// What one handler run produced, for the result storer: the attempt's key and its result.
-pub struct Outcome {
+pub(super) struct Outcome {
     /// The attempt.
     pub key: TaskKey,
     /// Its concrete flow (for metrics).
@@ -30,7 +30,7 @@ pub struct Outcome {
 
 /// Starts `task`'s handler on its own tokio task, holding `slot` until the handler finishes;
 /// its outcome goes to `results` (nothing when the worker was stopped at once).
-pub fn spawn(
+pub(super) fn spawn(
     rt: &Arc<Runtime>,
     task: ClaimedTask,
     slot: OwnedSemaphorePermit,

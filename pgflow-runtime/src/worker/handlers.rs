@@ -13,7 +13,7 @@ use crate::state::SharedState;
 use crate::worker::registry::RegisteredFlow;
 
 /// The steps a worker runs, by flow and step.
-pub struct HandlerTable {
+pub(super) struct HandlerTable {
     /// The pairs in registry and step order, as the claim takes them.
     pairs: SupportedPairs,
     /// Flow slug → its state and its routed steps' adapters (`None` if the flow has no
@@ -27,7 +27,7 @@ pub struct HandlerTable {
 /// How many tasks the completion of one step in one run may release on the worker's queue,
 /// visible at once and run by the worker: tasks a completion call can claim for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Release {
+pub(super) enum Release {
     /// At most this many (its single dependents).
     AtMost(usize),
     /// Any number (a map dependent has one task per element).
@@ -41,7 +41,7 @@ struct FlowHandlers {
 }
 
 /// A step adapter ready to run: the adapter and its flow's application state.
-pub struct Runnable {
+pub(super) struct Runnable {
     /// The step adapter.
     pub handler: StepHandler,
     /// The state it hands to its handler.
@@ -50,7 +50,7 @@ pub struct Runnable {
 
 impl HandlerTable {
     /// Every step of `flows` routed to `queue`, with its adapter.
-    pub fn routed_to<'a>(
+    pub(super) fn routed_to<'a>(
         flows: impl IntoIterator<Item = &'a RegisteredFlow>,
         queue: &QueueName,
     ) -> Self {
@@ -92,19 +92,19 @@ impl HandlerTable {
 
     /// How many tasks completing `step_slug` of `flow_slug` in one run may release that this
     /// worker could claim at once; `None` when it releases none.
-    pub fn release(&self, flow_slug: &str, step_slug: &str) -> Option<Release> {
+    pub(super) fn release(&self, flow_slug: &str, step_slug: &str) -> Option<Release> {
         self.releases
             .get(&(flow_slug.to_owned(), step_slug.to_owned()))
             .copied()
     }
 
     /// The exact pairs this worker's claims support.
-    pub fn pairs(&self) -> &SupportedPairs {
+    pub(super) fn pairs(&self) -> &SupportedPairs {
         &self.pairs
     }
 
     /// The adapter of `step_slug` of `flow_slug` with its state, if this worker runs it.
-    pub fn get(&self, flow_slug: &str, step_slug: &str) -> Option<Runnable> {
+    pub(super) fn get(&self, flow_slug: &str, step_slug: &str) -> Option<Runnable> {
         let flow = self.handlers.get(flow_slug)?;
         let handler = flow.steps.get(step_slug).copied()??;
         Some(Runnable {

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 /// The runs with handlers in flight on this worker.
 #[derive(Default)]
-pub struct InFlightRuns {
+pub(super) struct InFlightRuns {
     runs: Mutex<HashMap<Uuid, Entry>>,
 }
 
@@ -21,7 +21,7 @@ struct Entry {
 impl InFlightRuns {
     /// Records a handler of `run_id` until the guard drops; the guard's token fires when the
     /// run is reported ended.
-    pub fn enter(self: &Arc<Self>, run_id: Uuid) -> InFlightGuard {
+    pub(super) fn enter(self: &Arc<Self>, run_id: Uuid) -> InFlightGuard {
         let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
         let entry = runs.entry(run_id).or_insert_with(|| Entry {
             handlers: 0,
@@ -36,13 +36,13 @@ impl InFlightRuns {
     }
 
     /// The runs with handlers in flight now.
-    pub fn run_ids(&self) -> Vec<Uuid> {
+    pub(super) fn run_ids(&self) -> Vec<Uuid> {
         let runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
         runs.keys().copied().collect()
     }
 
     /// Fires the tokens of `run_ids`: those runs ended elsewhere.
-    pub fn end(&self, run_ids: &[Uuid]) {
+    pub(super) fn end(&self, run_ids: &[Uuid]) {
         let runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
         for run_id in run_ids {
             if let Some(entry) = runs.get(run_id) {
@@ -53,7 +53,7 @@ impl InFlightRuns {
 }
 
 /// One handler's place in [`InFlightRuns`].
-pub struct InFlightGuard {
+pub(super) struct InFlightGuard {
     runs: Arc<InFlightRuns>,
     run_id: Uuid,
     ended: CancellationToken,
@@ -61,7 +61,7 @@ pub struct InFlightGuard {
 
 impl InFlightGuard {
     /// Fires when the run is reported ended.
-    pub fn ended(&self) -> &CancellationToken {
+    pub(super) fn ended(&self) -> &CancellationToken {
         &self.ended
     }
 }

@@ -9,7 +9,7 @@ use crate::engine;
 use crate::worker::runtime::Runtime;
 
 /// Heartbeats, stopping the worker when it was deprecated.
-pub async fn heartbeat(rt: Arc<Runtime>) {
+pub(super) async fn heartbeat(rt: Arc<Runtime>) {
     let started = &rt.started;
     loop {
         tokio::select! {
@@ -45,7 +45,7 @@ pub async fn heartbeat(rt: Arc<Runtime>) {
 }
 
 /// Waits for in-flight handlers for the shutdown grace, then cancels what is left.
-pub async fn drain(rt: &Runtime) {
+pub(super) async fn drain(rt: &Runtime) {
     let all = u32::try_from(rt.settings.max_concurrent).unwrap_or(u32::MAX);
     let drained = tokio::select! {
         permits = rt.slots.acquire_many(all) => permits.is_ok(),
@@ -64,7 +64,7 @@ pub async fn drain(rt: &Runtime) {
 }
 
 /// Records that the worker stopped, retrying a few times.
-pub async fn mark_stopped(rt: &Runtime) {
+pub(super) async fn mark_stopped(rt: &Runtime) {
     let started = &rt.started;
     for _ in 0..3 {
         match engine::stop_worker(&started.pool, started.worker_id).await {

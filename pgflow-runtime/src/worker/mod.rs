@@ -215,13 +215,6 @@ impl WorkerHandle {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The former name of [`WorkerHandle::stale_messages_removed`], from when claims archived
-    /// the messages they read.
-    #[deprecated(note = "claims now remove stale messages; use `stale_messages_removed`")]
-    pub fn stale_messages_archived(&self) -> u64 {
-        self.stale_messages_removed()
-    }
-
     /// Asks the worker to stop polling, finish in-flight tasks (within its shutdown grace)
     /// and stop.
     pub fn shutdown(&self) {

@@ -19,25 +19,25 @@ use crate::worker::wakeup::QueueWakeup;
 /// before it reads again (one such worker per process and queue). While it does so it counts
 /// as claiming: new tasks wake nobody (see [`crate::worker::wakeup`]), and the next read takes
 /// the tasks of several starts at once.
-pub const GATHER_FOR: Duration = Duration::from_millis(4);
+pub(super) const GATHER_FOR: Duration = Duration::from_millis(4);
 
 /// How long a worker with every slot busy still counts as claiming: short handlers free a
 /// slot sooner, and flipping the process's request for wake-ups on every full claim would cost
 /// more than it saves.
-pub const SLOT_PATIENCE: Duration = Duration::from_millis(25);
+pub(super) const SLOT_PATIENCE: Duration = Duration::from_millis(25);
 
 /// How long a worker whose last read was full (more tasks are waiting) waits for a batch's
 /// worth of free slots before it reads with fewer. Handlers claimed together finish a moment
 /// apart; without this wait the first to finish starts a claim of one task, and from then on
 /// the worker's claims alternate between a few tasks and the rest (at one worker of batch 10
 /// under a map step: as many claims of 1 task as of 9).
-pub const SLOT_LINGER: Duration = Duration::from_millis(1);
+pub(super) const SLOT_LINGER: Duration = Duration::from_millis(1);
 
 /// Reads at most the free slots' worth of messages, claims them and hands each to a handler
 /// task; reads again at once when the read was full (waking the next idle worker of the queue
 /// too; with fewer free slots than a batch, after up to [`SLOT_LINGER`] for more), after [`GATHER_FOR`] when it found some tasks and no other worker of the process is
 /// gathering, and otherwise waits to be woken (or the poll interval).
-pub async fn poll(
+pub(super) async fn poll(
     rt: &Arc<Runtime>,
     results: mpsc::UnboundedSender<Outcome>,
 ) -> Result<(), WorkerError> {

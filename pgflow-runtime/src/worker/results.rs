@@ -33,7 +33,7 @@ const RESULT_LINGER: Duration = Duration::from_millis(2);
 /// free slots, tasks its completions release on the queue; their handlers start at once and
 /// report to `handlers` (weak: the storer alone must not keep the results channel open once
 /// the poll loop and every handler are gone).
-pub async fn store_results(
+pub(super) async fn store_results(
     rt: Arc<Runtime>,
     mut results: mpsc::UnboundedReceiver<Outcome>,
     handlers: mpsc::WeakUnboundedSender<Outcome>,

@@ -17,7 +17,7 @@ use crate::worker::results::store_results;
 use crate::worker::runtime::Runtime;
 
 /// Runs the worker until it stops; returns the fatal error that stopped it, if any.
-pub async fn run(rt: Arc<Runtime>) -> Result<(), WorkerError> {
+pub(super) async fn run(rt: Arc<Runtime>) -> Result<(), WorkerError> {
     let (results_tx, results_rx) = mpsc::unbounded_channel();
     let storer = tokio::spawn(store_results(
         Arc::clone(&rt),

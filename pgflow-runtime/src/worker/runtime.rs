@@ -13,7 +13,7 @@ use crate::worker::config::WorkerSettings;
 use crate::worker::startup::Started;
 
 /// Shared by the worker's tasks.
-pub struct Runtime {
+pub(super) struct Runtime {
     /// The registered worker: pool, id, queue and handlers.
     pub started: Started,
     /// Its settings.
@@ -34,7 +34,7 @@ pub struct Runtime {
 }
 
 /// Retries `call` with backoff until it succeeds; gives up only on a hard stop.
-pub async fn retry<T, F, Fut>(rt: &Runtime, what: &str, mut call: F) -> Option<T>
+pub(super) async fn retry<T, F, Fut>(rt: &Runtime, what: &str, mut call: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, EngineError>>,

@@ -31,7 +31,7 @@ use crate::worker::turns::{Carried, Turns, Waiting};
 const MAX_CALL_COMPLETIONS: usize = 1_000;
 
 /// One storer's completions, waiting for (or making) a call.
-pub struct Batch {
+pub(super) struct Batch {
     /// The worker whose handlers produced them.
     pub rt: Arc<Runtime>,
     /// What to store.
@@ -50,7 +50,7 @@ impl Carried for Batch {
 }
 
 /// The completion calls of one queue's workers on a client; dropped with the last of them.
-pub struct CompletionGroup {
+pub(super) struct CompletionGroup {
     turns: Turns<Batch>,
 }
 
@@ -63,7 +63,7 @@ impl CompletionGroup {
 
     /// The group of `rt`'s worker: the workers of its client on the same queue whose claims
     /// support the same pairs.
-    pub fn join(rt: &Runtime) -> Arc<Self> {
+    pub(super) fn join(rt: &Runtime) -> Arc<Self> {
         let started = &rt.started;
         let key = (started.queue.clone(), started.handlers.pairs().clone());
         let Ok(group) = started
@@ -77,7 +77,7 @@ impl CompletionGroup {
     /// Stores `batch`: at once when no call of the group is in flight, else with the next
     /// call (see [`Turns`]). Returns when its completions are stored, or when its worker was
     /// stopped at once (they are then left for stalled-task recovery, as any unstored result).
-    pub async fn store(&self, batch: Batch) {
+    pub(super) async fn store(&self, batch: Batch) {
         self.turns.store(batch, call).await;
     }
 }

@@ -16,7 +16,7 @@ use crate::worker::handlers::HandlerTable;
 use crate::worker::registry::RegisteredFlow;
 
 /// Everything a started worker runs with.
-pub struct Started {
+pub(super) struct Started {
     /// The client it runs on: what it shares with the client's other workers.
     pub client: crate::Client,
     /// The worker's pool (its client's).
@@ -44,14 +44,14 @@ pub struct FlowStartup {
 }
 
 /// How the worker was asked to pick its queue.
-pub enum QueueChoice {
+pub(super) enum QueueChoice {
     /// `Worker::start(flow)`: the flow's default queue.
     DefaultOf(String),
     /// An explicit queue.
     Explicit,
 }
 
-pub async fn start(
+pub(super) async fn start(
     flows: Vec<RegisteredFlow>,
     queue: QueueName,
     choice: QueueChoice,

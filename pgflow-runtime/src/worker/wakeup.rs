@@ -52,20 +52,20 @@ use crate::worker::error::WorkerError;
 
 /// A notification this soon after the previous wake-up means the queue is busy: it is held for
 /// [`COALESCE_FOR`] so that the ones behind it share its wake-up.
-pub const BUSY_WITHIN: Duration = Duration::from_millis(25);
+pub(super) const BUSY_WITHIN: Duration = Duration::from_millis(25);
 
 /// How long a notification on a busy queue is held before it wakes a worker.
-pub const COALESCE_FOR: Duration = Duration::from_millis(4);
+pub(super) const COALESCE_FOR: Duration = Duration::from_millis(4);
 
 /// After a request for wake-ups, one idle worker looks again at once and after each of these
 /// (from the request): tasks whose transaction looked for requests just before it and committed
 /// after the last empty claim. A transaction that stays open longer between its start and its
 /// commit waits for the next notification or the poll interval.
-pub const RECHECKS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(100)];
+pub(super) const RECHECKS: [Duration; 2] = [Duration::from_millis(10), Duration::from_millis(100)];
 
 /// One queue's wake-ups in this process; dropped (and its listener stopped) with the last
 /// worker that holds it.
-pub struct QueueWakeup {
+pub(super) struct QueueWakeup {
     notify: Notify,
     stop: CancellationToken,
     members: Mutex<Members>,
@@ -87,7 +87,7 @@ impl QueueWakeup {
     /// The wake-up of `queue` that `shared`'s workers share, started on first use. It listens
     /// through the client's notifier when the client has one (see
     /// [`Notifications`](crate::Notifications)); otherwise idle workers poll.
-    pub fn subscribe(shared: &Shared, queue: &QueueName) -> Result<Arc<Self>, WorkerError> {
+    pub(super) fn subscribe(shared: &Shared, queue: &QueueName) -> Result<Arc<Self>, WorkerError> {
         shared.values.get_or_make(queue.clone(), || {
             let (wanted, wanted_changes) = watch::channel(false);
             let wakeup = Arc::new(Self {
@@ -115,7 +115,7 @@ impl QueueWakeup {
 
     /// Counts a worker in (not claiming until it says so); it counts out when the returned
     /// member is dropped.
-    pub fn join(self: &Arc<Self>) -> WakeupMember {
+    pub(super) fn join(self: &Arc<Self>) -> WakeupMember {
         self.update_members(|members| members.count += 1);
         WakeupMember {
             wakeup: Arc::clone(self),
@@ -125,13 +125,13 @@ impl QueueWakeup {
 
     /// Waits until this worker is woken: a notification arrived, another worker passed work
     /// on, the listener (re)connected, or a request for wake-ups was just made.
-    pub async fn woken(&self) {
+    pub(super) async fn woken(&self) {
         self.notify.notified().await;
     }
 
     /// Wakes one more idle worker: the caller's claim came back full, so more work is likely
     /// waiting.
-    pub fn pass_on(&self) {
+    pub(super) fn pass_on(&self) {
         self.notify.notify_one();
     }
 
@@ -160,7 +160,7 @@ impl Drop for QueueWakeup {
 /// One worker's place in its queue's [`QueueWakeup`]: whether it is claiming (it will read
 /// again soon without being woken) decides, with the others', whether the process asks for
 /// notifications.
-pub struct WakeupMember {
+pub(super) struct WakeupMember {
     wakeup: Arc<QueueWakeup>,
     claiming: bool,
 }
@@ -168,7 +168,7 @@ pub struct WakeupMember {
 impl WakeupMember {
     /// Says whether this worker will read the queue again soon on its own (true), or waits to
     /// be woken or for a free slot (false).
-    pub fn set_claiming(&mut self, claiming: bool) {
+    pub(super) fn set_claiming(&mut self, claiming: bool) {
         if self.claiming == claiming {
             return;
         }
@@ -185,7 +185,7 @@ impl WakeupMember {
 
 /// Held by the process's one gathering worker on a queue (see [`WakeupMember::gather`]);
 /// another may gather once it is dropped.
-pub struct Gathering {
+pub(super) struct Gathering {
     wakeup: Arc<QueueWakeup>,
 }
 
@@ -193,7 +193,7 @@ impl WakeupMember {
     /// Makes this worker the process's one gathering worker on the queue (it reads again after
     /// [`GATHER_FOR`](crate::worker::poll::GATHER_FOR) when its read was not full), unless
     /// another worker is: then `None`, and this one should wait to be woken.
-    pub fn gather(&self) -> Option<Gathering> {
+    pub(super) fn gather(&self) -> Option<Gathering> {
         let mut members = self.wakeup.lock_members();
         if members.gathering {
             return None;
