@@ -304,7 +304,14 @@ async fn listen(pool: PgPool, mut commands: mpsc::UnboundedReceiver<Command>) {
                 },
             };
             match connected {
-                Ok(listener) => break listener,
+                Ok(mut listener) => {
+                    // No reconnect behind our back: sqlx's eager reconnect, when the wait for a
+                    // notification is cancelled midway (a command came), leaves the listener to
+                    // reconnect silently at its next use, on a session without our requests. A
+                    // lost connection must come back here, where everything is made again.
+                    listener.eager_reconnect(false);
+                    break listener;
+                }
                 Err(error) => {
                     let pause = backoff.next_pause();
                     tracing::warn!(
