@@ -25,11 +25,13 @@ use crate::error::EngineError;
 /// A handle on a pgflow database: deploys flows, starts typed runs and follows them, and owns
 /// what the workers started on it share (see [`ProcessConfig`]).
 ///
-/// Cheap to clone: clones share one pool, one event listener and the same workers' services.
-/// Workers started on a client (`Worker::start_on(flow, &client)`,
-/// [`WorkerConfig::connection`](crate::WorkerConfig::connection)) share its listener for new
-/// tasks, its completion calls, and one maintenance loop and schedule firer, configured by its
-/// [`ProcessConfig`]; a worker started on a URL or a pool makes a client of its own.
+/// Cheap to clone: clones share one pool, one notification listener and the same workers'
+/// services. Workers started on a client (`Worker::start_on(flow, &client)`,
+/// [`WorkerConfig::connection`](crate::WorkerConfig::connection)) share its listening connection
+/// (with its event streams), their completion calls per queue, and one maintenance loop and
+/// schedule firer, configured by its [`ProcessConfig`]; a worker started on a URL or a pool makes
+/// a client of its own. Starts: [`start`](Self::start), [`start_many`](Self::start_many),
+/// [`start_in`](Self::start_in).
 #[derive(Debug, Clone)]
 pub struct Client {
     db: Db,

@@ -8,7 +8,7 @@
 //!   the run-event hub;
 //! - the maintenance (stalled-task recovery, lost workers, statistics, vacuum, pruning) and the
 //!   firing of cron schedules, each run once for the client while at least one of its workers
-//!   runs, with the [`ProcessConfig`] it was made with;
+//!   runs, with the [`ProcessConfig`] it was made with.
 //!
 //! Workers started on the same client (`Worker::start_on(flow, &client)`,
 //! `WorkerConfig::connection(&client)`) share all of it; a worker started on a URL or a pool
