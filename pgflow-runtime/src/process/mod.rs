@@ -1,9 +1,9 @@
 //! What the workers of one process share, and its one owner: a [`Client`](crate::Client).
 //!
 //! A client owns, for every worker started on it (and for its own event streams):
-//! - one notification listener ([`notifier`]), for the wake-ups of every queue and the run
+//! - one notification listener (`notifier`), for the wake-ups of every queue and the run
 //!   events;
-//! - the values they share ([`SharedValues`]): the wake-ups of each queue (with its one
+//! - the values they share (`SharedValues`): the wake-ups of each queue (with its one
 //!   gathering worker), the shared completion calls of each queue and set of supported pairs,
 //!   the run-event hub;
 //! - the maintenance (stalled-task recovery, lost workers, statistics, vacuum, pruning) and the
