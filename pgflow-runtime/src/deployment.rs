@@ -122,23 +122,3 @@ impl<F: FlowSpec> fmt::Debug for Deployment<F> {
             .finish()
     }
 }
-
-impl<F: FlowSpec> Deployment<F> {
-    /// Runs the handler of a claimed task of this flow and returns its encoded output (no
-    /// timeout, no completion: the worker adds those).
-    pub async fn execute(
-        &self,
-        task: crate::engine::ClaimedTask,
-        pool: impl Into<crate::db::Db>,
-    ) -> Result<serde_json::Value, crate::handler::StepFailure> {
-        let Some(handler) = self.handler(task.step_slug.as_str()) else {
-            return Err(crate::handler::StepFailure::NoHandler {
-                flow_slug: task.flow_slug.to_string(),
-                step_slug: task.step_slug.to_string(),
-            });
-        };
-        let context = crate::context::Context::for_task(&task, pool.into(), Default::default());
-        let state: crate::state::SharedState = self.state.clone();
-        handler(crate::handler::TaskInput::new(task, context, state)).await
-    }
-}
