@@ -220,11 +220,22 @@ mod tests {
         calls: &Arc<Calls>,
         batch: Named,
     ) -> tokio::task::JoinHandle<()> {
+        spawn_storer(turns, calls, batch, true)
+    }
+
+    /// [`spawn_store`] through a recorded call that returns `stored` (false: it failed, as when
+    /// its worker was stopped at once).
+    fn spawn_storer(
+        turns: &Arc<Turns<Named>>,
+        calls: &Arc<Calls>,
+        batch: Named,
+        stored: bool,
+    ) -> tokio::task::JoinHandle<()> {
         let (turns, calls) = (Arc::clone(turns), Arc::clone(calls));
         tokio::spawn(async move {
             turns
                 .store(batch, async |mine, others| {
-                    recorded(&calls, mine, others, true).await
+                    recorded(&calls, mine, others, stored).await
                 })
                 .await;
         })
@@ -311,16 +322,7 @@ mod tests {
         settle().await;
         // `b` waits; `c` makes a call that fails (its worker stopped at once).
         let b = spawn_store(&turns, &calls, Named("b", 1));
-        let c = {
-            let (turns, calls) = (Arc::clone(&turns), Arc::clone(&calls));
-            tokio::spawn(async move {
-                turns
-                    .store(Named("c", 1), async |mine, others| {
-                        recorded(&calls, mine, others, false).await
-                    })
-                    .await;
-            })
-        };
+        let c = spawn_storer(&turns, &calls, Named("c", 1), false);
         let d = spawn_store(&turns, &calls, Named("d", 1));
         settle().await;
         calls.release.notify_one(); // a's call
@@ -336,16 +338,7 @@ mod tests {
         assert!(finishes(d).await);
 
         // Now c makes a call of its own that fails while e waits: e still gets a turn.
-        let c_again = {
-            let (turns, calls) = (Arc::clone(&turns), Arc::clone(&calls));
-            tokio::spawn(async move {
-                turns
-                    .store(Named("c", 1), async |mine, others| {
-                        recorded(&calls, mine, others, false).await
-                    })
-                    .await;
-            })
-        };
+        let c_again = spawn_storer(&turns, &calls, Named("c", 1), false);
         settle().await;
         let e = spawn_store(&turns, &calls, Named("e", 1));
         settle().await;
