@@ -7,6 +7,10 @@
 //! remembers what every topic asked for; after a lost connection it reconnects with the
 //! runtime's [`Backoff`], listens again, makes the requests again, and then tells every topic
 //! [`Signal::Connected`]: notifications may have been missed meanwhile.
+//!
+//! A topic's signals go to its [`Sink`]: a channel to a task of its own, or a sink that acts on
+//! the listening task at once (a queue's wake-up wakes an idle worker from here when the queue
+//! is quiet, with no task in between).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -36,6 +40,20 @@ pub(crate) enum Signal {
     Connected,
 }
 
+/// Where a topic's signals go. It is called on the listening task, between reads of the
+/// connection, so it must return at once: hand the signal on or act on it without waiting.
+pub(crate) trait Sink: Send + Sync + 'static {
+    /// Takes one signal.
+    fn deliver(&self, signal: Signal);
+}
+
+impl Sink for mpsc::UnboundedSender<Signal> {
+    fn deliver(&self, signal: Signal) {
+        // The receiver is gone only while its topic is being dropped.
+        let _ = self.send(signal);
+    }
+}
+
 /// The client's listener: opens topics. The listening task ends once the notifier and every
 /// topic are dropped.
 #[derive(Debug, Clone)]
@@ -57,7 +75,7 @@ pub(crate) struct Topic {
 enum Command {
     Open {
         id: u64,
-        signals: mpsc::UnboundedSender<Signal>,
+        sink: Box<dyn Sink>,
     },
     Listen {
         id: u64,
@@ -95,16 +113,19 @@ impl Notifier {
 
     /// A new topic, and the receiver of its signals.
     pub(crate) fn topic(&self) -> (Topic, mpsc::UnboundedReceiver<Signal>) {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (signals, receiver) = mpsc::unbounded_channel();
-        let _ = self.commands.send(Command::Open { id, signals });
-        (
-            Topic {
-                id,
-                commands: self.commands.clone(),
-            },
-            receiver,
-        )
+        (self.topic_into(signals), receiver)
+    }
+
+    /// A new topic whose signals go to `sink`.
+    pub(crate) fn topic_into(&self, sink: impl Sink) -> Topic {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let sink = Box::new(sink);
+        let _ = self.commands.send(Command::Open { id, sink });
+        Topic {
+            id,
+            commands: self.commands.clone(),
+        }
     }
 }
 
@@ -144,7 +165,7 @@ impl Drop for Topic {
 
 /// What the listening task knows of one topic.
 struct TopicState {
-    signals: mpsc::UnboundedSender<Signal>,
+    sink: Box<dyn Sink>,
     channels: HashSet<String>,
     requests: HashSet<QueueName>,
 }
@@ -180,11 +201,11 @@ impl Listening {
     /// then brings the session in line and answers).
     fn apply(&mut self, command: Command) -> Option<oneshot::Sender<()>> {
         match command {
-            Command::Open { id, signals } => {
+            Command::Open { id, sink } => {
                 self.topics.insert(
                     id,
                     TopicState {
-                        signals,
+                        sink,
                         channels: HashSet::new(),
                         requests: HashSet::new(),
                     },
@@ -258,7 +279,7 @@ impl Listening {
     fn dispatch(&self, channel: &str, payload: &str) {
         for topic in self.topics.values() {
             if topic.channels.contains(channel) {
-                let _ = topic.signals.send(Signal::Notified {
+                topic.sink.deliver(Signal::Notified {
                     channel: channel.to_owned(),
                     payload: payload.to_owned(),
                 });
@@ -269,7 +290,7 @@ impl Listening {
     /// Tells every topic that the session is (back) in place.
     fn connected(&mut self) {
         for topic in self.topics.values() {
-            let _ = topic.signals.send(Signal::Connected);
+            topic.sink.deliver(Signal::Connected);
         }
         for done in self.waiting.drain(..) {
             let _ = done.send(());

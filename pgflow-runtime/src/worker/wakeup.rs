@@ -13,11 +13,10 @@
 //!
 //! If every worker held its own `LISTEN`, each notification would wake all idle workers of the
 //! queue at once; all but one would then claim nothing, and each of those empty claims still
-//! scans the queue's in-flight messages. Here the client's one listener (see
-//! [`crate::process`]) hands each of the queue's notifications to the queue's wake-up task, which
-//! wakes **one** idle worker per notification; a worker whose claim came back full wakes the
-//! next one ([`QueueWakeup::pass_on`]), so a burst still reaches every worker, one claim at a
-//! time.
+//! scans the queue's in-flight messages. Here each of the queue's notifications, as the
+//! client's one listener (see [`crate::process`]) receives it, wakes **one** idle worker; a
+//! worker whose claim came back full wakes the next one ([`QueueWakeup::pass_on`]), so a burst
+//! still reaches every worker, one claim at a time.
 //!
 //! A worker whose read found tasks, but fewer than it asked for, reads again after
 //! [`GATHER_FOR`](crate::worker::poll::GATHER_FOR) while it is the process's one gathering
@@ -25,10 +24,12 @@
 //! to it. One worker then reads what several starts left, instead of several each reading a
 //! piece of it: fewer, fuller claims, and fewer completion calls after them.
 //!
-//! Under load the wake-up task also coalesces: a notification that comes within [`BUSY_WITHIN`] of
-//! the previous wake-up is held for [`COALESCE_FOR`], and every notification arriving meanwhile
-//! rides on the same wake-up. At low load notifications are further apart than [`BUSY_WITHIN`]
-//! and wake a worker at once.
+//! At low load notifications are further apart than [`BUSY_WITHIN`], and the listening task
+//! wakes a worker itself, at once ([`FirstHand`]). Under load it hands them to the queue's
+//! wake-up task, which coalesces: a notification that comes within [`BUSY_WITHIN`] of the
+//! previous wake-up is held for [`COALESCE_FOR`], and every notification arriving meanwhile
+//! rides on the same wake-up. The same task keeps the listening session's request for
+//! wake-ups in line with the workers, and wakes them after a reconnect.
 //!
 //! The listener holds a connection of its own, outside the client's pool (so a worker with
 //! `max_pg_connections(1)` keeps its one connection for work), opened with the pool's connect
@@ -39,15 +40,16 @@
 //! request: idle workers poll, and still pass work on to each other.
 
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc, watch};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine;
 use crate::names::QueueName;
 use crate::process::Shared;
-use crate::process::notifier::{Signal, Topic};
+use crate::process::notifier::{Signal, Sink, Topic};
 use crate::worker::error::WorkerError;
 
 /// A notification this soon after the previous wake-up means the queue is busy: it is held for
@@ -69,6 +71,8 @@ pub(super) struct QueueWakeup {
     notify: Notify,
     stop: CancellationToken,
     members: Mutex<Members>,
+    /// When a notification last woke a worker: within [`BUSY_WITHIN`], the queue is busy.
+    notified_at: Mutex<Option<Instant>>,
     /// Whether this process wants notifications: it has workers on the queue and none of them
     /// is claiming. The listener keeps its session's request in line with it.
     wanted: watch::Sender<bool>,
@@ -94,10 +98,15 @@ impl QueueWakeup {
                 notify: Notify::new(),
                 stop: CancellationToken::new(),
                 members: Mutex::default(),
+                notified_at: Mutex::default(),
                 wanted,
             });
             if let Some(notifier) = shared.notifier() {
-                let (topic, signals) = notifier.topic();
+                let (busy, signals) = mpsc::unbounded_channel();
+                let topic = notifier.topic_into(FirstHand {
+                    wakeup: Arc::downgrade(&wakeup),
+                    busy,
+                });
                 tokio::spawn(serve(
                     Serving {
                         topic,
@@ -132,6 +141,25 @@ impl QueueWakeup {
     /// Wakes one more idle worker: the caller's claim came back full, so more work is likely
     /// waiting.
     pub(super) fn pass_on(&self) {
+        self.notify.notify_one();
+    }
+
+    /// Wakes one idle worker for a notification, unless the queue is busy (a notification
+    /// woke one within [`BUSY_WITHIN`]): then false, and the notification is to be coalesced.
+    fn notified_if_quiet(&self) -> bool {
+        let mut notified_at = self.notified_at.lock().unwrap_or_else(|e| e.into_inner());
+        if notified_at.is_some_and(|at| at.elapsed() < BUSY_WITHIN) {
+            return false;
+        }
+        *notified_at = Some(Instant::now());
+        drop(notified_at);
+        self.notify.notify_one();
+        true
+    }
+
+    /// Wakes one idle worker for the notifications coalesced on a busy queue.
+    fn notified_after_coalescing(&self) {
+        *self.notified_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         self.notify.notify_one();
     }
 
@@ -223,17 +251,41 @@ impl Drop for WakeupMember {
     }
 }
 
+/// The queue's sink on the client's notifier: on a quiet queue it wakes a worker from the
+/// listening task itself; the rest (notifications on a busy queue, reconnects) goes to the
+/// queue's wake-up task.
+struct FirstHand {
+    wakeup: Weak<QueueWakeup>,
+    busy: mpsc::UnboundedSender<Signal>,
+}
+
+impl Sink for FirstHand {
+    fn deliver(&self, signal: Signal) {
+        if matches!(signal, Signal::Notified { .. })
+            && self
+                .wakeup
+                .upgrade()
+                .is_some_and(|wakeup| wakeup.notified_if_quiet())
+        {
+            return;
+        }
+        let _ = self.busy.send(signal);
+    }
+}
+
 /// What a queue's wake-up task serves: its topic on the client's notifier, the wake-up it
 /// feeds, and the workers' wish for notifications.
 struct Serving {
     topic: Topic,
+    /// What [`FirstHand`] did not handle itself.
     signals: mpsc::UnboundedReceiver<Signal>,
     queue: QueueName,
     wakeup: Weak<QueueWakeup>,
     wanted: watch::Receiver<bool>,
 }
 
-/// Listens on the queue's channel and wakes one waiting worker per notification, keeping the
+/// Listens on the queue's channel and wakes one waiting worker per busy notification (after
+/// coalescing), keeping the
 /// listening session's request for wake-ups in line with what the workers want, until `stop`.
 /// After the notifier reconnects (notifications may have been missed), every idle worker looks
 /// once.
@@ -244,8 +296,7 @@ async fn serve(mut serving: Serving, stop: CancellationToken) {
         () = stop.cancelled() => return,
     }
     let mut requested = false;
-    let mut rechecks: Vec<tokio::time::Instant> = Vec::new();
-    let mut last_wake: Option<Instant> = None;
+    let mut rechecks: Vec<Instant> = Vec::new();
     loop {
         let wanted = *serving.wanted.borrow_and_update();
         if wanted != requested {
@@ -267,12 +318,12 @@ async fn serve(mut serving: Serving, stop: CancellationToken) {
         tokio::select! {
             signal = serving.signals.recv() => match signal {
                 Some(Signal::Notified { .. }) => {
-                    let busy = last_wake.is_some_and(|at| at.elapsed() < BUSY_WITHIN);
-                    let reconnected = busy && coalesce(&mut serving.signals, &stop).await;
-                    last_wake = Some(Instant::now());
-                    if !wake_one(&serving.wakeup) {
+                    // The queue was busy when it came (a quiet one was woken by the sink).
+                    let reconnected = coalesce(&mut serving.signals, &stop).await;
+                    let Some(wakeup) = serving.wakeup.upgrade() else {
                         return;
-                    }
+                    };
+                    wakeup.notified_after_coalescing();
                     if reconnected && !woken_after_reconnect(&serving, requested, &mut rechecks) {
                         return;
                     }
@@ -301,8 +352,8 @@ async fn serve(mut serving: Serving, stop: CancellationToken) {
 }
 
 /// The rechecks after a request for wake-ups, from now (latest first, so the next is last).
-fn schedule_rechecks(rechecks: &mut Vec<tokio::time::Instant>) {
-    let now = tokio::time::Instant::now();
+fn schedule_rechecks(rechecks: &mut Vec<Instant>) {
+    let now = Instant::now();
     rechecks.clear();
     rechecks.extend(RECHECKS.iter().rev().map(|after| now + *after));
 }
@@ -312,7 +363,7 @@ fn schedule_rechecks(rechecks: &mut Vec<tokio::time::Instant>) {
 fn woken_after_reconnect(
     serving: &Serving,
     requested: bool,
-    rechecks: &mut Vec<tokio::time::Instant>,
+    rechecks: &mut Vec<Instant>,
 ) -> bool {
     let Some(wakeup) = serving.wakeup.upgrade() else {
         return false;
@@ -336,7 +387,7 @@ fn wake_one(wakeup: &Weak<QueueWakeup>) -> bool {
 }
 
 /// Sleeps until `deadline`, or forever without one.
-async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
+async fn sleep_until_some(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
@@ -347,7 +398,7 @@ async fn sleep_until_some(deadline: Option<tokio::time::Instant>) {
 /// that follows); true when the notifier reconnected meanwhile (the caller then wakes every
 /// idle worker).
 async fn coalesce(signals: &mut mpsc::UnboundedReceiver<Signal>, stop: &CancellationToken) -> bool {
-    let until = tokio::time::Instant::now() + COALESCE_FOR;
+    let until = Instant::now() + COALESCE_FOR;
     let mut reconnected = false;
     loop {
         tokio::select! {
@@ -371,6 +422,7 @@ mod tests {
             notify: Notify::new(),
             stop: CancellationToken::new(),
             members: Mutex::default(),
+            notified_at: Mutex::default(),
             wanted: watch::channel(false).0,
         })
     }
@@ -392,5 +444,63 @@ mod tests {
             second.gather().is_some(),
             "the first is done: the second may gather"
         );
+    }
+
+    fn notified() -> Signal {
+        Signal::Notified {
+            channel: "pgflow.q".into(),
+            payload: String::new(),
+        }
+    }
+
+    /// Whether a worker waiting now would be woken at once (a wake-up is stored for it).
+    async fn a_worker_is_woken(wakeup: &QueueWakeup) -> bool {
+        tokio::time::timeout(Duration::ZERO, wakeup.woken())
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_queue_is_woken_from_the_listener_and_a_busy_one_coalesces_in_its_task() {
+        let wakeup = wakeup();
+        let (busy, mut handed_on) = mpsc::unbounded_channel();
+        let sink = FirstHand {
+            wakeup: Arc::downgrade(&wakeup),
+            busy,
+        };
+
+        sink.deliver(notified());
+        assert!(
+            a_worker_is_woken(&wakeup).await,
+            "a quiet queue: the listener wakes a worker itself"
+        );
+        assert!(handed_on.try_recv().is_err(), "and hands nothing on");
+
+        tokio::time::advance(BUSY_WITHIN / 2).await;
+        sink.deliver(notified());
+        assert!(
+            !a_worker_is_woken(&wakeup).await,
+            "a busy queue: no wake-up before coalescing"
+        );
+        assert_eq!(
+            handed_on.try_recv().ok(),
+            Some(notified()),
+            "the notification goes to the queue's task"
+        );
+
+        sink.deliver(Signal::Connected);
+        assert_eq!(
+            handed_on.try_recv().ok(),
+            Some(Signal::Connected),
+            "a reconnect always goes to the queue's task"
+        );
+
+        tokio::time::advance(BUSY_WITHIN).await;
+        sink.deliver(notified());
+        assert!(
+            a_worker_is_woken(&wakeup).await,
+            "quiet again: woken at once"
+        );
+        assert!(handed_on.try_recv().is_err());
     }
 }
