@@ -86,8 +86,31 @@ pub mod docs {
     pub struct Concepts;
     #[doc = include_str!("../docs/configuration.md")]
     pub struct Configuration;
-    #[doc = include_str!("../docs/operations.md")]
-    pub struct Operations;
+    /// `docs/operations/`, one page a struct.
+    pub mod operations {
+        #[doc = include_str!("../docs/operations/README.md")]
+        pub struct Index;
+        #[doc = include_str!("../docs/operations/install-and-upgrade.md")]
+        pub struct InstallAndUpgrade;
+        #[doc = include_str!("../docs/operations/roles.md")]
+        pub struct Roles;
+        #[doc = include_str!("../docs/operations/connecting.md")]
+        pub struct Connecting;
+        #[doc = include_str!("../docs/operations/run-control.md")]
+        pub struct RunControl;
+        #[doc = include_str!("../docs/operations/observability.md")]
+        pub struct Observability;
+        #[doc = include_str!("../docs/operations/events-and-dashboard.md")]
+        pub struct EventsAndDashboard;
+        #[doc = include_str!("../docs/operations/waking-workers.md")]
+        pub struct WakingWorkers;
+        #[doc = include_str!("../docs/operations/database-upkeep.md")]
+        pub struct DatabaseUpkeep;
+        #[doc = include_str!("../docs/operations/rollouts-and-draining.md")]
+        pub struct RolloutsAndDraining;
+        #[doc = include_str!("../docs/operations/faults.md")]
+        pub struct Faults;
+    }
     #[doc = include_str!("../docs/rollout.md")]
     pub struct Rollout;
     #[doc = include_str!("../docs/coming-from-typescript.md")]

@@ -4,8 +4,8 @@
 //! `serve_prometheus`, which also reads the database gauges on each scrape.
 //!
 //! Labels are the queue, the concrete flow and the step, never a run id (one series per run
-//! would grow without bound). Every name is in [`names`]; `docs/operations.md` lists them with
-//! example alerts.
+//! would grow without bound). Every name is in [`names`]; `docs/operations/observability.md`
+//! lists them with example alerts.
 //!
 //! The facade rather than OpenTelemetry metrics: it is a small crate every Rust metrics backend
 //! speaks (Prometheus, StatsD, and OpenTelemetry itself through a bridge), so an application

@@ -27,7 +27,7 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
     let workers = inspect::workers(pool, WorkerFilter::NotStopped).await?;
     let aliases = inspect::aliases(pool).await?;
     let rollouts = pgflow::engine::rollouts(pool, true).await?;
-    // The engine's plans rely on current statistics (docs/operations.md).
+    // The engine's plans rely on current statistics (docs/operations/database-upkeep.md).
     let autovacuum = inspect::autovacuum_enabled(pool).await?;
     out.print(
         json!({
@@ -127,7 +127,7 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
                 text.push_str(
                     "\n\nwarning: autovacuum is off on this server: running workers analyze \
                      and vacuum pgflow's tables and queues themselves; other tables get nothing \
-                     (see docs/operations.md, Statistics and vacuum)",
+                     (see docs/operations/database-upkeep.md, Statistics and vacuum)",
                 );
             }
             text
