@@ -129,12 +129,14 @@ $$;
 -- tasks. A ready step with a condition, and a ready map step whose dependency's output is not
 -- an array, are left to start_ready_steps (which decides the condition, or fails the step and
 -- its run); the other ready steps of that run are left to it too.
+-- With a claimer, returns the row addresses of the tasks claimed for it (see
+-- enqueue_step_tasks); null otherwise.
 -- Locks: step_states of the dependents (order), then runs (order).
 create or replace function pgflow.finish_completed_steps(
   p_run_ids uuid[], p_step_slugs text[], p_flow_slugs text[],
   p_claimer pgflow.task_claimer default null
 )
-returns void
+returns tid[]
 language plpgsql
 as $$
 declare
@@ -142,7 +144,7 @@ declare
   v_blocked_runs uuid[];
 begin
   if cardinality(p_run_ids) = 0 then
-    return;
+    return null;
   end if;
 
   -- Release the dependents, when there are any: a leaf step's completion (every completion
@@ -244,8 +246,9 @@ begin
     perform pgflow.start_ready_steps(v_blocked_runs);
   end if;
   if v_started is not null then
-    perform pgflow.enqueue_step_tasks(v_started, p_claimer);
+    return pgflow.enqueue_step_tasks(v_started, p_claimer);
   end if;
+  return null;
 end;
 $$;
 
@@ -255,15 +258,18 @@ $$;
 -- with [], which may start further steps.
 -- With a claimer (see complete_and_claim_tasks), as many of the tasks it runs on its queue,
 -- visible at once, as it offers slots are created claimed instead ('started', first attempt,
--- no message), the n-th by the worker of the n-th slot; complete_and_claim_tasks returns them.
+-- no message), the n-th by the worker of the n-th slot. This is the one rule of what a
+-- completion may claim: the worker learns what it may claim from claims_at_release.
+-- Returns the row addresses of the tasks claimed (null when none), for the caller to return.
 create or replace function pgflow.enqueue_step_tasks(
   p_steps pgflow.started_step[],
   p_claimer pgflow.task_claimer default null
 )
-returns void
+returns tid[]
 language plpgsql
 as $$
 declare
+  v_claimed tid[];
   v_group record;
   v_empty_runs uuid[];
   v_empty_steps text[];
@@ -290,10 +296,10 @@ begin
       select c.run_id, c.step_slug, c.task_index, c.flow_slug, c.queue_name,
              'started', 1, now(), p_claimer.slots[c.slot]
       from claimable c
-      returning run_id, step_slug, task_index
+      returning ctid, run_id, step_slug, task_index
     )
-    select array_agg(run_id), array_agg(step_slug), array_agg(task_index)
-    into v_claimed_runs, v_claimed_steps, v_claimed_indexes
+    select array_agg(ctid), array_agg(run_id), array_agg(step_slug), array_agg(task_index)
+    into v_claimed, v_claimed_runs, v_claimed_steps, v_claimed_indexes
     from claimed;
   end if;
 
@@ -364,6 +370,7 @@ begin
   if v_empty_runs is not null then
     perform pgflow.complete_steps(v_empty_runs, v_empty_steps);
   end if;
+  return v_claimed;
 end;
 $$;
 

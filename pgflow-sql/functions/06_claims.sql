@@ -2,23 +2,13 @@
 -- task's handler input.
 
 -- The rows a claim returns for tasks it has just started (found by row address), in message
--- order (tasks claimed at release, which have no message, last): each task with its attempt,
+-- order (tasks claimed at release, which have no message, last), as pgflow.claimed_task (the
+-- one type every claim returns; see the migration that made it): each task with its attempt,
 -- its step's timeout, its run's trace context and the handler input: the flow input (root
 -- single step), the element (map step), or an object of the dependencies' outputs keyed by
 -- step slug. (A SQL function Postgres inlines into the statement that calls it.)
 create or replace function pgflow.started_task_rows(p_row_ctids tid[])
-returns table (
-  flow_slug text,
-  step_slug text,
-  run_id uuid,
-  task_index integer,
-  message_id bigint,
-  queue_name text,
-  attempt integer,
-  timeout_seconds integer,
-  input jsonb,
-  trace_context text
-)
+returns setof pgflow.claimed_task
 language sql
 stable
 as $$
@@ -76,21 +66,9 @@ create or replace function pgflow.claim_tasks(
   p_flow_slugs text[],
   p_step_slugs text[]
 )
-returns table (
-  flow_slug text,
-  step_slug text,
-  run_id uuid,
-  task_index integer,
-  message_id bigint,
-  queue_name text,
-  attempt integer,
-  timeout_seconds integer,
-  input jsonb,
-  trace_context text
-)
+returns setof pgflow.claimed_task
 language plpgsql
 as $$
-#variable_conflict use_column
 declare
   v_row_ctids tid[];
   v_started_ctids tid[];
@@ -174,8 +152,9 @@ begin
 
   -- Stale messages: no queued task was behind them.
   return query
-  select null::text, null::text, null::uuid, null::integer, m.id, p_queue_name, null::integer,
-         null::integer, null::jsonb, null::text
+  select (jsonb_populate_record(null::pgflow.claimed_task,
+                                jsonb_build_object('message_id', m.id,
+                                                   'queue_name', p_queue_name))).*
   from unnest(p_message_ids) as m(id)
   where m.id <> all(coalesce(v_matched_ids, array[]::bigint[]))
   order by m.id;
@@ -193,18 +172,7 @@ create or replace function pgflow.start_tasks(
   p_flow_slugs text[],
   p_step_slugs text[]
 )
-returns table (
-  flow_slug text,
-  step_slug text,
-  run_id uuid,
-  task_index integer,
-  message_id bigint,
-  queue_name text,
-  attempt integer,
-  timeout_seconds integer,
-  input jsonb,
-  trace_context text
-)
+returns setof pgflow.claimed_task
 language plpgsql
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
@@ -226,8 +194,6 @@ $$;
 -- queued task behind it) is removed too, and returned for the caller to report.
 -- When the batch is refused (PF003), the pop is undone with it: every message of the batch is
 -- on the queue again as it was.
--- p_visibility_timeout is not used (a popped message needs none); it stays so that workers of
--- an earlier release keep claiming through a rollout.
 -- Locks: up to p_quantity visible messages (PGMQ's pop: for update skip locked, then
 -- deleted), then as claim_tasks.
 create or replace function pgflow.read_and_start_tasks(
@@ -235,21 +201,9 @@ create or replace function pgflow.read_and_start_tasks(
   p_worker_id uuid,
   p_flow_slugs text[],
   p_step_slugs text[],
-  p_quantity integer,
-  p_visibility_timeout integer
+  p_quantity integer
 )
-returns table (
-  flow_slug text,
-  step_slug text,
-  run_id uuid,
-  task_index integer,
-  message_id bigint,
-  queue_name text,
-  attempt integer,
-  timeout_seconds integer,
-  input jsonb,
-  trace_context text
-)
+returns setof pgflow.claimed_task
 language plpgsql
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
@@ -264,4 +218,40 @@ begin
     p_flow_slugs,
     p_step_slugs);
 end;
+$$;
+
+-- claims_at_release: how many tasks a completion call may claim for a worker when a task of
+-- each of its supported pairs (p_flow_slugs[i], p_step_slugs[i]) completes, by the rule
+-- enqueue_step_tasks claims with: the completed step's dependents on p_queue_name that the
+-- worker runs, with no start delay and no condition (a condition is decided on the slower
+-- path, which never claims). `at_most` is their count, or null when any number (a map
+-- dependent has one task per element). A worker sizes the slots it offers a completion call
+-- by it. Pairs that release none are absent, and so are map steps: only the last of a map
+-- step's many tasks releases anything, and holding slots for each of their completions would
+-- take them from the worker's claims.
+-- Locks: none (reads only).
+create or replace function pgflow.claims_at_release(
+  p_queue_name text,
+  p_flow_slugs text[],
+  p_step_slugs text[]
+)
+returns table (flow_slug text, step_slug text, at_most integer)
+language sql
+stable
+as $$
+  select p.flow_slug, p.step_slug,
+         case when bool_or(dependent.step_type = 'map') then null else count(*)::integer end
+  from unnest(p_flow_slugs, p_step_slugs) as p(flow_slug, step_slug)
+  join pgflow.steps completed
+    on completed.flow_slug = p.flow_slug and completed.step_slug = p.step_slug
+  join pgflow.deps d on d.flow_slug = p.flow_slug and d.dep_slug = p.step_slug
+  join pgflow.steps dependent
+    on dependent.flow_slug = d.flow_slug and dependent.step_slug = d.step_slug
+  where completed.step_type = 'single'
+    and dependent.queue_name = p_queue_name
+    and coalesce(dependent.opt_start_delay, 0) = 0
+    and dependent.condition_when is null and dependent.condition_unless is null
+    and exists (select 1 from unnest(p_flow_slugs, p_step_slugs) as s(flow_slug, step_slug)
+                where s.flow_slug = dependent.flow_slug and s.step_slug = dependent.step_slug)
+  group by p.flow_slug, p.step_slug
 $$;

@@ -8,8 +8,6 @@
 -- Counts the tasks down on their steps and completes the steps that are done (which releases
 -- dependents, completes runs and starts ready steps). The tasks' messages left the queue when
 -- they were claimed (and a task claimed at release never had one).
--- With a claimer, the tasks the completions release may be claimed by it at once (see
--- complete_and_claim_tasks).
 -- Returns the number of tasks completed by this call.
 -- Locks: runs, step_tasks, step_states (see the lock order in README.md).
 create or replace function pgflow.complete_tasks(
@@ -17,20 +15,39 @@ create or replace function pgflow.complete_tasks(
   p_step_slugs text[],
   p_task_indexes integer[],
   p_attempts integer[],
-  p_outputs jsonb[],
-  p_claimer pgflow.task_claimer default null
+  p_outputs jsonb[]
 )
 returns integer
 language plpgsql
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
 as $$
+begin
+  return (pgflow.store_completions(p_run_ids, p_step_slugs, p_task_indexes, p_attempts,
+                                   p_outputs)).completed;
+end;
+$$;
+
+-- What complete_tasks and complete_and_claim_tasks share: stores the completions and, with a
+-- claimer, claims for it tasks the completions release (see enqueue_step_tasks). Returns how
+-- many tasks it completed and the row addresses of the tasks it claimed (null when none).
+create or replace function pgflow.store_completions(
+  p_run_ids uuid[],
+  p_step_slugs text[],
+  p_task_indexes integer[],
+  p_attempts integer[],
+  p_outputs jsonb[],
+  p_claimer pgflow.task_claimer default null,
+  out completed integer,
+  out claimed tid[]
+)
+language plpgsql
+as $$
 declare
   v_runs uuid[];
   v_steps text[];
   v_flows text[];
   v_outputs jsonb[];
-  v_completed integer;
 begin
   if cardinality(p_run_ids) is distinct from cardinality(p_step_slugs)
      or cardinality(p_run_ids) is distinct from cardinality(p_task_indexes)
@@ -63,12 +80,12 @@ begin
     where t.ctid = locked.row_ctid and locked.status = 'started'
     returning t.run_id, t.step_slug, t.output
   )
-  select array_agg(run_id), array_agg(step_slug), array_agg(output), count(*)
-  into v_runs, v_steps, v_outputs, v_completed
-  from completed;
+  select array_agg(c.run_id), array_agg(c.step_slug), array_agg(c.output), count(*)
+  into v_runs, v_steps, v_outputs, completed
+  from completed c;
 
   if v_runs is null then
-    return 0;
+    return;
   end if;
 
   with per_step as (
@@ -103,10 +120,8 @@ begin
   from counted where status = 'completed';
 
   if v_runs is not null then
-    perform pgflow.finish_completed_steps(v_runs, v_steps, v_flows, p_claimer);
+    claimed := pgflow.finish_completed_steps(v_runs, v_steps, v_flows, p_claimer);
   end if;
-
-  return v_completed;
 end;
 $$;
 
@@ -118,11 +133,9 @@ $$;
 -- created 'started' in their first attempt, without a PGMQ message, so no send, no claim and
 -- no commit of their own. The rest are queued as complete_tasks queues them. A chain's next
 -- step runs on a worker of the process that ran the step before it.
--- Returns one row per claimed task (its worker, then the columns of claim_tasks, see
+-- Returns one row per claimed task (its worker, and the task as claims return it, see
 -- started_task_rows), each with `completed`, the number of tasks completed by this call; when
--- none was claimed, one row with only `completed` set. Call it in a transaction of its own: it
--- finds what it claimed as the tasks of the completed runs started for the slots' workers,
--- without a message, in the current transaction.
+-- none was claimed, one row with only `completed` set.
 -- Locks: as complete_tasks.
 create or replace function pgflow.complete_and_claim_tasks(
   p_run_ids uuid[],
@@ -138,53 +151,30 @@ create or replace function pgflow.complete_and_claim_tasks(
 returns table (
   completed integer,
   worker_id uuid,
-  flow_slug text,
-  step_slug text,
-  run_id uuid,
-  task_index integer,
-  message_id bigint,
-  queue_name text,
-  attempt integer,
-  timeout_seconds integer,
-  input jsonb,
-  trace_context text
+  task pgflow.claimed_task
 )
 language plpgsql
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
 as $$
-#variable_conflict use_column
 declare
-  v_completed integer;
-  v_claimed tid[];
+  v_stored record;
 begin
   perform pgflow.check_supported_pairs('complete_and_claim_tasks', p_flow_slugs,
                                       p_supported_step_slugs);
 
-  v_completed := pgflow.complete_tasks(
+  v_stored := pgflow.store_completions(
     p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_outputs,
     (p_queue_name, p_flow_slugs, p_supported_step_slugs, p_slots)::pgflow.task_claimer);
 
-  -- The tasks claimed above: started in this transaction by the slots' workers, without a
-  -- message, in the completed tasks' runs (only their steps were released).
-  if v_completed > 0 and cardinality(p_slots) > 0 then
-    select array_agg(t.ctid) into v_claimed
-    from pgflow.step_tasks t
-    where t.started_at = now() and t.status = 'started'
-      and t.last_worker_id = any(p_slots) and t.message_id is null
-      and t.run_id = any(p_run_ids);
-  end if;
-
-  if v_claimed is null then
-    return query
-    select v_completed, null::uuid, null::text, null::text, null::uuid, null::integer,
-           null::bigint, null::text, null::integer, null::integer, null::jsonb, null::text;
+  if v_stored.claimed is null then
+    return query select coalesce(v_stored.completed, 0), null::uuid, null::pgflow.claimed_task;
     return;
   end if;
 
   return query
-  select v_completed, t.last_worker_id, r.*
-  from pgflow.started_task_rows(v_claimed) r
+  select coalesce(v_stored.completed, 0), t.last_worker_id, r
+  from pgflow.started_task_rows(v_stored.claimed) r
   join pgflow.step_tasks t
     on t.run_id = r.run_id and t.step_slug = r.step_slug and t.task_index = r.task_index;
 end;
@@ -292,9 +282,10 @@ $$;
 -- part of up to jitter percent. A task out of attempts, or whose attempt failed permanently
 -- (p_permanent[i]; null or absent means not), fails for good, with its step and run (see
 -- fail_tasks_permanently). Tasks of runs that already failed are failed without retry.
--- Returns, per task handled, whether it will be retried and after how many seconds, and, for
--- a task that will not, whether its step was skipped (when_exhausted) rather than its run
--- failed.
+-- Returns one row per input, in input order: whether the task will be retried and after how
+-- many seconds; for a task that will not, whether its step was skipped (when_exhausted) rather
+-- than its run failed; and whether the report was discarded (late, duplicate, or its run had
+-- ended: nothing changed).
 -- Locks: runs, step_tasks, then as fail_tasks_permanently.
 create or replace function pgflow.fail_tasks(
   p_run_ids uuid[],
@@ -310,7 +301,8 @@ returns table (
   task_index integer,
   will_retry boolean,
   retry_delay_seconds integer,
-  step_skipped boolean
+  step_skipped boolean,
+  discarded boolean
 )
 language plpgsql
 set plan_cache_mode = force_generic_plan
@@ -367,10 +359,6 @@ begin
   from failing f
   where f.status = 'started';
 
-  if v_runs is null then
-    return;
-  end if;
-
   -- The attempt's history row, taken from the task before it is requeued or failed.
   insert into pgflow.task_attempts
     (run_id, step_slug, task_index, attempt, outcome, worker_id, started_at, error_message)
@@ -409,13 +397,18 @@ begin
   end if;
 
   return query
-  select f.run_id, f.step_slug, f.task_index, f.will_retry,
+  select i.run_id, i.step_slug, i.task_index, coalesce(f.will_retry, false),
          case when f.will_retry then f.delay end,
-         not f.will_retry and coalesce(ss.status = 'skipped', false)
-  from unnest(v_runs, v_steps, v_indexes, v_retry, v_delays)
+         not f.will_retry and coalesce(ss.status = 'skipped', false),
+         f.run_id is null
+  from unnest(p_run_ids, p_step_slugs, p_task_indexes) with ordinality
+    as i(run_id, step_slug, task_index, position)
+  left join unnest(v_runs, v_steps, v_indexes, v_retry, v_delays)
     as f(run_id, step_slug, task_index, will_retry, delay)
-  left join pgflow.step_states ss on ss.run_id = f.run_id and ss.step_slug = f.step_slug
-  order by f.run_id, f.step_slug, f.task_index;
+    on f.run_id = i.run_id and f.step_slug = i.step_slug and f.task_index = i.task_index
+  left join pgflow.step_states ss
+    on f.run_id is not null and ss.run_id = f.run_id and ss.step_slug = f.step_slug
+  order by i.position;
 end;
 $$;
 

@@ -73,7 +73,8 @@ begin
              when p.proname in ('register_worker', 'heartbeat', 'function_enabled',
                                 'stop_worker', 'mark_lost_workers', 'queue_coverage_gaps',
                                 'read_and_start_tasks', 'start_tasks', 'complete_tasks',
-                                'complete_and_claim_tasks', 'fail_tasks', 'stored_completions', 'requeue_stalled_tasks',
+                                'complete_and_claim_tasks', 'claims_at_release', 'fail_tasks',
+                                'stored_completions', 'requeue_stalled_tasks',
                                 'refresh_statistics', 'tables_to_vacuum', 'lock_namespace',
                                 'schedules_to_fire', 'fire_schedule', 'request_wakeups',
                                 'withdraw_wakeups') then

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pgflow::definition::{FlowDefinition, StepOptions};
+use pgflow::definition::{FlowDefinition, StepCondition, StepOptions};
 use pgflow::engine::{self, RunStatus, SupportedPairs, TaskCompletion};
 use pgflow::{Client, ProcessConfig, Worker};
 use serde_json::json;
@@ -14,7 +14,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::support::{
-    claim, compiled, eventually, flow, install, messages, pairs_for, queue, run, single, step,
+    claim, compiled, eventually, flow, install, map, messages, pairs_for, queue, run, single, step,
     worker_config,
 };
 
@@ -581,4 +581,68 @@ async fn supported_pairs_of_unequal_lengths_are_refused_by_name(pool: PgPool) {
             error.message()
         );
     }
+}
+
+/// What SQL says a completion of each of a worker's pairs may claim for it, by the rule the
+/// claim follows: dependents on the worker's queue that it runs, without a start delay or a
+/// condition; any number when one is a map; nothing for a map step's own tasks.
+#[sqlx::test(migrations = false)]
+async fn sql_says_how_many_tasks_each_completion_may_claim_for_a_worker(pool: PgPool) {
+    install(&pool).await;
+    // `a`'s dependents on the queue: b and e (c is elsewhere, d is delayed).
+    let fork = fork(&pool).await;
+    let fanned = compiled(
+        &pool,
+        FlowDefinition::new(flow("fanned"))
+            .step(single("list", &[]))
+            .step(map("each", &["list"]))
+            .step(single("sum", &["each"]))
+            .step(single("gated", &["sum"]).condition(StepCondition {
+                when: Some(json!({"sum": 1})),
+                ..StepCondition::default()
+            }))
+            .step(single("after", &["sum"])),
+    )
+    .await;
+    let q = fork.slug.default_queue();
+    let mut pairs = pairs_for(&[&fork], &q);
+    let fanned_queue = fanned.slug.default_queue();
+    let fanned_pairs = pairs_for(&[&fanned], &fanned_queue);
+
+    let releases = |released: Vec<engine::ReleasedClaims>| -> Vec<(String, String, Option<u32>)> {
+        let mut rows: Vec<_> = released
+            .into_iter()
+            .map(|r| (r.flow_slug.to_string(), r.step_slug.to_string(), r.at_most))
+            .collect();
+        rows.sort();
+        rows
+    };
+    assert_eq!(
+        releases(engine::claims_at_release(&pool, &q, &pairs).await.unwrap()),
+        vec![("fork".into(), "a".into(), Some(2))],
+        "b and e; not c (another queue) nor d (delayed); the leaves release nothing"
+    );
+    assert_eq!(
+        releases(
+            engine::claims_at_release(&pool, &fanned_queue, &fanned_pairs)
+                .await
+                .unwrap()
+        ),
+        vec![
+            ("fanned".into(), "list".into(), None),
+            ("fanned".into(), "sum".into(), Some(1)),
+        ],
+        "a map dependent: any number; a map step's tasks: none; a conditional dependent is \
+         left to the slower path"
+    );
+
+    // A dependent the worker does not run is not claimed for it.
+    pairs = SupportedPairs::new();
+    pairs.insert(&fork.slug, &step("a"));
+    assert!(
+        engine::claims_at_release(&pool, &q, &pairs)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

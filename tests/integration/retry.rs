@@ -207,7 +207,10 @@ async fn duplicate_and_late_reports_change_nothing(pool: PgPool) {
     let outcome = engine::fail_tasks(&pool, &[TaskFailure::of(&second, "too late")])
         .await
         .unwrap();
-    assert!(outcome.is_empty());
+    assert!(
+        matches!(outcome.as_slice(), [late] if late.discarded && !late.will_retry),
+        "the late failure is answered, and discarded: {outcome:?}"
+    );
     assert_eq!(
         (
             task_rows(&pool, started.run_id).await,
@@ -270,4 +273,49 @@ async fn a_repeated_completion_is_told_apart_from_a_late_one(pool: PgPool) {
             .unwrap(),
         0
     );
+}
+
+/// One call's failures are answered one by one, in the order given, whatever the order of
+/// their keys, a late report included: the worker reads each answer beside its failure.
+#[sqlx::test(migrations = false)]
+async fn failures_are_answered_in_the_order_given(pool: PgPool) {
+    install(&pool).await;
+    let f = compiled(&pool, retrying("answered", 3, 0)).await;
+    let q = f.slug.default_queue();
+    for input in 0..4 {
+        engine::start_flow(&pool, "answered", &json!(input))
+            .await
+            .unwrap();
+    }
+    let mut tasks = claim(&pool, &q, &pairs_for(&[&f], &q)).await;
+    assert_eq!(tasks.len(), 4);
+    tasks.sort_by_key(|t| t.run_id);
+    let done = tasks.remove(0);
+    engine::complete_tasks(&pool, &[TaskCompletion::of(&done, json!("done"))])
+        .await
+        .unwrap();
+
+    // Against key order: the highest run first, a permanent failure, the late one last.
+    let failures = [
+        TaskFailure::of(&tasks[2], "third"),
+        TaskFailure::of(&tasks[0], "first"),
+        TaskFailure::permanent(&tasks[1], "second"),
+        TaskFailure::of(&done, "too late"),
+    ];
+    let outcomes = engine::fail_tasks(&pool, &failures).await.unwrap();
+    let answered: Vec<_> = outcomes
+        .iter()
+        .map(|o| (o.run_id, o.will_retry, o.discarded))
+        .collect();
+    assert_eq!(
+        answered,
+        vec![
+            (tasks[2].run_id, true, false),
+            (tasks[0].run_id, true, false),
+            (tasks[1].run_id, false, false),
+            (done.run_id, false, true),
+        ]
+    );
+    assert_eq!(run(&pool, tasks[1].run_id).await.status, RunStatus::Failed);
+    assert_eq!(run(&pool, done.run_id).await.status, RunStatus::Completed);
 }

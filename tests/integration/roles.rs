@@ -146,8 +146,8 @@ async fn may_not_touch_tables_queues_or_code(admin: &PgPool, pool: &PgPool, who:
         "delete from pgflow.workers",
         "select * from pgmq.q_guarded",
         "create function pgflow.forged() returns int language sql as 'select 1'",
-        "alter function pgflow.complete_tasks(uuid[], text[], integer[], integer[], jsonb[], \
-         pgflow.task_claimer) security invoker",
+        "alter function pgflow.complete_tasks(uuid[], text[], integer[], integer[], jsonb[]) \
+         security invoker",
     ] {
         refused(pool, who, sql).await;
     }

@@ -39,6 +39,7 @@ impl ClaimedTask {
     /// The attempt this claim started: all a result needs to be stored.
     pub fn key(&self) -> TaskKey {
         TaskKey {
+            flow_slug: self.flow_slug.clone(),
             run_id: self.run_id,
             step_slug: self.step_slug.clone(),
             task_index: self.task_index,
@@ -119,9 +120,12 @@ impl Claim {
     }
 }
 
-/// One attempt of one task: the run, the step, the task's index and the attempt's number.
+/// One attempt of one task: the run, the step, the task's index and the attempt's number, with
+/// the concrete flow recorded on the task (for the labels of what is reported about it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TaskKey {
+    /// The concrete flow recorded on the task.
+    pub flow_slug: FlowSlug,
     /// The task's run.
     pub run_id: Uuid,
     /// The task's step.
@@ -214,9 +218,8 @@ pub async fn read_and_start_tasks(
     supported: &SupportedPairs,
     quantity: i32,
 ) -> Result<Claim, EngineError> {
-    // The last argument, a visibility timeout, is not used since claims pop their messages.
     let rows = sqlx::query_as::<_, ClaimRow>(
-        "select * from pgflow.read_and_start_tasks($1, $2, $3, $4, $5, 0)",
+        "select * from pgflow.read_and_start_tasks($1, $2, $3, $4, $5)",
     )
     .bind(queue.as_str())
     .bind(worker_id)
@@ -226,4 +229,51 @@ pub async fn read_and_start_tasks(
     .fetch_all(executor)
     .await?;
     Ok(Claim::from_rows(rows))
+}
+
+/// How many tasks a completion call may claim for a worker when a task of one of its pairs
+/// completes (see [`claims_at_release`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleasedClaims {
+    /// The completed task's concrete flow.
+    pub flow_slug: FlowSlug,
+    /// The completed task's step.
+    pub step_slug: StepSlug,
+    /// At most this many; `None` when any number (a map dependent has one task per element).
+    pub at_most: Option<u32>,
+}
+
+/// A row of `claims_at_release`.
+#[derive(FromRow)]
+struct ReleasedClaimsRow {
+    flow_slug: FlowSlug,
+    step_slug: StepSlug,
+    at_most: Option<i32>,
+}
+
+/// For the pairs in `supported` whose completion may release tasks a completion call claims
+/// for a worker of `queue` (see [`complete_and_claim_tasks`](super::complete_and_claim_tasks)),
+/// how many at most, by the rule the claim itself follows; the other pairs are absent. A worker
+/// sizes the slots it offers a completion call by it.
+pub async fn claims_at_release(
+    executor: impl PgExecutor<'_>,
+    queue: &QueueName,
+    supported: &SupportedPairs,
+) -> Result<Vec<ReleasedClaims>, EngineError> {
+    let rows = sqlx::query_as::<_, ReleasedClaimsRow>(
+        "select * from pgflow.claims_at_release($1, $2, $3)",
+    )
+    .bind(queue.as_str())
+    .bind(&supported.flow_slugs)
+    .bind(&supported.step_slugs)
+    .fetch_all(executor)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| ReleasedClaims {
+            flow_slug: row.flow_slug,
+            step_slug: row.step_slug,
+            at_most: row.at_most.and_then(|n| u32::try_from(n).ok()),
+        })
+        .collect())
 }

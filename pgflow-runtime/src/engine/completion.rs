@@ -63,7 +63,7 @@ impl TaskFailure {
     }
 }
 
-/// What happened to one reported failure.
+/// What happened to one reported failure ([`fail_tasks`] answers each in input order).
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
 #[non_exhaustive]
 pub struct FailureOutcome {
@@ -80,6 +80,9 @@ pub struct FailureOutcome {
     /// For a task that will not be retried: whether its step was skipped (its
     /// `when_exhausted` says so) rather than its run failed.
     pub step_skipped: bool,
+    /// Whether the report changed nothing: the attempt was no longer the task's current one
+    /// (late or duplicate), or its run had ended.
+    pub discarded: bool,
 }
 
 /// Task keys as the parallel arrays the SQL core takes them in (`run_ids[i]`, `step_slugs[i]`,
@@ -146,8 +149,8 @@ pub struct ClaimedAtRelease {
     pub task: ClaimedTask,
 }
 
-/// A row of `complete_and_claim_tasks`: the call's count, and a claimed task with its worker,
-/// or nothing.
+/// A row of `complete_and_claim_tasks` (its claimed task spread into columns): the call's
+/// count, and a claimed task with its worker, or nothing.
 #[derive(FromRow)]
 struct CompleteAndClaimRow {
     completed: i32,
@@ -163,8 +166,6 @@ struct CompleteAndClaimRow {
 /// need no send, no claim and no commit of their own. The rest are queued as
 /// [`complete_tasks`] queues them. The caller runs each claimed task on its worker as it runs
 /// claimed ones; a task it never reports on is recovered as stalled, as any claimed task.
-/// Give it a connection or pool, not a transaction that made other such calls: it reports the
-/// tasks claimed this way for the slots' workers in the current transaction.
 pub async fn complete_and_claim_tasks(
     executor: impl PgExecutor<'_>,
     completions: &[TaskCompletion],
@@ -174,7 +175,8 @@ pub async fn complete_and_claim_tasks(
 ) -> Result<CompletedAndClaimed, EngineError> {
     let keys = KeyColumns::of(completions.iter().map(|c| &c.task));
     let rows = sqlx::query_as::<_, CompleteAndClaimRow>(
-        "select * from pgflow.complete_and_claim_tasks($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        "select c.completed, c.worker_id, (c.task).* \
+         from pgflow.complete_and_claim_tasks($1, $2, $3, $4, $5, $6, $7, $8, $9) c",
     )
     .bind(keys.run_ids)
     .bind(keys.step_slugs)
@@ -218,7 +220,8 @@ pub async fn count_stored_completions(
 
 /// Records failed attempts (one call for the whole batch): retried with backoff while
 /// attempts remain and the failure is not permanent, otherwise the task, its step and its run
-/// fail.
+/// fail. Returns one outcome per failure, in the order given (a late or duplicate report's is
+/// [`discarded`](FailureOutcome::discarded)).
 pub async fn fail_tasks(
     executor: impl PgExecutor<'_>,
     failures: &[TaskFailure],

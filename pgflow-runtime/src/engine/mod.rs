@@ -34,7 +34,10 @@ pub use aliases_rollouts::{
     Activation, DrainStatus, LiveWorker, Rollout, activate_flow, alias_state, begin_rollout,
     drain_status, finish_rollout, functions_serving_queues, rollout_progress, rollouts, set_alias,
 };
-pub use claims::{Claim, ClaimedTask, SupportedPairs, TaskKey, read_and_start_tasks, start_tasks};
+pub use claims::{
+    Claim, ClaimedTask, ReleasedClaims, SupportedPairs, TaskKey, claims_at_release,
+    read_and_start_tasks, start_tasks,
+};
 pub use completion::{
     ClaimedAtRelease, CompletedAndClaimed, FailureOutcome, TaskCompletion, TaskFailure,
     complete_and_claim_tasks, complete_tasks, count_stored_completions, fail_tasks,

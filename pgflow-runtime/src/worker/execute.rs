@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use crate::context::Context;
@@ -12,18 +12,17 @@ use crate::engine::{ClaimedTask, TaskKey};
 use crate::failure::StepFailure;
 use crate::handler::TaskInput;
 use crate::metrics;
-use crate::names::FlowSlug;
 use crate::worker::runtime::Runtime;
+use crate::worker::slots::Held;
 
 /// How long a timed-out handler gets to react to its cancellation token before it is aborted.
 const CANCEL_GRACE: Duration = Duration::from_millis(500);
 
-/// What one handler run produced, for the result storer: the attempt's key and its result.
+/// What one handler run produced, for the result storer: the attempt's key (its flow included,
+/// for the labels of what is reported) and its result.
 pub(super) struct Outcome {
     /// The attempt.
     pub key: TaskKey,
-    /// Its concrete flow (for metrics).
-    pub flow_slug: FlowSlug,
     /// The encoded output, or why the attempt failed.
     pub result: Result<Value, StepFailure>,
 }
@@ -33,7 +32,7 @@ pub(super) struct Outcome {
 pub(super) fn spawn(
     rt: &Arc<Runtime>,
     task: ClaimedTask,
-    slot: OwnedSemaphorePermit,
+    slot: Held,
     results: mpsc::UnboundedSender<Outcome>,
 ) {
     metrics::count_task(
@@ -58,7 +57,7 @@ pub(super) fn spawn(
 
 /// Sets the busy-slot gauge.
 fn report_busy(rt: &Runtime) {
-    let busy = rt.settings.max_concurrent - rt.slots.available_permits();
+    let busy = rt.slots.busy();
     metrics::slots_busy(rt.started.queue.as_str(), &rt.worker_label, busy);
 }
 
@@ -80,7 +79,6 @@ async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
     async move {
         let started_at = Instant::now();
         let key = task.key();
-        let flow_slug = task.flow_slug.clone();
         let queue = task.queue_name.clone();
         let result = match rt.started.handlers.get(task.flow_slug.as_str(), task.step_slug.as_str()) {
             None => Err(StepFailure::NoHandler {
@@ -134,7 +132,7 @@ async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
             }
         };
         let took = started_at.elapsed();
-        let (queue, flow, step) = (queue.as_str(), flow_slug.as_str(), key.step_slug.as_str());
+        let (queue, flow, step) = (queue.as_str(), key.flow_slug.as_str(), key.step_slug.as_str());
         metrics::handler_duration(queue, flow, step, took);
         match &result {
             Ok(_) => metrics::count_task(metrics::names::TASKS_COMPLETED, queue, flow, step),
@@ -157,11 +155,7 @@ async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
                 "task attempt failed"
             ),
         }
-        Some(Outcome {
-            key,
-            flow_slug,
-            result,
-        })
+        Some(Outcome { key, result })
     }
     .instrument(span)
     .await

@@ -1,14 +1,15 @@
 //! The one table of `(flow_slug, step_slug)` → step adapter a worker runs, built at startup
 //! from the carried flows' steps routed to its queue. Both the pairs its claims support and
-//! the dispatch of claimed tasks come from it, so the two cannot disagree.
+//! the dispatch of claimed tasks come from it, so the two cannot disagree. It also keeps what
+//! SQL says a completion of each pair may claim for the worker at release
+//! (`pgflow.claims_at_release`, the rule the claim follows), by which the worker sizes the
+//! slots it offers a completion call.
 
 use std::collections::HashMap;
 
-use crate::definition::{FlowDefinition, StepType};
-use crate::engine::SupportedPairs;
+use crate::engine::{ReleasedClaims, SupportedPairs};
 use crate::handler::StepHandler;
 use crate::names::QueueName;
-use crate::names::StepSlug;
 use crate::state::SharedState;
 use crate::worker::registry::RegisteredFlow;
 
@@ -20,12 +21,14 @@ pub(super) struct HandlerTable {
     /// adapter for the step).
     handlers: HashMap<String, FlowHandlers>,
     /// `(flow_slug, step_slug)` → how many tasks its completion in one run may release that
-    /// this worker could claim at once (see [`Release`]); steps that release none are absent.
+    /// this worker could claim at once (see [`Release`]), as SQL says; steps that release none
+    /// are absent.
     releases: HashMap<(String, String), Release>,
 }
 
 /// How many tasks the completion of one step in one run may release on the worker's queue,
-/// visible at once and run by the worker: tasks a completion call can claim for it.
+/// visible at once and run by the worker: tasks a completion call can claim for it (see
+/// `pgflow.claims_at_release`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Release {
     /// At most this many (its single dependents).
@@ -56,19 +59,9 @@ impl HandlerTable {
     ) -> Self {
         let mut pairs = SupportedPairs::new();
         let mut handlers: HashMap<String, FlowHandlers> = HashMap::new();
-        let mut releases = HashMap::new();
         for flow in flows {
             let definition = &flow.definition;
             for step in definition.steps_routed_to(queue) {
-                if let Some(release) = release_of(definition, &step.slug, queue) {
-                    releases.insert(
-                        (
-                            definition.slug.as_str().to_owned(),
-                            step.slug.as_str().to_owned(),
-                        ),
-                        release,
-                    );
-                }
                 pairs.insert(&definition.slug, &step.slug);
                 handlers
                     .entry(definition.slug.as_str().to_owned())
@@ -86,8 +79,28 @@ impl HandlerTable {
         Self {
             pairs,
             handlers,
-            releases,
+            releases: HashMap::new(),
         }
+    }
+
+    /// Takes in what SQL says the completion of each of the worker's pairs may claim for it
+    /// ([`claims_at_release`](crate::engine::claims_at_release)).
+    pub(super) fn set_releases(&mut self, releases: Vec<ReleasedClaims>) {
+        self.releases = releases
+            .into_iter()
+            .map(|released| {
+                let release = released
+                    .at_most
+                    .map_or(Release::Many, |n| Release::AtMost(n as usize));
+                (
+                    (
+                        released.flow_slug.as_str().to_owned(),
+                        released.step_slug.as_str().to_owned(),
+                    ),
+                    release,
+                )
+            })
+            .collect();
     }
 
     /// How many tasks completing `step_slug` of `flow_slug` in one run may release that this
@@ -112,33 +125,4 @@ impl HandlerTable {
             state: flow.state.clone(),
         })
     }
-}
-
-/// The tasks completing `step` may release for a claim at completion: its dependents routed to
-/// `queue` that start without a delay and without a condition to decide (the SQL core leaves
-/// those to its slower path, which never claims). None for a map step: only the last of its
-/// many tasks releases anything, and holding a slot for each of their completions would take
-/// it from the poll loop's claims.
-fn release_of(flow: &FlowDefinition, step: &StepSlug, queue: &QueueName) -> Option<Release> {
-    let completed = flow.steps.iter().find(|s| &s.slug == step)?;
-    if completed.step_type == StepType::Map {
-        return None;
-    }
-    let mut singles = 0;
-    for dependent in flow.steps_routed_to(queue) {
-        let claimable = dependent.depends_on.contains(step)
-            && dependent.condition.is_none()
-            && dependent
-                .options
-                .start_delay
-                .is_none_or(|delay| delay.is_zero());
-        if !claimable {
-            continue;
-        }
-        match dependent.step_type {
-            StepType::Map => return Some(Release::Many),
-            StepType::Single => singles += 1,
-        }
-    }
-    (singles > 0).then_some(Release::AtMost(singles))
 }

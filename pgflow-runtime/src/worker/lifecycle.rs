@@ -46,9 +46,8 @@ pub(super) async fn heartbeat(rt: Arc<Runtime>) {
 
 /// Waits for in-flight handlers for the shutdown grace, then cancels what is left.
 pub(super) async fn drain(rt: &Runtime) {
-    let all = u32::try_from(rt.settings.max_concurrent).unwrap_or(u32::MAX);
     let drained = tokio::select! {
-        permits = rt.slots.acquire_many(all) => permits.is_ok(),
+        () = rt.slots.all_free() => true,
         () = tokio::time::sleep(rt.settings.shutdown_grace) => false,
         () = rt.hard_stop.cancelled() => false,
     };
@@ -59,7 +58,7 @@ pub(super) async fn drain(rt: &Runtime) {
              (their tasks will be recovered as stalled)"
         );
         rt.hard_stop.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(1), rt.slots.acquire_many(all)).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), rt.slots.all_free()).await;
     }
 }
 

@@ -33,13 +33,13 @@ mod results;
 mod run;
 mod runtime;
 mod shared_completions;
+mod slots;
 mod startup;
 mod turns;
 mod wakeup;
 
 use std::sync::Arc;
 
-use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -138,7 +138,7 @@ async fn launch(
     let stale_messages = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let runtime = Arc::new(runtime::Runtime {
         stale_messages: Arc::clone(&stale_messages),
-        slots: Arc::new(Semaphore::new(settings.max_concurrent)),
+        slots: slots::Slots::new(settings.max_concurrent),
         started,
         settings,
         shutdown: CancellationToken::new(),

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 
 use crate::backoff::Backoff;
 use crate::engine::{self, Claim};
@@ -51,18 +51,17 @@ pub(super) async fn poll(
         if rt.shutdown.is_cancelled() {
             return Ok(());
         }
-        let free = rt.slots.available_permits();
+        let free = rt.slots.free();
         if free == 0 {
             // Wait until a handler finishes. A slot that frees within SLOT_PATIENCE keeps this
             // worker claiming; after that it reads nothing until one does, and new tasks must
             // wake another worker.
-            let slot = Arc::clone(&rt.slots);
             tokio::select! {
-                permit = tokio::time::timeout(SLOT_PATIENCE, slot.acquire_owned()) => {
-                    if permit.is_err() {
+                freed = tokio::time::timeout(SLOT_PATIENCE, rt.slots.until_one_is_free()) => {
+                    if freed.is_err() {
                         member.set_claiming(false);
                         tokio::select! {
-                            permit = Arc::clone(&rt.slots).acquire_owned() => drop(permit),
+                            () = rt.slots.until_one_is_free() => {}
                             () = rt.shutdown.cancelled() => return Ok(()),
                         }
                     }
@@ -73,7 +72,7 @@ pub(super) async fn poll(
         }
         let free = if more_waiting {
             let batch = rt.settings.batch_size.min(rt.settings.max_concurrent);
-            linger_for_slots(&rt.slots, batch).await
+            rt.slots.free_after_waiting_for(batch, SLOT_LINGER).await
         } else {
             free
         };
@@ -113,9 +112,7 @@ pub(super) async fn poll(
                 // This worker reads again soon on its own: new tasks need wake nobody.
                 member.set_claiming(true);
                 for task in tasks {
-                    let Ok(slot) = Arc::clone(&rt.slots).acquire_owned().await else {
-                        return Ok(());
-                    };
+                    let slot = rt.slots.one().await;
                     execute::spawn(rt, task, slot, results.clone());
                 }
                 if drained {
@@ -161,25 +158,6 @@ pub(super) async fn poll(
     }
 }
 
-/// The free slots of `slots` after waiting up to [`SLOT_LINGER`] for `batch` of them to be
-/// free at once.
-async fn linger_for_slots(slots: &Arc<Semaphore>, batch: usize) -> usize {
-    let free = slots.available_permits();
-    let Ok(wanted) = u32::try_from(batch) else {
-        return free;
-    };
-    if free >= batch {
-        return free;
-    }
-    // Taken and given back at once: the read takes what is free then.
-    if let Ok(Ok(permits)) =
-        tokio::time::timeout(SLOT_LINGER, Arc::clone(slots).acquire_many_owned(wanted)).await
-    {
-        drop(permits);
-    }
-    slots.available_permits()
-}
-
 /// Says which stale messages (no queued task behind them) a claim removed, and counts them.
 fn report_stale(rt: &Runtime, message_ids: &[i64]) {
     let count = message_ids.len() as u64;
@@ -208,41 +186,5 @@ async fn wait_for_work(rt: &Runtime, wakeup: &QueueWakeup) {
         () = wakeup.woken() => {}
         () = tokio::time::sleep(rt.settings.poll_interval) => {}
         () = rt.shutdown.cancelled() => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn a_worker_waits_a_moment_for_a_batch_of_free_slots() {
-        let slots = Arc::new(Semaphore::new(10));
-        let mut busy = Arc::clone(&slots).try_acquire_many_owned(10).unwrap();
-
-        // One handler finished, the other nine finish while the worker waits: one read of ten.
-        drop(busy.split(1));
-        let rest = tokio::spawn(async move {
-            tokio::task::yield_now().await;
-            drop(busy);
-        });
-        let began = tokio::time::Instant::now();
-        assert_eq!(linger_for_slots(&slots, 10).await, 10);
-        assert!(began.elapsed() < SLOT_LINGER, "no longer than it took");
-        rest.await.unwrap();
-
-        // Nine stay busy: after the linger, the worker reads for the one free slot.
-        let mut busy = Arc::clone(&slots).try_acquire_many_owned(10).unwrap();
-        drop(busy.split(1));
-        let began = tokio::time::Instant::now();
-        assert_eq!(linger_for_slots(&slots, 10).await, 1);
-        assert_eq!(began.elapsed(), SLOT_LINGER);
-        assert_eq!(slots.available_permits(), 1, "no slot is kept");
-
-        // A batch's worth already free: no wait.
-        drop(busy);
-        let began = tokio::time::Instant::now();
-        assert_eq!(linger_for_slots(&slots, 10).await, 10);
-        assert_eq!(began.elapsed(), Duration::ZERO);
     }
 }

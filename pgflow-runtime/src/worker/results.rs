@@ -1,7 +1,6 @@
 //! Batched result storage: whatever has finished goes in one completion call and one failure
 //! call.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,7 +9,6 @@ use tokio::sync::mpsc;
 use crate::engine::{self, FailureOutcome, TaskCompletion, TaskFailure};
 use crate::failure::{STORED_ERROR_CHARS, bounded_owned};
 use crate::metrics;
-use crate::names::FlowSlug;
 use crate::worker::execute::Outcome;
 use crate::worker::handlers::Release;
 use crate::worker::runtime::{Runtime, retry};
@@ -44,23 +42,11 @@ pub(super) async fn store_results(
         let batch = collect_results(&rt, &mut results, first).await;
         let mut completions = Vec::new();
         let mut failures = Vec::new();
-        // Each failed attempt's flow, for its outcome's labels.
-        let mut flows = HashMap::new();
         // How many tasks the completions may release for this worker to claim at once.
         let mut releasable: usize = 0;
         for outcome in batch {
             if outcome.result.is_ok() {
                 releasable = releasable.saturating_add(releasable_by(&rt, &outcome));
-            }
-            if outcome.result.is_err() {
-                flows.insert(
-                    (
-                        outcome.key.run_id,
-                        outcome.key.step_slug.to_string(),
-                        outcome.key.task_index,
-                    ),
-                    outcome.flow_slug.clone(),
-                );
             }
             match outcome.result {
                 Ok(output) => completions.push(TaskCompletion {
@@ -100,7 +86,7 @@ pub(super) async fn store_results(
             .await
             .unwrap_or_default();
             metrics::result_store(queue, "failures", failures.len(), began.elapsed());
-            count_failure_outcomes(queue, &failures, &outcomes, &flows);
+            count_failure_outcomes(queue, &failures, &outcomes);
             for outcome in &outcomes {
                 log_failure_outcome(queue, outcome);
             }
@@ -116,7 +102,7 @@ fn releasable_by(rt: &Runtime, outcome: &Outcome) -> usize {
     match rt
         .started
         .handlers
-        .release(outcome.flow_slug.as_str(), step)
+        .release(outcome.key.flow_slug.as_str(), step)
     {
         None => 0,
         Some(Release::Many) => usize::MAX,
@@ -125,23 +111,16 @@ fn releasable_by(rt: &Runtime, outcome: &Outcome) -> usize {
 }
 
 /// Counts each stored failure by what it led to: another attempt, the task failed for good
-/// (and with it the run), its step skipped, or nothing (its run had ended: discarded).
-fn count_failure_outcomes(
-    queue: &str,
-    failures: &[TaskFailure],
-    outcomes: &[FailureOutcome],
-    flows: &HashMap<(uuid::Uuid, String, i32), FlowSlug>,
-) {
-    for failure in failures {
+/// (and with it the run), its step skipped, or nothing (late, or its run had ended:
+/// discarded). `outcomes` answers `failures` one by one, in order; a failure without an answer
+/// (the call was given up at a hard stop) is counted as discarded.
+fn count_failure_outcomes(queue: &str, failures: &[TaskFailure], outcomes: &[FailureOutcome]) {
+    let answers = outcomes.iter().map(Some).chain(std::iter::repeat(None));
+    for (failure, outcome) in failures.iter().zip(answers) {
         let key = &failure.task;
-        let id = (key.run_id, key.step_slug.to_string(), key.task_index);
-        let flow = flows.get(&id).map_or("", FlowSlug::as_str);
-        let outcome = outcomes.iter().find(|o| {
-            o.run_id == key.run_id
-                && o.step_slug == key.step_slug.as_str()
-                && o.task_index == key.task_index
-        });
+        let flow = key.flow_slug.as_str();
         let label = match outcome {
+            Some(o) if o.discarded => "discarded",
             Some(o) if o.will_retry => "retrying",
             Some(o) if o.step_skipped => "skipped",
             Some(_) => {
@@ -163,9 +142,17 @@ fn count_failure_outcomes(
 
 /// A retry is routine (the attempt was logged as a warning when it failed); a task out of
 /// attempts whose step was skipped is worth a warning; one that failed its run is an error
-/// someone has to look at.
+/// someone has to look at; a discarded report changed nothing.
 fn log_failure_outcome(queue: &str, outcome: &FailureOutcome) {
-    if outcome.step_skipped {
+    if outcome.discarded {
+        tracing::debug!(
+            queue,
+            run_id = %outcome.run_id,
+            step = outcome.step_slug.as_str(),
+            task_index = outcome.task_index,
+            "late failure ignored: another attempt took the task over, or its run ended"
+        );
+    } else if outcome.step_skipped {
         tracing::warn!(
             queue,
             run_id = %outcome.run_id,
@@ -208,8 +195,7 @@ async fn collect_results(
             batch.push(outcome);
             continue;
         }
-        let running = rt.settings.max_concurrent - rt.slots.available_permits();
-        if running == 0 {
+        if rt.slots.busy() == 0 {
             break;
         }
         match tokio::time::timeout_at(deadline, results.recv()).await {

@@ -4,12 +4,12 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::error::EngineError;
 use crate::worker::config::WorkerSettings;
+use crate::worker::slots::Slots;
 use crate::worker::startup::Started;
 
 /// Shared by the worker's tasks.
@@ -18,8 +18,8 @@ pub(super) struct Runtime {
     pub started: Started,
     /// Its settings.
     pub settings: WorkerSettings,
-    /// Free handler slots.
-    pub slots: Arc<Semaphore>,
+    /// Its handler slots.
+    pub slots: Slots,
     /// Cancelled to stop polling and drain.
     pub shutdown: CancellationToken,
     /// Cancelled to stop at once (in-flight handlers are cancelled, their tasks recovered

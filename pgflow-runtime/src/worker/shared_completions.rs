@@ -18,12 +18,13 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::engine::{self, ClaimedAtRelease, CompletedAndClaimed, TaskCompletion};
 use crate::worker::execute::{self, Outcome};
 use crate::worker::runtime::{Runtime, retry};
+use crate::worker::slots::Held;
 use crate::worker::turns::{Carried, Turns, Waiting};
 
 /// The most completions one shared call carries (each storer's own are fewer, see
@@ -114,7 +115,7 @@ async fn call(mut mine: Batch, others: &mut [Waiting<Batch>]) -> bool {
     let slots: Vec<Uuid> = rooms
         .iter()
         .filter_map(|(batch, room)| Some((batch.rt.started.worker_id, room.as_ref()?)))
-        .flat_map(|(worker_id, room)| std::iter::repeat_n(worker_id, room.num_permits()))
+        .flat_map(|(worker_id, room)| std::iter::repeat_n(worker_id, room.count()))
         .collect();
     let pool = started.pool.clone();
     let tries = AtomicU32::new(0);
@@ -162,32 +163,26 @@ async fn call(mut mine: Batch, others: &mut [Waiting<Batch>]) -> bool {
 /// Takes free handler slots of `rt`'s worker (at most a claim's batch, and no more than
 /// `releasable`) for a completion call to fill with the tasks it releases; none while the
 /// worker stops.
-fn free_slots(rt: &Arc<Runtime>, releasable: usize) -> Option<OwnedSemaphorePermit> {
+fn free_slots(rt: &Runtime, releasable: usize) -> Option<Held> {
     if rt.shutdown.is_cancelled() {
         return None;
     }
-    let free = rt
-        .slots
-        .available_permits()
-        .min(rt.settings.batch_size)
-        .min(releasable);
-    let free = u32::try_from(free).ok().filter(|&free| free > 0)?;
-    Arc::clone(&rt.slots).try_acquire_many_owned(free).ok()
+    rt.slots.take_free(rt.settings.batch_size.min(releasable))
 }
 
 /// Starts the handlers of the tasks a completion call claimed, each on the worker whose slot
 /// it took, with that slot; the slots left over are freed when the rooms drop.
-fn run_claimed(
-    rt: &Runtime,
-    claimed: Vec<ClaimedAtRelease>,
-    rooms: &mut [(&Batch, Option<OwnedSemaphorePermit>)],
-) {
+fn run_claimed(rt: &Runtime, claimed: Vec<ClaimedAtRelease>, rooms: &mut [(&Batch, Option<Held>)]) {
     for ClaimedAtRelease { worker_id, task } in claimed {
         let taker = rooms.iter_mut().find_map(|(batch, room)| {
             if batch.rt.started.worker_id != worker_id {
                 return None;
             }
-            Some((&batch.rt, batch.results.as_ref()?, room.as_mut()?.split(1)?))
+            Some((
+                &batch.rt,
+                batch.results.as_ref()?,
+                room.as_mut()?.split_one()?,
+            ))
         });
         let Some((worker, results, slot)) = taker else {
             // The call claims one task per slot it was given, for the slot's worker.

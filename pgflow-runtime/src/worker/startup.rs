@@ -102,7 +102,7 @@ pub(super) async fn start(
         let activations = activate(&pool, &order, &by_slug).await?;
 
         // 4. The exact pairs routed to this queue, with their handlers.
-        let handlers = HandlerTable::routed_to(order.iter().map(|slug| &by_slug[slug]), &queue);
+        let mut handlers = HandlerTable::routed_to(order.iter().map(|slug| &by_slug[slug]), &queue);
         let pairs = handlers.pairs();
         if let QueueChoice::DefaultOf(flow_slug) = &choice
             && pairs.is_empty()
@@ -129,6 +129,10 @@ pub(super) async fn start(
                 gaps,
             });
         }
+
+        // 5a. What a completion of each pair may claim for this worker at release.
+        let releases = engine::claims_at_release(&pool, &queue, pairs).await?;
+        handlers.set_releases(releases);
 
         // 5b. Declare the process's schedules.
         for schedule in &client.config().schedules {

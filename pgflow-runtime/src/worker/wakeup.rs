@@ -360,11 +360,7 @@ fn schedule_rechecks(rechecks: &mut Vec<Instant>) {
 
 /// After the notifier reconnected: every idle worker looks once (notifications were missed),
 /// and a request in place again gets its rechecks. False when the wake-up is gone.
-fn woken_after_reconnect(
-    serving: &Serving,
-    requested: bool,
-    rechecks: &mut Vec<Instant>,
-) -> bool {
+fn woken_after_reconnect(serving: &Serving, requested: bool, rechecks: &mut Vec<Instant>) -> bool {
     let Some(wakeup) = serving.wakeup.upgrade() else {
         return false;
     };
