@@ -86,10 +86,14 @@ pub enum InstallError {
         code: i64,
     },
 
-    /// A migration applied to the database differs from the one this code carries.
+    /// A migration applied to the database differs from the one this code carries: changed by
+    /// hand, or installed by another build (a pre-release build, whose migrations were squashed
+    /// into the baseline since, records the baseline with another checksum).
     #[error(
         "pgflow migration {version} in the database differs from this code's copy; the schema \
-         was changed by hand or by another build of pgflow"
+         was changed by hand or installed by another (pre-release) build of pgflow: use the \
+         build that installed it, or drop the schema with `drop schema pgflow cascade` (and its \
+         PGMQ queues) and install again"
     )]
     ChecksumMismatch {
         /// The migration's version.

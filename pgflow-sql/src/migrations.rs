@@ -89,21 +89,29 @@ pub(crate) async fn ensure_schema_access(conn: &mut PgConnection) -> Result<(), 
 }
 
 /// Refuses a database whose ledger `applied` (version, checksum) this code cannot build on: a
-/// newer schema, a migration this code does not carry, or one whose file changed since.
+/// migration this code carries whose file differs (checked first: a database of a pre-release
+/// build whose migrations were squashed since records the baseline with another checksum, and
+/// later versions that are not newer releases), a newer schema, or a migration this code does
+/// not carry.
 pub(crate) fn check_applied(applied: &[(i64, Vec<u8>)]) -> Result<(), InstallError> {
+    for (version, checksum) in applied {
+        if let Some(migration) = MIGRATOR.iter().find(|m| m.version == *version)
+            && checksum.as_slice() != migration.checksum.as_ref()
+        {
+            return Err(InstallError::ChecksumMismatch { version: *version });
+        }
+    }
     let code = code_schema_version();
     if let Some(&(database, _)) = applied.last()
         && database > code
     {
         return Err(InstallError::SchemaNewer { database, code });
     }
-    for (version, checksum) in applied {
-        let Some(migration) = MIGRATOR.iter().find(|m| m.version == *version) else {
-            return Err(InstallError::UnknownMigration { version: *version });
-        };
-        if checksum.as_slice() != migration.checksum.as_ref() {
-            return Err(InstallError::ChecksumMismatch { version: *version });
-        }
+    if let Some((version, _)) = applied
+        .iter()
+        .find(|(version, _)| !MIGRATOR.iter().any(|m| m.version == *version))
+    {
+        return Err(InstallError::UnknownMigration { version: *version });
     }
     Ok(())
 }

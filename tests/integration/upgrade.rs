@@ -163,3 +163,115 @@ async fn a_database_of_a_pre_release_build_is_refused_and_left_as_it_was(pool: P
     );
     assert_eq!(installed(&pool).await, before);
 }
+
+/// The flow whose runs the baseline dump carries in flight (see `schemas/dump.sh`): `first`
+/// adds one to the run's input, `second` multiplies that by ten.
+#[pgflow::flow(slug = "upgrade_relay", input = i64)]
+pub mod upgrade_relay {
+    #[step]
+    pub async fn first(input: i64) -> Result<i64, String> {
+        Ok(input + 1)
+    }
+
+    #[step(depends_on = [first])]
+    pub async fn second(first: i64) -> Result<i64, String> {
+        Ok(first * 10)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn runs_in_flight_at_an_upgrade_complete_after_it(pool: PgPool) {
+    // The dump holds three runs of `upgrade_relay` (inputs 1, 2, 3), one of them with its first
+    // task claimed by a worker of the old release that is gone, the others queued.
+    restore(&pool, BASELINE).await;
+    let in_flight: Vec<(i64, String)> = sqlx::query_as(
+        "select (r.input)::bigint, t.status from pgflow.runs r
+         join pgflow.step_tasks t on t.run_id = r.run_id
+         where r.flow_slug = 'upgrade_relay' order by 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        in_flight,
+        vec![
+            (1, "started".to_owned()),
+            (2, "queued".to_owned()),
+            (3, "queued".to_owned())
+        ],
+        "the dump carries runs in flight"
+    );
+
+    pgflow::install(&pool).await.unwrap();
+    // The claimed task's worker is gone: long past its timeout, the sweep requeues it.
+    sqlx::query(
+        "update pgflow.step_tasks set started_at = now() - interval '1 hour'
+         where status = 'started'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let client = pgflow::Client::with_config(
+        pool.clone(),
+        pgflow::ProcessConfig::new()
+            .stalled_check_interval(std::time::Duration::from_millis(100))
+            .stalled_grace(std::time::Duration::ZERO),
+    );
+    let worker = pgflow::Worker::start_with(
+        upgrade_relay::deployment(),
+        crate::support::worker_config(upgrade_relay::Queue::UpgradeRelay, &pool)
+            .connection(&client),
+    )
+    .await
+    .unwrap();
+    let ended = crate::support::eventually(30, async || {
+        sqlx::query_scalar::<_, i64>(
+            "select count(*) from pgflow.runs
+             where flow_slug = 'upgrade_relay' and status = 'started'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+            == 0
+    })
+    .await;
+    worker.shutdown();
+    worker.wait().await.unwrap();
+    assert!(ended, "every run in flight ended");
+
+    let outcomes: Vec<(i64, String, serde_json::Value)> = sqlx::query_as(
+        "select (input)::bigint, status, output from pgflow.runs
+         where flow_slug = 'upgrade_relay' order by 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let expected = |input: i64| {
+        (
+            input,
+            "completed".to_owned(),
+            serde_json::json!({ "second": (input + 1) * 10 }),
+        )
+    };
+    assert_eq!(outcomes, vec![expected(1), expected(2), expected(3)]);
+    // Each task ran once, except the one the gone worker held: it ran again after the upgrade.
+    let attempts: Vec<(i64, String, i32)> = sqlx::query_as(
+        "select (r.input)::bigint, t.step_slug, t.attempts_count from pgflow.runs r
+         join pgflow.step_tasks t on t.run_id = r.run_id
+         where r.flow_slug = 'upgrade_relay' order by 1, 2",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        attempts,
+        vec![
+            (1, "first".to_owned(), 2),
+            (1, "second".to_owned(), 1),
+            (2, "first".to_owned(), 1),
+            (2, "second".to_owned(), 1),
+            (3, "first".to_owned(), 1),
+            (3, "second".to_owned(), 1),
+        ]
+    );
+}
