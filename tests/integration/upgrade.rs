@@ -164,6 +164,32 @@ async fn a_database_of_a_pre_release_build_is_refused_and_left_as_it_was(pool: P
     assert_eq!(installed(&pool).await, before);
 }
 
+#[sqlx::test(migrations = false)]
+async fn a_database_of_a_build_before_the_squash_is_told_to_drop_its_schema(pool: PgPool) {
+    pgflow::install(&pool).await.unwrap();
+    // What a build from before the last squash left: the baseline with another checksum, and
+    // later migrations that are not a newer release but squashed ones.
+    sqlx::raw_sql(
+        "update pgflow.schema_migrations set checksum = '\\x00';
+         insert into pgflow.schema_migrations (version, description, checksum)
+         values (20261211000100, 'straight completion', '\\x00')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let before = installed(&pool).await;
+    let error = pgflow::install(&pool).await.unwrap_err();
+    assert!(
+        matches!(error, pgflow::InstallError::ChecksumMismatch { .. }),
+        "not told to upgrade to a newer build: {error:?}"
+    );
+    assert!(
+        error.to_string().contains("drop schema pgflow cascade"),
+        "{error}"
+    );
+    assert_eq!(installed(&pool).await, before);
+}
+
 /// The flow whose runs the baseline dump carries in flight (see `schemas/dump.sh`): `first`
 /// adds one to the run's input, `second` multiplies that by ten.
 #[pgflow::flow(slug = "upgrade_relay", input = i64)]
