@@ -334,3 +334,65 @@ async fn a_cancel_waiting_on_a_run_a_worker_is_changing_still_cancels_it(pool: P
         RunStatus::Cancelled
     );
 }
+
+/// Handlers of `draining_v1` started, and those whose cancellation fired.
+static DRAINING_CALLS: AtomicUsize = AtomicUsize::new(0);
+static DRAINING_CANCELLED: AtomicUsize = AtomicUsize::new(0);
+
+#[pgflow::flow(slug = "draining_v1", input = u32)]
+pub mod draining_v1 {
+    use super::*;
+
+    /// Waits for its cancellation (or a minute).
+    #[step(timeout = 120)]
+    pub async fn waiting(input: u32, ctx: pgflow::Context) -> Result<u32, String> {
+        DRAINING_CALLS.fetch_add(1, Ordering::SeqCst);
+        tokio::select! {
+            () = ctx.cancellation().cancelled() => {
+                DRAINING_CANCELLED.fetch_add(1, Ordering::SeqCst);
+                Err("cancelled".to_owned())
+            }
+            () = tokio::time::sleep(Duration::from_secs(60)) => Ok(input),
+        }
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_run_cancelled_just_before_a_shutdown_does_not_hold_the_drain(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    // An hour between heartbeats: only the beat at the start of the drain can tell the worker.
+    let worker = Worker::start_with(
+        draining_v1::deployment(),
+        worker_config(draining_v1::Queue::DrainingV1, &pool)
+            .heartbeat_interval(Duration::from_secs(3600))
+            .shutdown_grace(Duration::from_secs(30)),
+    )
+    .await
+    .unwrap();
+    let run = draining_v1::start(&client, &1).await.unwrap();
+    assert!(
+        eventually(10, async || DRAINING_CALLS.load(Ordering::SeqCst) > 0).await,
+        "the handler never started"
+    );
+
+    assert!(run.cancel(&client, None).await.unwrap().cancelled);
+    let began = std::time::Instant::now();
+    worker.shutdown();
+    worker.wait().await.unwrap();
+    let took = began.elapsed();
+
+    assert_eq!(
+        DRAINING_CANCELLED.load(Ordering::SeqCst),
+        1,
+        "the draining worker cancelled the handler of the cancelled run"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "the drain waited {took:?} for a handler whose run was cancelled (grace 30 s)"
+    );
+    assert_eq!(
+        statuses(&pool, "step_tasks", run.run_id()).await,
+        vec![("waiting".to_owned(), "cancelled".to_owned())]
+    );
+}

@@ -8,13 +8,26 @@ use std::time::Duration;
 use crate::engine;
 use crate::worker::runtime::Runtime;
 
-/// Heartbeats, stopping the worker when it was deprecated.
+/// Heartbeats, stopping the worker when it was deprecated, and cancelling the handlers of runs
+/// that ended elsewhere. It beats through the drain too: once at once when the drain begins (a
+/// run cancelled just before the shutdown still reaches its handlers, instead of holding the
+/// drain for its whole grace), then at its interval until the drain ends (`run` stops it) or a
+/// hard stop.
 pub(super) async fn heartbeat(rt: Arc<Runtime>) {
     let started = &rt.started;
+    let mut draining = false;
     loop {
-        tokio::select! {
-            () = tokio::time::sleep(rt.settings.heartbeat_interval) => {}
-            () = rt.shutdown.cancelled() => return,
+        if draining {
+            tokio::select! {
+                () = tokio::time::sleep(rt.settings.heartbeat_interval) => {}
+                () = rt.hard_stop.cancelled() => return,
+            }
+        } else {
+            tokio::select! {
+                () = tokio::time::sleep(rt.settings.heartbeat_interval) => {}
+                () = rt.shutdown.cancelled() => draining = true,
+                () = rt.hard_stop.cancelled() => return,
+            }
         }
         let running = rt.in_flight.run_ids();
         match engine::heartbeat(&started.pool, started.worker_id, &running).await {
@@ -27,14 +40,14 @@ pub(super) async fn heartbeat(rt: Arc<Runtime>) {
                     );
                 }
                 rt.in_flight.end(&beat.ended_runs);
-                if beat.deprecated {
+                if beat.deprecated && !draining {
                     tracing::info!(
                         queue = started.queue.as_str(),
                         worker_id = %started.worker_id,
                         "worker deprecated: finishing in-flight tasks, then stopping"
                     );
                     rt.shutdown.cancel();
-                    return;
+                    draining = true;
                 }
             }
             Err(error) => {
