@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests; those the CLI's tests share too (`install`,
+//! `database_url`, `claim`) come from `pgflow_testkit::db`.
 
 #![allow(dead_code)]
 
@@ -12,6 +13,8 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+pub use pgflow_testkit::db::{claim, database_url, install};
+
 /// Test settings of a worker: this database, quick polls and heartbeats, function `tests`.
 pub fn worker_config<Q: FlowQueue>(queue: Q, pool: &PgPool) -> WorkerConfig<Q> {
     WorkerConfig::new(queue)
@@ -19,11 +22,6 @@ pub fn worker_config<Q: FlowQueue>(queue: Q, pool: &PgPool) -> WorkerConfig<Q> {
         .poll_interval(Duration::from_millis(100))
         .heartbeat_interval(Duration::from_millis(100))
         .function_name("tests")
-}
-
-/// Installs pgflow into the test database.
-pub async fn install(pool: &PgPool) {
-    pgflow::install(pool).await.expect("install pgflow");
 }
 
 pub fn flow(slug: &str) -> FlowSlug {
@@ -66,14 +64,6 @@ pub fn pairs_for(flows: &[&FlowDefinition], queue: &QueueName) -> SupportedPairs
         pairs.extend_routed_to(f, queue);
     }
     pairs
-}
-
-/// Reads and claims up to 100 visible tasks of `queue`.
-pub async fn claim(pool: &PgPool, queue: &QueueName, pairs: &SupportedPairs) -> Vec<ClaimedTask> {
-    engine::read_and_start_tasks(pool, queue, Uuid::new_v4(), pairs, 100)
-        .await
-        .expect("claim tasks")
-        .tasks
 }
 
 /// Runs every visible task of `flow` until none is left, answering each with `handler`.
@@ -165,18 +155,6 @@ pub async fn make_visible(pool: &PgPool, queue: &str) {
         .execute(pool)
         .await
         .expect("make messages visible");
-}
-
-/// A connection URL to the test database behind `pool`.
-pub fn database_url(pool: &PgPool) -> String {
-    let options = pool.connect_options();
-    format!(
-        "postgres://{}@{}:{}/{}",
-        options.get_username(),
-        options.get_host(),
-        options.get_port(),
-        options.get_database().expect("test database name")
-    )
 }
 
 /// Polls `check` until it returns true, at most `seconds`.

@@ -1,0 +1,195 @@
+//! One run in detail: `pgflow run` shows each failed or stalled attempt, and `run`, `graph`
+//! and `prune` handle skipped steps.
+
+use std::time::Duration;
+
+use pgflow::Client;
+use pgflow::{Start, StartOptions};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::support::{claim, install, pgflow, row_of, stderr, stdout, triage_v1};
+
+/// A flow whose `notify` step runs only for urgent inputs and skips `log` with it.
+#[pgflow::flow(slug = "skipping")]
+mod skipping {
+    use super::*;
+
+    #[step(queue = "skipping", when = json!({"urgent": true}), when_unmet = skip_cascade)]
+    pub async fn notify(input: Value) -> Result<String, String> {
+        Ok(input.to_string())
+    }
+
+    #[step(queue = "skipping", depends_on = [notify])]
+    pub async fn log(notify: String) -> Result<usize, String> {
+        Ok(notify.len())
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn run_graph_and_prune_show_and_handle_skipped_steps(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&skipping::deployment()).await.unwrap();
+    let run = client
+        .start(
+            Start::flow::<skipping::Flow>(),
+            &json!({"urgent": false}),
+            StartOptions::new(),
+        )
+        .await
+        .unwrap();
+    let output = run.wait(&client, Duration::from_secs(5)).await.unwrap();
+    assert!(output.log.is_none(), "the run completed with log skipped");
+    let run_id = run.run_id().to_string();
+
+    let text = stdout(&pgflow(&pool, &["run", &run_id]));
+    assert_eq!(
+        row_of(&text, "notify")[..3],
+        ["notify", "skipped", "(condition_unmet)"],
+        "{text}"
+    );
+    assert_eq!(
+        row_of(&text, "log")[..3],
+        ["log", "skipped", "(dependency_skipped)"],
+        "{text}"
+    );
+    let json: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["run", &run_id, "--json"]))).unwrap();
+    assert_eq!(
+        json["steps"][0]["skip_reason"],
+        json!("condition_unmet"),
+        "{json}"
+    );
+
+    let text = stdout(&pgflow(&pool, &["graph", "skipping", "--run", &run_id]));
+    assert!(
+        text.contains("style notify fill:#d6e4f0,stroke-dasharray:5 5"),
+        "a skipped step is drawn dashed: {text}"
+    );
+    let text = stdout(&pgflow(
+        &pool,
+        &["graph", "skipping", "--run", &run_id, "--format", "dot"],
+    ));
+    assert!(text.contains("style=\"filled,dashed\""), "{text}");
+
+    sqlx::query("update pgflow.runs set completed_at = completed_at - interval '2 days'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let output = pgflow(&pool, &["prune", "--older-than", "1day", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let pruned: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(
+        (pruned["runs"].clone(), pruned["step_states"].clone()),
+        (json!(1), json!(2)),
+        "a run with skipped steps is pruned with them: {pruned}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn run_shows_each_task_attempt_that_failed_or_stalled_with_its_error(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let definition = triage_v1::deployment();
+    client.deploy(&definition).await.unwrap();
+    let run_id = client
+        .start(
+            Start::flow::<triage_v1::Flow>(),
+            &json!(1),
+            StartOptions::new(),
+        )
+        .await
+        .unwrap()
+        .run_id();
+    let queue = pgflow::names::QueueName::new("classify_threads").unwrap();
+    let pairs = pgflow::engine::SupportedPairs::routed_to(definition.definition(), &queue);
+    let tasks = claim(&pool, &queue, &pairs).await;
+    let first_worker: uuid::Uuid = sqlx::query_scalar(
+        "select last_worker_id from pgflow.step_tasks where run_id = $1 and step_slug = 'classify'",
+    )
+    .bind(run_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    pgflow::engine::fail_tasks(
+        &pool,
+        &[pgflow::engine::TaskFailure::of(
+            &tasks[0],
+            "model timed out",
+        )],
+    )
+    .await
+    .unwrap();
+
+    // The retry's message, made visible now, is claimed again; that attempt's worker then
+    // goes silent past the step's timeout, and the stalled-task sweep requeues it.
+    let message_id: i64 = sqlx::query_scalar(
+        "select message_id from pgflow.step_tasks where run_id = $1 and step_slug = 'classify'",
+    )
+    .bind(run_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    sqlx::query("select pgmq.set_vt('classify_threads', $1, 0)")
+        .bind(message_id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let second = claim(&pool, &queue, &pairs).await;
+    assert_eq!(second[0].attempt, 2);
+    sqlx::query(
+        "update pgflow.step_tasks set started_at = now() - interval '1 hour' where run_id = $1",
+    )
+    .bind(run_id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("select * from pgflow.requeue_stalled_tasks(0, 3)")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let text = stdout(&pgflow(&pool, &["run", &run_id.to_string()]));
+    let (_, retried) = text
+        .split_once("tasks that were retried, requeued or failed")
+        .unwrap_or_else(|| panic!("no retried tasks section:\n{text}"));
+    // step, task, status, attempts, requeues, last error
+    assert_eq!(
+        row_of(retried, "classify"),
+        ["classify", "0", "queued", "2", "1", "model", "timed", "out"],
+        "{text}"
+    );
+    let (_, history) = text
+        .split_once("attempts that did not succeed")
+        .unwrap_or_else(|| panic!("no attempt history:\n{text}"));
+    let rows: Vec<Vec<&str>> = history
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(|cells| cells.first() == Some(&"classify"))
+        .collect();
+    // step, task, attempt, outcome, worker, started (date, time), took, error
+    assert_eq!(rows.len(), 2, "{text}");
+    assert_eq!(rows[0][..4], ["classify", "0", "1", "failed"], "{text}");
+    assert_eq!(rows[0][4], &first_worker.simple().to_string()[..8]);
+    assert!(
+        history.lines().nth(2).unwrap().ends_with("model timed out"),
+        "{text}"
+    );
+    assert_eq!(rows[1][..4], ["classify", "0", "2", "stalled"], "{text}");
+    assert!(
+        history.contains("no result within the step's timeout"),
+        "{text}"
+    );
+
+    let json: Value = serde_json::from_str(&stdout(&pgflow(
+        &pool,
+        &["run", &run_id.to_string(), "--json"],
+    )))
+    .unwrap();
+    let attempts = json["failed_attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts[0]["error"], "model timed out");
+    assert_eq!(attempts[1]["outcome"], "stalled");
+    assert_eq!(attempts[1]["attempt"], 2);
+}

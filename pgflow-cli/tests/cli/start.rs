@@ -1,0 +1,148 @@
+//! `pgflow start`: a large input from a file or stdin, and an idempotency key.
+
+use std::process::Command;
+
+use pgflow::Client;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::support::{database_url, install, pgflow, stderr, stdout, triage_v1};
+
+#[sqlx::test(migrations = false)]
+async fn start_reads_a_large_input_from_a_file_or_stdin(pool: PgPool) {
+    install(&pool).await;
+    Client::new(pool.clone())
+        .deploy(&triage_v1::deployment())
+        .await
+        .unwrap();
+    pgflow::engine::activate_flow(&pool, "triage_v1")
+        .await
+        .unwrap();
+    // 200 KB: more than an argument list may carry.
+    let input = json!({ "text": "x".repeat(200_000) });
+    let file = std::env::temp_dir().join(format!("pgflow-input-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&file, input.to_string()).unwrap();
+    let output = pgflow(
+        &pool,
+        &[
+            "start",
+            "triage",
+            "--input-file",
+            file.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    std::fs::remove_file(&file).unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let from_file: Value = serde_json::from_str(&stdout(&output)).unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pgflow"))
+        .args(["start", "triage", "--input", "-", "--json"])
+        .args(["--database-url", &database_url(&pool)])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.to_string().as_bytes()).unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let from_stdin: Value = serde_json::from_str(&stdout(&output)).unwrap();
+
+    for started in [from_file, from_stdin] {
+        let stored: Value = sqlx::query_scalar("select input from pgflow.runs where run_id = $1")
+            .bind(uuid::Uuid::parse_str(started["run_id"].as_str().unwrap()).unwrap())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(stored, input);
+    }
+
+    let output = pgflow(
+        &pool,
+        &["start", "triage", "--input-file", "/nonexistent/input.json"],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).starts_with("error: cannot read --input-file /nonexistent/input.json"),
+        "{}",
+        stderr(&output)
+    );
+    let output = pgflow(
+        &pool,
+        &["start", "triage", "--input", "1", "--input-file", "x"],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "the two input forms exclude each other"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn start_with_an_idempotency_key_answers_with_the_keys_run(pool: PgPool) {
+    install(&pool).await;
+    Client::new(pool.clone())
+        .deploy(&triage_v1::deployment())
+        .await
+        .unwrap();
+    pgflow::engine::activate_flow(&pool, "triage_v1")
+        .await
+        .unwrap();
+    let start = |input: &str| {
+        pgflow(
+            &pool,
+            &[
+                "start",
+                "triage",
+                "--input",
+                input,
+                "--idempotency-key",
+                "ticket-7",
+                "--json",
+            ],
+        )
+    };
+
+    let first = start("{\"n\": 1}");
+    assert!(first.status.success(), "{}", stderr(&first));
+    let first: Value = serde_json::from_str(&stdout(&first)).unwrap();
+    assert_eq!(first["idempotency_key"], json!("ticket-7"));
+    let second: Value = serde_json::from_str(&stdout(&start("{\"n\": 1}"))).unwrap();
+    assert_eq!(second["run_id"], first["run_id"]);
+
+    let text = stdout(&pgflow(
+        &pool,
+        &[
+            "start",
+            "triage",
+            "--input",
+            "{\"n\": 1}",
+            "--idempotency-key",
+            "ticket-7",
+        ],
+    ));
+    assert!(
+        text.starts_with(&format!(
+            "run {} of `triage_v1` holds key `ticket-7`",
+            first["run_id"].as_str().unwrap()
+        )),
+        "{text}"
+    );
+
+    let other = start("{\"n\": 2}");
+    assert_eq!(other.status.code(), Some(1));
+    let message = stderr(&other);
+    assert!(
+        message.contains("ticket-7") && message.contains(first["run_id"].as_str().unwrap()),
+        "{message}"
+    );
+    let runs: i64 = sqlx::query_scalar("select count(*) from pgflow.runs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runs, 1);
+}

@@ -1,0 +1,266 @@
+//! What the database holds, read: `pgflow status`, `runs`, `run`, `graph` and `workers` over a
+//! half-done run, a worker that went silent, and empty results.
+
+use std::time::Duration;
+
+use pgflow::Client;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+use crate::support::{claim, install, pgflow, row_of, stderr, stdout, triage_v1};
+
+#[sqlx::test(migrations = false)]
+async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let definition = triage_v1::deployment();
+    client.deploy(&definition).await.unwrap();
+    pgflow::engine::activate_flow(&pool, "triage_v1")
+        .await
+        .unwrap();
+
+    // start through the alias
+    let output = pgflow(
+        &pool,
+        &["start", "triage", "--input", "{\"n\": 1}", "--json"],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let started: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(started["flow_slug"], json!("triage_v1"));
+    let run_id = started["run_id"].as_str().unwrap().to_owned();
+    let output = pgflow(&pool, &["start", "triage", "--input", "{not json"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).starts_with("error: --input is not valid JSON"),
+        "{}",
+        stderr(&output)
+    );
+
+    // run classify so that the run is half way
+    let queue = pgflow::names::QueueName::new("classify_threads").unwrap();
+    let pairs = pgflow::engine::SupportedPairs::routed_to(definition.definition(), &queue);
+    let tasks = claim(&pool, &queue, &pairs).await;
+    pgflow::engine::complete_tasks(
+        &pool,
+        &[pgflow::engine::TaskCompletion::of(
+            &tasks[0],
+            json!("label"),
+        )],
+    )
+    .await
+    .unwrap();
+    let worker = pgflow::Worker::start_with(
+        triage_v1::deployment(),
+        pgflow::WorkerConfig::new(triage_v1::Queue::ClassifyThreads)
+            .pool(pool.clone())
+            .function_name("cli_fn"),
+    )
+    .await
+    .unwrap();
+
+    let output = pgflow(&pool, &["status", "--json"]);
+    let status: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let alerts = status["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue_name"] == "deliver_slack_alerts")
+        .unwrap();
+    assert_eq!(alerts["depth"], json!(1));
+    let classify = status["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue_name"] == "classify_threads")
+        .unwrap();
+    assert_eq!(classify["workers"][0]["function_name"], json!("cli_fn"));
+    assert_eq!(status["aliases"][0]["flow_slug"], json!("triage_v1"));
+    let autovacuum: bool = sqlx::query_scalar("select current_setting('autovacuum')::boolean")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(status["autovacuum"], json!(autovacuum));
+    let text = stdout(&pgflow(&pool, &["status"]));
+    // queue, depth, oldest, in flight, workers, serving
+    assert_eq!(
+        row_of(&text, "classify_threads"),
+        [
+            "classify_threads",
+            "0",
+            "-",
+            "0",
+            "1",
+            "alive",
+            "cli_fn[triage_v1]"
+        ],
+        "{text}"
+    );
+    let alerts = row_of(&text, "deliver_slack_alerts");
+    assert_eq!(alerts[1], "1", "depth: {text}");
+    assert_eq!(alerts[3..], ["0", "0", "alive", "-"], "{text}");
+    assert_eq!(
+        text.contains("warning: autovacuum is off"),
+        !autovacuum,
+        "{text}"
+    );
+
+    let text = stdout(&pgflow(
+        &pool,
+        &["runs", "--flow", "triage_v1", "--status", "started"],
+    ));
+    assert!(text.contains(&run_id), "{text}");
+    let output = pgflow(&pool, &["runs", "--status", "weird"]);
+    assert_eq!(output.status.code(), Some(2));
+
+    let text = stdout(&pgflow(&pool, &["run", &run_id]));
+    // step, status, queue, tasks, attempts, took, ended (date and time), output size, error
+    let classify = row_of(&text, "classify");
+    assert_eq!(
+        classify[..5],
+        ["classify", "completed", "classify_threads", "1", "1"],
+        "{text}"
+    );
+    assert_eq!(
+        classify[classify.len() - 2..],
+        ["7", "B"],
+        "`\"label\"` is 7 bytes: {text}"
+    );
+    let alert = row_of(&text, "alert");
+    assert_eq!(
+        alert[..3],
+        ["alert", "started", "deliver_slack_alerts"],
+        "{text}"
+    );
+
+    let text = stdout(&pgflow(&pool, &["graph", "triage_v1", "--run", &run_id]));
+    assert!(text.starts_with("flowchart TD"), "{text}");
+    assert!(
+        text.contains("classify --> alert") && text.contains("style classify fill:#b7e4c7"),
+        "{text}"
+    );
+    let text = stdout(&pgflow(&pool, &["graph", "triage_v1", "--format", "dot"]));
+    assert!(text.contains("\"classify\" -> \"alert\";"), "{text}");
+    let output = pgflow(&pool, &["graph", "missing"]);
+    assert_eq!(output.status.code(), Some(2));
+
+    let text = stdout(&pgflow(&pool, &["workers", "deprecate", "cli_fn"]));
+    assert_eq!(
+        text.trim(),
+        "1 live worker(s) of `cli_fn` asked to drain and stop"
+    );
+    tokio::time::timeout(Duration::from_secs(15), worker.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    let text = stdout(&pgflow(&pool, &["workers", "list", "--all"]));
+    assert!(text.contains("stopped"), "{text}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn status_and_workers_list_agree_on_a_worker_that_went_silent(pool: PgPool) {
+    install(&pool).await;
+    let worker = pgflow::Worker::start_with(
+        triage_v1::deployment(),
+        pgflow::WorkerConfig::new(triage_v1::Queue::ClassifyThreads)
+            .pool(pool.clone())
+            .function_name("silent_fn"),
+    )
+    .await
+    .unwrap();
+    let worker_id = worker.worker_id();
+    // What a kill -9 leaves: no stop, no heartbeat since 76 s.
+    worker.stop_now();
+    worker.wait().await.unwrap();
+    sqlx::query(
+        "update pgflow.workers set stopped_at = null, last_heartbeat_at = now() - interval '76 s'
+         where worker_id = $1",
+    )
+    .bind(worker_id)
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("select pgflow.start_flow('triage_v1', 'null')")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let text = stdout(&pgflow(&pool, &["workers", "list"]));
+    let row = row_of(&text, &worker_id.simple().to_string()[..8]);
+    assert_eq!(
+        row[1..],
+        [
+            "classify_threads",
+            "silent_fn",
+            "stale",
+            "1m",
+            "ago",
+            "triage_v1"
+        ],
+        "{text}"
+    );
+    let text = stdout(&pgflow(&pool, &["status"]));
+    assert_eq!(
+        row_of(&text, "classify_threads")[4..],
+        ["0", "alive,", "1", "stale", "-"],
+        "{text}"
+    );
+    for (args, path) in [
+        (vec!["workers", "list", "--json"], "/0/state"),
+        (vec!["status", "--json"], "/queues/0/workers/0/state"),
+    ] {
+        let value: Value = serde_json::from_str(&stdout(&pgflow(&pool, &args))).unwrap();
+        assert_eq!(
+            value.pointer(path),
+            Some(&json!("stale")),
+            "{args:?}: {value}"
+        );
+    }
+
+    // Silent for more than ten intervals: the next maintenance sweep declares it lost.
+    sqlx::query("select * from pgflow.mark_lost_workers()")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let text = stdout(&pgflow(&pool, &["workers", "list"]));
+    assert!(
+        text.starts_with("no workers running"),
+        "a lost worker is not running: {text}"
+    );
+    let text = stdout(&pgflow(&pool, &["workers", "list", "--all"]));
+    let row = row_of(&text, &worker_id.simple().to_string()[..8]);
+    assert_eq!(row[3], "lost", "{text}");
+    let value: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["status", "--json"]))).unwrap();
+    assert_eq!(
+        value.pointer("/queues/0/workers"),
+        Some(&json!([])),
+        "status lists running workers only: {value}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn empty_results_say_so_in_a_line(pool: PgPool) {
+    install(&pool).await;
+    for (args, line) in [
+        (
+            &["runs"][..],
+            "no runs yet (`pgflow start <flow>` starts one)",
+        ),
+        (
+            &["workers", "list"][..],
+            "no workers running (`pgflow workers list --all` includes stopped ones)",
+        ),
+        (
+            &["alias", "list"][..],
+            "no aliases yet: a worker creates its flows' aliases when it starts",
+        ),
+    ] {
+        let output = pgflow(&pool, args);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert_eq!(stdout(&output).trim(), line, "{args:?}");
+    }
+    let text = stdout(&pgflow(&pool, &["status"]));
+    assert!(text.starts_with("no queues yet"), "{text}");
+    // Piped output carries no colour codes.
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+}
