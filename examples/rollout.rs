@@ -97,15 +97,9 @@ async fn main() -> Result<(), Error> {
         "deliver_slack_alerts".to_owned(),
     ];
     let rollout = pgflow::rollout::begin(&pool, &functions).await?;
-    pgflow::rollout::wait_for_workers(
-        &pool,
-        rollout,
-        Duration::from_secs(30),
-        Duration::from_secs(60),
-        |left| {
-            println!("   waiting for {} worker(s) to drain and stop", left.len());
-        },
-    )
+    pgflow::rollout::wait_for_workers(&pool, rollout, Duration::from_secs(30), |left| {
+        println!("   waiting for {} worker(s) to drain and stop", left.len());
+    })
     .await?;
     for worker in old {
         worker.wait().await?;

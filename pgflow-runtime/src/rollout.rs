@@ -57,19 +57,17 @@ pub async fn begin_for_queues<'c>(
 }
 
 /// Waits until every worker of the rollout's functions has stopped, calling `progress` with
-/// the ones still running after each check. Workers silent for longer than `stale_after`
-/// count as gone.
+/// the ones still running after each check. A worker that is not live (the one liveness rule,
+/// `pgflow.worker_is_live`: silent for 30 s) counts as gone.
 pub async fn wait_for_workers<'c>(
     pool: impl PgExecutor<'c> + Copy,
     rollout_id: i64,
     timeout: Duration,
-    stale_after: Duration,
     mut progress: impl FnMut(&[LiveWorker]),
 ) -> Result<(), RolloutError> {
     let started = tokio::time::Instant::now();
     loop {
-        let remaining =
-            engine::rollout_progress(pool, rollout_id, stale_after.as_secs_f64()).await?;
+        let remaining = engine::rollout_progress(pool, rollout_id).await?;
         progress(&remaining);
         if remaining.is_empty() {
             return Ok(());

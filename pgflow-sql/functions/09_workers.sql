@@ -1,6 +1,25 @@
 -- Workers: registering, heartbeats, stopping and deprecating worker instances, and the check
 -- that the workers of a queue carry every flow and step routed to it.
 
+-- worker_is_live: the one liveness rule. A worker is live when it has not stopped and was heard
+-- from (a heartbeat) within the last 30 seconds; a worker beats every 5 s by default, so one
+-- silent this long was killed, hung or cut off from the database. Every reader of liveness uses
+-- this: the queue overview, rollouts (which functions serve a queue, which workers are still
+-- running), deprecation counts, delete_flow's refusal, and the `pgflow` command's and the
+-- dashboard's worker lists (pgflow_runtime's admin::inspect). A stale worker (not stopped, not
+-- live) is declared lost later by mark_lost_workers. (A SQL function Postgres inlines.)
+-- Locks: none (a rule over the values it is given).
+create or replace function pgflow.worker_is_live(
+  p_stopped_at timestamptz,
+  p_last_heartbeat_at timestamptz
+)
+returns boolean
+language sql
+stable
+as $$
+  select p_stopped_at is null and p_last_heartbeat_at > now() - interval '30 seconds'
+$$;
+
 -- register_worker: records a started worker (and its function, enabled, if new), with its
 -- heartbeat interval in milliseconds (null: unknown, taken as 5 s). Returns false,
 -- registering nothing, when the function is disabled (a rollout is in progress): the worker
@@ -134,8 +153,10 @@ as $$
   returning w.worker_id, w.queue_name, w.function_name, w.last_heartbeat_at
 $$;
 
--- deprecate_workers: asks every live worker of a function to drain and stop; returns how many.
--- Locks: the function's live workers rows (update); not its worker_functions row.
+-- deprecate_workers: asks every worker of a function that has not stopped to drain and stop
+-- (a stale one, should it come back, drains too); returns how many of them are live
+-- (worker_is_live), the ones that will act on it now.
+-- Locks: the function's not-stopped workers rows (update); not its worker_functions row.
 create or replace function pgflow.deprecate_workers(p_function_name text)
 returns integer
 language sql
@@ -144,9 +165,9 @@ as $$
     update pgflow.workers
     set deprecated_at = now()
     where function_name = p_function_name and stopped_at is null and deprecated_at is null
-    returning 1
+    returning pgflow.worker_is_live(stopped_at, last_heartbeat_at) as live
   )
-  select count(*)::integer from deprecated
+  select (count(*) filter (where live))::integer from deprecated
 $$;
 
 -- queue_coverage_gaps: the (flow_slug, step_slug) pairs that work on `p_queue_name` needs but

@@ -223,7 +223,8 @@ begin
 end;
 $$;
 
--- functions_serving_queues: the functions with live workers on any of the queues.
+-- functions_serving_queues: the functions with live workers (worker_is_live) on any of the
+-- queues.
 -- Locks: none (reads only).
 create or replace function pgflow.functions_serving_queues(p_queue_names text[])
 returns text[]
@@ -232,13 +233,13 @@ stable
 as $$
   select coalesce(array_agg(distinct function_name order by function_name), array[]::text[])
   from pgflow.workers
-  where queue_name = any(p_queue_names) and stopped_at is null
+  where queue_name = any(p_queue_names) and pgflow.worker_is_live(stopped_at, last_heartbeat_at)
 $$;
 
--- rollout_progress: the workers of a rollout's functions that have not stopped yet (a worker
--- silent for longer than p_stale_after counts as gone: it died without saying so).
+-- rollout_progress: the workers of a rollout's functions still running: live (worker_is_live;
+-- a stale one died without saying so and counts as gone).
 -- Locks: none (reads only).
-create or replace function pgflow.rollout_progress(p_rollout_id bigint, p_stale_after interval default '1 minute')
+create or replace function pgflow.rollout_progress(p_rollout_id bigint)
 returns table (worker_id uuid, function_name text, queue_name text, last_heartbeat_at timestamptz)
 language sql
 stable
@@ -247,8 +248,7 @@ as $$
   from pgflow.workers w
   join pgflow.rollouts r on w.function_name = any(r.function_names)
   where r.rollout_id = p_rollout_id
-    and w.stopped_at is null
-    and w.last_heartbeat_at > now() - p_stale_after
+    and pgflow.worker_is_live(w.stopped_at, w.last_heartbeat_at)
   order by w.function_name, w.worker_id
 $$;
 

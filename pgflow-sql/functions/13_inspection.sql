@@ -3,8 +3,8 @@
 
 -- queue_overview: every PGMQ queue of the database with its depth, the age of its oldest
 -- message, the messages ever sent to it (PGMQ's counter: read it twice for a rate), the tasks
--- in flight on it (claimed, not finished) and the live workers serving it (not stopped, heard
--- from within 30 s, as pgflow_runtime's LIVE_HEARTBEAT_WITHIN; draining ones count).
+-- in flight on it (claimed, not finished) and the live workers serving it (worker_is_live;
+-- draining ones count).
 -- Locks: none (reads only; PGMQ's metrics read the queue tables without locks).
 create or replace function pgflow.queue_overview()
 returns table (queue_name text, depth bigint, oldest_message_age_seconds integer,
@@ -16,8 +16,8 @@ as $$
          (select count(*) from pgflow.step_tasks t
           where t.queue_name = m.queue_name and t.status = 'started'),
          (select count(*) from pgflow.workers w
-          where w.queue_name = m.queue_name and w.stopped_at is null
-            and w.last_heartbeat_at > now() - interval '30 seconds')
+          where w.queue_name = m.queue_name
+            and pgflow.worker_is_live(w.stopped_at, w.last_heartbeat_at))
   from pgmq.metrics_all() m
   order by m.queue_name
 $$;

@@ -371,7 +371,8 @@ $$;
 -- delete_flow: deletes the concrete flow p_flow_slug with its runs, step states, tasks, attempt
 -- history and queued messages (its queues stay: other flows may use them). Refused (PF012)
 -- while its alias points at it and the alias has other versions (move the alias first), and,
--- unless p_force, while live workers carry it or runs of it are going. A flow that is its
+-- unless p_force, while live workers (worker_is_live; a stale one is not asked for) carry it
+-- or runs of it are going. A flow that is its
 -- alias's only version takes the alias (and its history) with it. Returns what was deleted.
 -- Locks: the flow's row (so no run of it starts meanwhile), the queued tasks' messages (as a
 -- claim takes them), its runs, then their step states and tasks.
@@ -405,17 +406,18 @@ begin
   if not p_force then
     select string_agg(format('%s on %s', w.worker_id, w.queue_name), ', ') into v_workers
     from pgflow.workers w
-    where w.stopped_at is null and p_flow_slug = any(w.flow_slugs);
+    where pgflow.worker_is_live(w.stopped_at, w.last_heartbeat_at)
+      and p_flow_slug = any(w.flow_slugs);
     if v_workers is not null then
       raise exception 'live workers carry `%` (%); stop them or drop the flow from their '
-        'registries first, or force', p_flow_slug, v_workers
+        'registries first, or force (--force)', p_flow_slug, v_workers
         using errcode = 'PF012';
     end if;
     select count(*) into v_going from pgflow.runs r
     where r.flow_slug = p_flow_slug and r.status = 'started';
     if v_going > 0 then
       raise exception '% run(s) of `%` are still going; let them end or cancel them '
-        '(`pgflow cancel --flow %`) first, or force', v_going, p_flow_slug, p_flow_slug
+        '(`pgflow cancel --flow %`) first, or force (--force)', v_going, p_flow_slug, p_flow_slug
         using errcode = 'PF012';
     end if;
   end if;

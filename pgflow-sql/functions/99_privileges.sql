@@ -89,18 +89,20 @@ begin
                                 'queue_overview', 'cancel_runs', 'cancel_matching', 'retry_runs',
                                 'retry_matching', 'resume_run', 'resume_matching',
                                 'delete_flow', 'pause_schedule', 'delete_schedule',
-                                'trigger_schedule', 'schedule_list') then
+                                'trigger_schedule', 'schedule_list', 'worker_is_live') then
                array['pgflow_operator']
            end as roles
     from pg_proc p
     where p.pronamespace = 'pgflow'::regnamespace
   loop
     continue when v_function.roles is null;
-    -- A constant, harmless to run as the caller; as SECURITY DEFINER it could not be inlined
-    -- into the functions that use it.
+    -- A constant and a rule over a row's own columns, harmless to run as the caller; as
+    -- SECURITY DEFINER they could not be inlined into the queries that use them.
     -- The maintenance functions name tables as `regclass` text, which must stay
     -- schema-qualified: their path holds no schema of ours.
-    if v_function.signature::text <> 'pgflow.lock_namespace()' then
+    if v_function.signature::text not in (
+         'pgflow.lock_namespace()',
+         'pgflow.worker_is_live(timestamp with time zone,timestamp with time zone)') then
       execute format('alter function %s security definer set search_path = %s',
                      v_function.signature,
                      case when v_function.signature::text like any (array[

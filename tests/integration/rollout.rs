@@ -156,15 +156,9 @@ async fn a_fenced_multi_function_rollout_loses_nothing_and_runs_nothing_twice(po
         "deliver_slack_alerts".to_owned(),
     ];
     let rollout = pgflow::rollout::begin(&pool, &functions).await.unwrap();
-    pgflow::rollout::wait_for_workers(
-        &pool,
-        rollout,
-        Duration::from_secs(15),
-        Duration::from_secs(60),
-        |_| {},
-    )
-    .await
-    .unwrap();
+    pgflow::rollout::wait_for_workers(&pool, rollout, Duration::from_secs(15), |_| {})
+        .await
+        .unwrap();
     old_classify.wait().await.unwrap();
     old_alerts.wait().await.unwrap();
 

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use pgflow_runtime::admin::inspect::LIVE_HEARTBEAT_WITHIN;
 use serde_json::json;
 
 use crate::failure::Failure;
@@ -20,7 +19,14 @@ pub(super) async fn begin(
 ) -> Result<(), Failure> {
     let mut functions = functions;
     if !queues.is_empty() {
-        functions.extend(pgflow::engine::functions_serving_queues(pool, &queues).await?);
+        let serving = pgflow::engine::functions_serving_queues(pool, &queues).await?;
+        if serving.is_empty() && functions.is_empty() {
+            return Err(Failure::runtime(format!(
+                "no live worker serves {}; name the worker functions to fence instead",
+                queues.join(", ")
+            )));
+        }
+        functions.extend(serving);
         functions.sort();
         functions.dedup();
     }
@@ -43,7 +49,6 @@ pub(super) async fn begin(
             pool,
             rollout_id,
             Duration::from_secs(timeout),
-            LIVE_HEARTBEAT_WITHIN,
             |remaining| {
                 if !json && remaining.len() != last {
                     last = remaining.len();
@@ -90,13 +95,9 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output, all: bool) -> Result
     let mut rows = Vec::new();
     for rollout in &rollouts {
         let remaining = if rollout.status == "open" {
-            pgflow::engine::rollout_progress(
-                pool,
-                rollout.rollout_id,
-                LIVE_HEARTBEAT_WITHIN.as_secs_f64(),
-            )
-            .await?
-            .len()
+            pgflow::engine::rollout_progress(pool, rollout.rollout_id)
+                .await?
+                .len()
         } else {
             0
         };

@@ -264,3 +264,76 @@ async fn empty_results_say_so_in_a_line(pool: PgPool) {
     // Piped output carries no colour codes.
     assert!(!text.contains('\u{1b}'), "{text:?}");
 }
+
+/// Every command judges a worker killed minutes ago by the one liveness rule: stale, not live.
+/// None counts it as live, none waits for it, and no refusal asks to stop it.
+#[sqlx::test(migrations = false)]
+async fn every_command_calls_a_worker_killed_minutes_ago_stale_and_none_waits_for_it(pool: PgPool) {
+    install(&pool).await;
+    let worker = pgflow::Worker::start_with(
+        triage_v1::deployment(),
+        pgflow::WorkerConfig::new(triage_v1::Queue::ClassifyThreads)
+            .pool(pool.clone())
+            .function_name("killed_fn"),
+    )
+    .await
+    .unwrap();
+    let worker_id = worker.worker_id();
+    // What a kill -9 four minutes ago leaves (before any sweep declared it lost).
+    worker.stop_now();
+    worker.wait().await.unwrap();
+    sqlx::query(
+        "update pgflow.workers
+         set stopped_at = null, deprecated_at = null, last_heartbeat_at = now() - interval '4 min'
+         where worker_id = $1",
+    )
+    .bind(worker_id)
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let text = stdout(&pgflow(&pool, &["workers", "list"]));
+    assert_eq!(
+        row_of(&text, &worker_id.simple().to_string()[..8])[3],
+        "stale",
+        "{text}"
+    );
+    let text = stdout(&pgflow(&pool, &["status"]));
+    assert_eq!(
+        row_of(&text, "classify_threads")[4..7],
+        ["0", "alive,", "1"],
+        "{text}"
+    );
+
+    // Deprecating its function asks no live worker.
+    let output = pgflow(&pool, &["workers", "deprecate", "killed_fn", "--json"]);
+    let value: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(value["deprecated"], json!(0), "{value}");
+
+    // A rollout of the queue finds no live worker to fence, and waits for none.
+    let output = pgflow(
+        &pool,
+        &[
+            "rollout",
+            "begin",
+            "--queue",
+            "classify_threads",
+            "--timeout",
+            "5",
+        ],
+    );
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("no live worker serves classify_threads"),
+        "{}",
+        stderr(&output)
+    );
+
+    // Deleting the flow it carried is not refused for it.
+    let output = pgflow(&pool, &["delete-flow", "triage_v1"]);
+    assert!(
+        output.status.success(),
+        "refused for a dead worker: {}",
+        stderr(&output)
+    );
+}

@@ -47,8 +47,8 @@ pub struct QueueOverview {
     pub total_messages: i64,
     /// Tasks of the queue that workers have claimed and not finished.
     pub in_flight_tasks: i64,
-    /// Workers serving it that have not stopped and were heard from within
-    /// [`LIVE_HEARTBEAT_WITHIN`] (alive or draining).
+    /// Workers serving it that are live by the one liveness rule (`pgflow.worker_is_live`:
+    /// not stopped, heard from within 30 s), alive or draining.
     pub live_workers: i64,
 }
 
@@ -61,12 +61,9 @@ pub async fn queues(executor: impl PgExecutor<'_>) -> Result<Vec<QueueOverview>,
     Ok(rows)
 }
 
-/// How long after its last heartbeat a worker that has not stopped still counts as alive. A
-/// worker beats every 5 s by default; one silent this long was killed or lost its database.
-/// The `pgflow` command's `status` and `workers list` and the rollout fence use this one rule.
-pub const LIVE_HEARTBEAT_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// What a registered worker is doing, by one rule (see [`LIVE_HEARTBEAT_WITHIN`]).
+/// What a registered worker is doing, by the one liveness rule, which SQL holds
+/// (`pgflow.worker_is_live`: not stopped and heard from within 30 s) and every command, the
+/// dashboard and the rollout fence use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerLiveness {
@@ -74,8 +71,8 @@ pub enum WorkerLiveness {
     Alive,
     /// Heard from recently, asked to drain and stop (deprecated), finishing its tasks.
     Draining,
-    /// Not stopped, but silent for longer than [`LIVE_HEARTBEAT_WITHIN`]: killed, hung or cut
-    /// off. Its started tasks are recovered as stalled once their timeout has passed.
+    /// Not stopped, but no longer live (silent for 30 s): killed, hung or cut off. Its started
+    /// tasks are recovered as stalled once their timeout has passed.
     Stale,
     /// Stopped cleanly.
     Stopped,
@@ -119,6 +116,8 @@ pub struct WorkerEntry {
     pub stopped: bool,
     /// When the maintenance sweep declared it lost (it is then stopped too).
     pub lost_at: Option<DateTime<Utc>>,
+    /// Whether it is live by the one liveness rule (`pgflow.worker_is_live`).
+    pub live: bool,
 }
 
 impl WorkerEntry {
@@ -128,7 +127,7 @@ impl WorkerEntry {
             WorkerLiveness::Lost
         } else if self.stopped {
             WorkerLiveness::Stopped
-        } else if self.heartbeat_age_seconds > LIVE_HEARTBEAT_WITHIN.as_secs_f64() {
+        } else if !self.live {
             WorkerLiveness::Stale
         } else if self.deprecated {
             WorkerLiveness::Draining
@@ -145,8 +144,8 @@ pub enum WorkerFilter {
     All,
     /// Workers that have not stopped.
     NotStopped,
-    /// Workers that have not stopped and sent a heartbeat within this many seconds.
-    HeardWithin(i32),
+    /// Live workers (`pgflow.worker_is_live`), alive or draining.
+    Live,
 }
 
 /// Workers by queue, oldest first.
@@ -154,23 +153,23 @@ pub async fn workers(
     executor: impl PgExecutor<'_>,
     filter: WorkerFilter,
 ) -> Result<Vec<WorkerEntry>, EngineError> {
-    let (include_stopped, heard_within) = match filter {
-        WorkerFilter::All => (true, None),
-        WorkerFilter::NotStopped => (false, None),
-        WorkerFilter::HeardWithin(seconds) => (false, Some(seconds)),
+    let (include_stopped, live_only) = match filter {
+        WorkerFilter::All => (true, false),
+        WorkerFilter::NotStopped => (false, false),
+        WorkerFilter::Live => (false, true),
     };
     let rows = sqlx::query_as(
         "select worker_id, queue_name, function_name, flow_slugs, last_heartbeat_at,
                 extract(epoch from now() - last_heartbeat_at)::float8 as heartbeat_age_seconds,
                 deprecated_at is not null as deprecated, stopped_at is not null as stopped,
-                lost_at
+                lost_at, pgflow.worker_is_live(stopped_at, last_heartbeat_at) as live
          from pgflow.workers
          where ($1 or stopped_at is null)
-           and ($2::integer is null or last_heartbeat_at > now() - make_interval(secs => $2))
+           and (not $2 or pgflow.worker_is_live(stopped_at, last_heartbeat_at))
          order by queue_name, started_at",
     )
     .bind(include_stopped)
-    .bind(heard_within)
+    .bind(live_only)
     .fetch_all(executor)
     .await?;
     Ok(rows)
@@ -296,6 +295,8 @@ pub struct RunStep {
     pub started_at: Option<DateTime<Utc>>,
     /// When it completed, failed, was skipped or cancelled.
     pub ended_at: Option<DateTime<Utc>>,
+    /// Its output (`None` until it completed).
+    pub output: Option<serde_json::Value>,
     /// The size of its output as JSON text, in bytes (`None` until it completed).
     pub output_bytes: Option<i32>,
 }
@@ -307,7 +308,7 @@ pub async fn run_steps(
 ) -> Result<Vec<RunStep>, EngineError> {
     let rows = sqlx::query_as(
         "select step_slug, status, skip_reason, queue_name, tasks, max_attempt, error,
-                started_at, ended_at, output_bytes
+                started_at, ended_at, output, output_bytes
          from pgflow.run_step_states($1)",
     )
     .bind(run_id)

@@ -167,20 +167,16 @@ pub async fn functions_serving_queues(
     Ok(names)
 }
 
-/// The workers of a rollout's functions that are still running (silent for longer than
-/// `stale_after_seconds` counts as gone).
+/// The workers of a rollout's functions that are still running: live, by the one liveness
+/// rule (`pgflow.worker_is_live`: a worker silent for 30 s counts as gone).
 pub async fn rollout_progress(
     executor: impl PgExecutor<'_>,
     rollout_id: i64,
-    stale_after_seconds: f64,
 ) -> Result<Vec<LiveWorker>, EngineError> {
-    let workers = sqlx::query_as::<_, LiveWorker>(
-        "select * from pgflow.rollout_progress($1, make_interval(secs => $2))",
-    )
-    .bind(rollout_id)
-    .bind(stale_after_seconds)
-    .fetch_all(executor)
-    .await?;
+    let workers = sqlx::query_as::<_, LiveWorker>("select * from pgflow.rollout_progress($1)")
+        .bind(rollout_id)
+        .fetch_all(executor)
+        .await?;
     Ok(workers)
 }
 
