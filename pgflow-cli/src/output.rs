@@ -1,5 +1,5 @@
-//! How results reach the screen: JSON with `--json`, otherwise text and tables that fit, with
-//! colour only on a terminal and never when `NO_COLOR` is set.
+//! How results reach the screen: JSON with `--json`, otherwise text and tables whose cells never
+//! wrap, with colour only on a terminal and never when `NO_COLOR` is set.
 
 use std::io::IsTerminal;
 
@@ -32,13 +32,14 @@ impl Output {
         }
     }
 
-    /// A table with these column headers, borderless, fitted to the terminal's width when
-    /// there is one (long cells wrap).
+    /// A table with these column headers, borderless. Cells never wrap, whatever the
+    /// terminal's width (a width of 0, as some ptys and CI runners report, means unknown): an
+    /// id or a header is never broken, and a long line overflows, as kubectl's tables do.
     pub(crate) fn table(&self, headers: &[&str]) -> Table {
         let mut table = Table::new();
         table
             .load_style(presets::NOTHING)
-            .set_content_arrangement(ContentArrangement::Dynamic);
+            .set_content_arrangement(ContentArrangement::Disabled);
         if !self.colour {
             table.force_no_tty();
         }

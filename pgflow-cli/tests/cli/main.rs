@@ -6,9 +6,10 @@
 //! about: `errors` (what fails before a command runs: no pgflow, no server, no permission, bad
 //! arguments), `install` (and `grant`), `status` (`status`, `runs`, `workers`), `run` (one run
 //! in detail), `start`, `run_control` (`cancel`, `retry`, `resume`, `delete-flow`), `prune`,
-//! `alias`, `rollout` (and `drain-status`), `schedules`, `dashboard`, and `pooler` (every
-//! command through PgBouncer). `support` holds what they share: the `triage` flows, the binary
-//! run against a database, and the database helpers of `pgflow_testkit::db`.
+//! `alias`, `rollout` (and `drain-status`), `schedules`, `dashboard`, `pooler` (every command
+//! through PgBouncer), and `tables` (tables on a terminal of unknown or narrow width).
+//! `support` holds what they share: the `triage` flows, the binary run against a database, and
+//! the database helpers of `pgflow_testkit::db`.
 
 #![allow(
     unreachable_pub,
@@ -29,3 +30,4 @@ mod schedules;
 mod start;
 mod status;
 mod support;
+mod tables;
