@@ -67,6 +67,9 @@ pub(crate) enum Command {
     Run {
         /// The run id.
         run_id: String,
+        /// Show the input and outputs whole (they are cut to 20 lines otherwise).
+        #[arg(long)]
+        full: bool,
     },
     /// Start a run of an alias or a concrete flow.
     Start {

@@ -9,6 +9,7 @@ mod commands;
 mod failure;
 mod graph;
 mod output;
+mod payload;
 
 use std::process::ExitCode;
 

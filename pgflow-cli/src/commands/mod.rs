@@ -74,7 +74,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             status,
             limit,
         } => runs::list(&pool, &out, flow.as_deref(), status, limit).await,
-        Command::Run { run_id } => runs::show(&pool, &out, &run_id).await,
+        Command::Run { run_id, full } => runs::show(&pool, &out, &run_id, full).await,
         Command::Start {
             flow,
             input,

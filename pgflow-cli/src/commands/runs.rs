@@ -11,6 +11,7 @@ use super::{parse_run_id, resolve_flow};
 use crate::args::StatusArg;
 use crate::failure::Failure;
 use crate::output::Output;
+use crate::payload;
 use pgflow_runtime::admin::human;
 
 /// How many troubled tasks `pgflow run` lists at most.
@@ -92,8 +93,14 @@ pub(super) async fn list(
     Ok(())
 }
 
-/// One run: its steps with their timing and output size, and the tasks that needed retries.
-pub(super) async fn show(pool: &pgflow::Db, out: &Output, run_id: &str) -> Result<(), Failure> {
+/// One run: its input and output, its steps with their timing and outputs, and the tasks that
+/// needed retries. Payloads are cut to a bound in text unless `full`; `--json` has them whole.
+pub(super) async fn show(
+    pool: &pgflow::Db,
+    out: &Output,
+    run_id: &str,
+    full: bool,
+) -> Result<(), Failure> {
     let run_id = parse_run_id(run_id)?;
     let run = pgflow::engine::run(pool, run_id).await?;
     let steps = inspect::run_steps(pool, run_id).await?;
@@ -110,6 +117,7 @@ pub(super) async fn show(pool: &pgflow::Db, out: &Output, run_id: &str) -> Resul
             "scheduled_for": run.scheduled_for, "retry_count": run.retry_count,
             "resumed_from": run.resumed_from, "resumed_at_step": run.resumed_at_step,
             "idempotency_key": run.idempotency_key,
+            "input": run.input, "output": run.output,
             "steps": steps, "retried_tasks": tasks, "failed_attempts": attempts,
         }),
         || {
@@ -126,6 +134,11 @@ pub(super) async fn show(pool: &pgflow::Db, out: &Output, run_id: &str) -> Resul
             );
             for line in run_notes(&run) {
                 text.push_str(&format!("  {line}\n"));
+            }
+            text.push('\n');
+            text.push_str(&payload::block("input", &run.input, 0, full));
+            if let Some(output) = &run.output {
+                text.push_str(&payload::block("output", output, 0, full));
             }
             text.push('\n');
             let mut table = out.table(&[
@@ -147,11 +160,25 @@ pub(super) async fn show(pool: &pgflow::Db, out: &Output, run_id: &str) -> Resul
                         _ => dash(),
                     }),
                     Cell::new(s.ended_at.map_or_else(dash, human::timestamp)),
-                    Cell::new(s.output_bytes.map_or_else(dash, |b| human::bytes(b.into()))),
+                    // Sized as `payload` sizes it (compact JSON), not as Postgres prints it.
+                    Cell::new(s.output.as_ref().map_or_else(dash, |output| {
+                        human::bytes(output.to_string().len() as i64)
+                    })),
                     Cell::new(s.error.as_deref().unwrap_or("")),
                 ]);
             }
             text.push_str(&crate::output::render(&table));
+            let outputs: Vec<_> = steps
+                .iter()
+                .filter_map(|s| Some((&s.step_slug, s.output.as_ref()?)))
+                .collect();
+            if !outputs.is_empty() {
+                text.push_str("\n\nstep outputs\n");
+                for (step, output) in outputs {
+                    text.push_str(&payload::block(step, output, 2, full));
+                }
+                text.pop();
+            }
             if !tasks.is_empty() {
                 text.push_str("\n\ntasks that were retried, requeued or failed\n");
                 let mut table = out.table(&[

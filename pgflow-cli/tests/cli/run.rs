@@ -193,3 +193,69 @@ async fn run_shows_each_task_attempt_that_failed_or_stalled_with_its_error(pool:
     assert_eq!(attempts[1]["outcome"], "stalled");
     assert_eq!(attempts[1]["attempt"], 2);
 }
+
+/// A flow that answers with what it was given, whole.
+#[pgflow::flow(slug = "echoing")]
+mod echoing {
+    use super::*;
+
+    #[step(queue = "echoing")]
+    pub async fn echo(input: Value) -> Result<Value, String> {
+        Ok(input)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn run_shows_the_input_and_outputs_cut_to_a_bound_or_whole(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = pgflow::Worker::start_with(
+        echoing::deployment(),
+        pgflow::WorkerConfig::new(echoing::Queue::Echoing).pool(pool.clone()),
+    )
+    .await
+    .unwrap();
+    let lines: Vec<String> = (0..50).map(|n| format!("line {n}")).collect();
+    let input = json!({"thread": 5, "lines": lines});
+    let run = client
+        .start(Start::flow::<echoing::Flow>(), &input, StartOptions::new())
+        .await
+        .unwrap();
+    run.wait(&client, Duration::from_secs(10)).await.unwrap();
+    worker.shutdown();
+    worker.wait().await.unwrap();
+    let run_id = run.run_id().to_string();
+
+    let text = stdout(&pgflow(&pool, &["run", &run_id]));
+    assert!(
+        text.contains("input (") && text.contains("  \"lines\": ["),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"line 3\""),
+        "the start of the input is shown: {text}"
+    );
+    assert!(!text.contains("\"line 40\""), "the input is cut: {text}");
+    assert!(
+        text.contains("in all; `--full` shows all of it"),
+        "the cut says so and how to see the rest: {text}"
+    );
+    assert!(text.contains("output ("), "the run's output: {text}");
+    assert!(
+        text.contains("step outputs\n  echo ("),
+        "each step's output: {text}"
+    );
+
+    let full = stdout(&pgflow(&pool, &["run", &run_id, "--full"]));
+    assert!(
+        full.contains("\"line 49\""),
+        "--full shows everything: {full}"
+    );
+    assert!(!full.contains("cut here"), "{full}");
+
+    let value: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["run", &run_id, "--json"]))).unwrap();
+    assert_eq!(value["input"], input);
+    assert_eq!(value["output"], json!({"echo": input}));
+    assert_eq!(value["steps"][0]["output"], input);
+}
