@@ -116,12 +116,18 @@ async fn install_locked(
     conn: &mut PgConnection,
     options: &PgConnectOptions,
 ) -> Result<InstallReport, InstallError> {
+    // Postgres tells of every `if exists` and `if not exists` it skipped, and PGMQ's SQL and
+    // the migrations hold many: an install says what it did in one line instead. (The session
+    // is the installer's own, closed after it.)
+    sqlx::query("set client_min_messages = warning")
+        .execute(&mut *conn)
+        .await?;
     let pgmq = install_pgmq(conn, options).await?;
     require_pgmq_functions(conn).await?;
     let applied = apply_pending(conn).await?;
     let schema_version = crate::code_schema_version();
     tracing::info!(
-        ?pgmq,
+        pgmq = pgmq.as_str(),
         migrations = applied.migrations.len(),
         functions = applied.functions,
         schema_version,
@@ -207,10 +213,15 @@ async fn install_pgmq(
         return Ok(PgmqSource::Extension);
     }
 
-    // The embedded installer takes a pool; give it one connection of its own.
+    // The embedded installer takes a pool; give it one connection of its own, as quiet as
+    // the install's own.
     let pool = PgPoolOptions::new()
         .max_connections(1)
-        .connect_with(options.clone())
+        .connect_with(
+            options
+                .clone()
+                .options([("client_min_messages", "warning")]),
+        )
         .await
         .map_err(|e| InstallError::connect(options, e))?;
     let result = pgmq::install::install_sql_from_embedded(&pool).await;
