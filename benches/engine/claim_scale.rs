@@ -98,7 +98,7 @@ async fn claim_and_complete(pool: &PgPool, worker: Uuid, batch: usize) -> Result
     let started = Instant::now();
     let claimed: Vec<(Uuid, i32)> = sqlx::query_as(
         "select run_id, attempt from pgflow.read_and_start_tasks(
-           'bench_single', $1, array['bench_single'], array['only'], $2, 60)",
+           'bench_single', $1, array['bench_single'], array['only'], $2)",
     )
     .bind(worker)
     .bind(batch as i32)
@@ -141,7 +141,7 @@ fn explain_claim(worker: Uuid, batch: usize) -> Result<Option<String>, Error> {
          set auto_explain.log_buffers = on;
          set auto_explain.log_level = notice;
          select count(*) as claimed from pgflow.read_and_start_tasks(
-           'bench_single', '{worker}', array['bench_single'], array['only'], {batch}, 60);"
+           'bench_single', '{worker}', array['bench_single'], array['only'], {batch});"
     );
     // A blocking call is fine here: nothing else runs while the harness waits for it.
     let output = match std::process::Command::new("psql")

@@ -19,7 +19,7 @@ declare n int;
 begin
   loop
     with c as (select * from pgflow.read_and_start_tasks('q', gen_random_uuid(), array['one'],
-                                                         array['a'], 1000, 30))
+                                                         array['a'], 1000))
     select pgflow.complete_tasks(array_agg(run_id), array_agg(step_slug), array_agg(task_index),
                                  array_agg(attempt), array_agg('{}'::jsonb))
     into n from c;
