@@ -159,26 +159,7 @@ async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
 #[sqlx::test(migrations = false)]
 async fn status_and_workers_list_agree_on_a_worker_that_went_silent(pool: PgPool) {
     install(&pool).await;
-    let worker = pgflow::Worker::start_with(
-        triage_v1::deployment(),
-        pgflow::WorkerConfig::new(triage_v1::Queue::ClassifyThreads)
-            .pool(pool.clone())
-            .function_name("silent_fn"),
-    )
-    .await
-    .unwrap();
-    let worker_id = worker.worker_id();
-    // What a kill -9 leaves: no stop, no heartbeat since 76 s.
-    worker.stop_now();
-    worker.wait().await.unwrap();
-    sqlx::query(
-        "update pgflow.workers set stopped_at = null, last_heartbeat_at = now() - interval '76 s'
-         where worker_id = $1",
-    )
-    .bind(worker_id)
-    .execute(&pool)
-    .await
-    .unwrap();
+    let worker_id = killed_worker(&pool, "silent_fn", "76 s").await;
     sqlx::query("select pgflow.start_flow('triage_v1', 'null')")
         .execute(&pool)
         .await
@@ -270,27 +251,7 @@ async fn empty_results_say_so_in_a_line(pool: PgPool) {
 #[sqlx::test(migrations = false)]
 async fn every_command_calls_a_worker_killed_minutes_ago_stale_and_none_waits_for_it(pool: PgPool) {
     install(&pool).await;
-    let worker = pgflow::Worker::start_with(
-        triage_v1::deployment(),
-        pgflow::WorkerConfig::new(triage_v1::Queue::ClassifyThreads)
-            .pool(pool.clone())
-            .function_name("killed_fn"),
-    )
-    .await
-    .unwrap();
-    let worker_id = worker.worker_id();
-    // What a kill -9 four minutes ago leaves (before any sweep declared it lost).
-    worker.stop_now();
-    worker.wait().await.unwrap();
-    sqlx::query(
-        "update pgflow.workers
-         set stopped_at = null, deprecated_at = null, last_heartbeat_at = now() - interval '4 min'
-         where worker_id = $1",
-    )
-    .bind(worker_id)
-    .execute(&pool)
-    .await
-    .unwrap();
+    let worker_id = killed_worker(&pool, "killed_fn", "4 min").await;
 
     let text = stdout(&pgflow(&pool, &["workers", "list"]));
     assert_eq!(
@@ -336,4 +297,31 @@ async fn every_command_calls_a_worker_killed_minutes_ago_stale_and_none_waits_fo
         "refused for a dead worker: {}",
         stderr(&output)
     );
+}
+
+/// A worker of `function` on `triage_v1`'s classify queue as a kill -9 leaves it: registered,
+/// never stopped nor deprecated, its last heartbeat `silent_for` ago (a Postgres interval).
+async fn killed_worker(pool: &PgPool, function: &str, silent_for: &str) -> uuid::Uuid {
+    let worker = pgflow::Worker::start_with(
+        triage_v1::deployment(),
+        pgflow::WorkerConfig::new(triage_v1::Queue::ClassifyThreads)
+            .pool(pool.clone())
+            .function_name(function),
+    )
+    .await
+    .unwrap();
+    let worker_id = worker.worker_id();
+    worker.stop_now();
+    worker.wait().await.unwrap();
+    sqlx::query(
+        "update pgflow.workers
+         set stopped_at = null, deprecated_at = null, last_heartbeat_at = now() - $2::interval
+         where worker_id = $1",
+    )
+    .bind(worker_id)
+    .bind(silent_for)
+    .execute(pool)
+    .await
+    .unwrap();
+    worker_id
 }
