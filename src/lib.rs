@@ -50,7 +50,8 @@
 pub use pgflow_runtime::{
     Client, ConnectError, Connection, Context, Db, Deployment, EngineError, FlowQueue, FlowSpec,
     Notifications, Pooling, ProcessConfig, Run, RunError, RunHandle, RunStatus, Schedule, Start,
-    StartOptions, State, StepError, Worker, WorkerConfig, WorkerError, WorkerHandle, sqlx,
+    StartOptions, StartOutcome, State, StepError, Worker, WorkerConfig, WorkerError, WorkerHandle,
+    schemars, serde_json, sqlx,
 };
 pub use pgflow_runtime::{
     client, connect, context, db, definition, deployment, engine, error, events, failure, handler,

@@ -52,6 +52,16 @@ pub(crate) mod msg {
         format!("duplicate key `{key}`; set it once")
     }
 
+    pub(crate) fn flag_with_value(key: &str) -> String {
+        format!("`{key}` takes no value; write `{key}` alone")
+    }
+
+    pub(crate) fn check_input_without_input() -> String {
+        "`check_input` checks every start's input against the flow's input type, and this flow \
+         declares none: add `input = T` (with `#[derive(schemars::JsonSchema)]` on `T`)"
+            .to_owned()
+    }
+
     pub(crate) fn expected_string(key: &str) -> String {
         format!("`{key}` takes a string literal, e.g. `{key} = \"...\"`")
     }

@@ -278,6 +278,16 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
     let max_delay = option_tokens(flow.max_delay);
     let jitter_percent = option_tokens(flow.jitter_percent);
     let timeout = option_tokens(flow.timeout);
+    // Spanned at the input type, so that a type without `JsonSchema` is reported there.
+    let input_schema = match (&flow.input, flow.check_input) {
+        (Some(ty), true) => quote_spanned! {ty.span()=>
+            input_schema: ::core::option::Option::Some(
+                ::pgflow::__private::input_schema::<#ty>
+                    as fn() -> ::pgflow::__private::serde_json::Value
+            ),
+        },
+        _ => TokenStream::new(),
+    };
     let step_decls = steps.iter().map(|step| {
         let slug = &step.slug;
         let map = step.map.is_some();
@@ -318,6 +328,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
             jitter_percent: #jitter_percent,
             timeout: #timeout,
             steps: &[#(#step_decls),*],
+            #input_schema
             ..::pgflow::__private::FlowDecl::DEFAULT
         };
     }

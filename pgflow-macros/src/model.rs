@@ -36,6 +36,8 @@ pub(crate) struct Flow {
     pub max_delay: Option<u64>,
     pub jitter_percent: Option<u8>,
     pub timeout: Option<u64>,
+    /// `check_input`: starts are checked against the input type's JSON Schema.
+    pub check_input: bool,
     /// Steps in declaration order.
     pub steps: Vec<Step>,
 }
@@ -173,6 +175,9 @@ pub(crate) fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) ->
         }
         None => slug.clone(),
     };
+    if let (Some(span), None) = (args.check_input, &args.input) {
+        errors.push(syn::Error::new(span, msg::check_input_without_input()));
+    }
 
     let mut steps = Vec::new();
     if let Some((_, items)) = &mut module.content {
@@ -220,6 +225,7 @@ pub(crate) fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) ->
         max_delay: args.max_delay.map(|v| v.value),
         jitter_percent: args.jitter_percent.map(|v| v.value),
         timeout: args.timeout.map(|v| v.value),
+        check_input: args.check_input.is_some(),
         steps,
     }
 }

@@ -32,6 +32,8 @@ pub(crate) struct FlowArgs {
     pub max_delay: Option<Located<u64>>,
     pub jitter_percent: Option<Located<u8>>,
     pub timeout: Option<Located<u64>>,
+    /// `check_input`: where it was written.
+    pub check_input: Option<Span>,
 }
 
 /// How a map step gets its array.
@@ -95,6 +97,7 @@ const FLOW_KEYS: &[&str] = &[
     "max_delay",
     "jitter_percent",
     "timeout",
+    "check_input",
 ];
 
 const STEP_KEYS: &[&str] = &[
@@ -142,6 +145,7 @@ pub(crate) fn flow_args(tokens: TokenStream, errors: &mut Errors) -> FlowArgs {
             "timeout" => set_once(&mut args.timeout, &meta, &key, errors, |m, k, e| {
                 duration_value(m, k, e, 1)
             }),
+            "check_input" => set_once(&mut args.check_input, &meta, &key, errors, flag_value),
             _ => unknown_key(&meta, &key, FLOW_KEYS, errors),
         }
     });
@@ -489,6 +493,20 @@ fn depends_on_value(
         }
     }
     Ok(Some(deps))
+}
+
+/// A key that takes no value (`check_input`): where it was written.
+fn flag_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<Span>> {
+    if meta.input.peek(Token![=]) {
+        let expr = expr_value(meta)?;
+        errors.at(&expr, msg::flag_with_value(key));
+        return Ok(None);
+    }
+    Ok(Some(meta.path.span()))
 }
 
 fn map_value(

@@ -260,6 +260,10 @@ pub struct FlowDefinition {
     /// The Rust input and output types, when the definition comes from a typed flow (a
     /// [`Deployment`](crate::Deployment) sets them).
     pub types: Option<FlowTypes>,
+    /// A JSON Schema of the flow input (`#[flow(check_input)]` derives it with schemars): the
+    /// SQL core refuses a start whose input does not fit it, naming the field, unless the
+    /// input comes from the flow's own input type. `None`: inputs are not checked at start.
+    pub input_schema: Option<Value>,
 }
 
 impl FlowDefinition {
@@ -272,6 +276,7 @@ impl FlowDefinition {
             options: FlowOptions::DEFAULT,
             steps: Vec::new(),
             types: None,
+            input_schema: None,
         }
     }
 
@@ -287,6 +292,14 @@ impl FlowDefinition {
     pub fn alias(mut self, alias: FlowSlug, version: u32) -> Self {
         self.alias = alias;
         self.version = version;
+        self
+    }
+
+    /// Checks every start's input against this JSON Schema (see
+    /// [`input_schema`](Self::input_schema)).
+    #[must_use]
+    pub fn check_input(mut self, schema: Value) -> Self {
+        self.input_schema = Some(schema);
         self
     }
 

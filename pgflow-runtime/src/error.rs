@@ -40,6 +40,24 @@ pub struct AliasTypeMismatch {
     pub expected_output_type: String,
 }
 
+/// Where and how a start's input does not fit its flow's input schema.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+#[non_exhaustive]
+pub struct InputMisfit {
+    /// The concrete flow.
+    pub flow_slug: String,
+    /// Which input of the call (1 for the first).
+    pub input: usize,
+    /// Where in the input, as a Rust path (`thread.subject`, `items[2]`); empty for the input
+    /// as a whole.
+    pub path: String,
+    /// What the schema expected there and what was found (never the value itself).
+    pub problem: String,
+    /// The SQL core's description, naming the flow, its input type and the field.
+    pub message: String,
+}
+
 /// Why a call into the SQL core failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -159,19 +177,25 @@ pub enum EngineError {
     #[error("{0}")]
     FlowInUse(String),
 
-    /// An idempotency key already belongs to a run that was started with another input.
-    #[error(
-        "idempotency key `{key}` of `{scope}` belongs to run {run_id}, which was started with \
-         another input; use a new key for a new input"
-    )]
+    /// An idempotency key already belongs to a run that cannot be this start's: it was
+    /// started with another input, or the start names a concrete version and the run is of
+    /// another version of the alias. Nothing was started.
+    #[error("{message}")]
     IdempotencyConflict {
         /// The key.
         key: String,
-        /// The alias or flow it was given with.
+        /// The alias whose keys it is one of (the alias of the flow started).
         scope: String,
         /// The run that holds it.
         run_id: Uuid,
+        /// The SQL core's description, naming the key, the run and what to do.
+        message: String,
     },
+
+    /// A flow input does not fit the JSON Schema its flow records (`#[flow(check_input)]`).
+    /// Nothing was started.
+    #[error("{0}")]
+    InputMismatch(Box<InputMisfit>),
 
     /// A named prepared statement was missing or already there: the signature of a
     /// transaction-mode pooler that pgflow was not told about.
@@ -243,6 +267,15 @@ struct RunDetail {
     run_id: Uuid,
 }
 
+/// The detail of PF014.
+#[derive(Deserialize)]
+struct MisfitDetail {
+    flow_slug: String,
+    input: usize,
+    path: String,
+    problem: String,
+}
+
 /// The detail of PF009.
 #[derive(Deserialize)]
 struct KeyDetail {
@@ -309,8 +342,23 @@ impl From<sqlx::Error> for EngineError {
                     key,
                     scope,
                     run_id: Some(run_id),
-                }) => Self::IdempotencyConflict { key, scope, run_id },
+                }) => Self::IdempotencyConflict {
+                    key,
+                    scope,
+                    run_id,
+                    message,
+                },
                 _ => Self::Database(error),
+            },
+            Some("PF014") => match serde_json::from_str::<MisfitDetail>(&detail) {
+                Ok(d) => Self::InputMismatch(Box::new(InputMisfit {
+                    flow_slug: d.flow_slug,
+                    input: d.input,
+                    path: d.path,
+                    problem: d.problem,
+                    message,
+                })),
+                Err(_) => Self::Database(error),
             },
             Some("PF008") => match serde_json::from_str::<AliasTypeMismatch>(&detail) {
                 Ok(mismatch) => Self::AliasTypeMismatch(Box::new(mismatch)),

@@ -25,8 +25,12 @@ pub enum StepFailure {
     #[error("{0}")]
     Permanent(String),
 
-    /// The task input could not be decoded into a handler parameter.
-    #[error("step `{step_slug}`: cannot decode parameter `{parameter}` as `{type_name}`: {reason}")]
+    /// The task input could not be decoded into a handler parameter. Decoding the same input
+    /// again gives the same answer, so the task fails at once, like [`StepFailure::Permanent`].
+    #[error(
+        "step `{step_slug}`: cannot decode parameter `{parameter}` as `{type_name}`{}: {reason}",
+        if path.is_empty() { String::new() } else { format!(" at `{path}`") }
+    )]
     Decode {
         /// The step.
         step_slug: String,
@@ -34,6 +38,8 @@ pub enum StepFailure {
         parameter: String,
         /// The Rust type expected.
         type_name: &'static str,
+        /// Where in the value decoding failed (`thread.subject`, `items[2]`); empty at the top.
+        path: String,
         /// What did not fit, without the offending value.
         reason: String,
     },
@@ -116,9 +122,11 @@ impl StepFailure {
         }
     }
 
-    /// Whether the task fails now instead of using its remaining attempts.
+    /// Whether the task fails now instead of using its remaining attempts: a permanent
+    /// handler error, or an input that cannot decode (it would not decode the next time
+    /// either).
     pub fn is_permanent(&self) -> bool {
-        matches!(self, Self::Permanent(_))
+        matches!(self, Self::Permanent(_) | Self::Decode { .. })
     }
 }
 
@@ -128,12 +136,37 @@ pub(crate) fn decode<T: DeserializeOwned>(
     parameter: &str,
     value: Value,
 ) -> Result<T, StepFailure> {
-    serde_json::from_value(value).map_err(|error| StepFailure::Decode {
+    serde_path_to_error::deserialize(value).map_err(|error| StepFailure::Decode {
         step_slug: step_slug.to_owned(),
         parameter: parameter.to_owned(),
         type_name: std::any::type_name::<T>(),
-        reason: redacted_reason(&error),
+        path: rust_path(error.path()),
+        reason: redacted_reason(error.inner()),
     })
+}
+
+/// A decoding error's place as a Rust path (`thread.subject`, `items[2]`), empty at the top.
+fn rust_path(path: &serde_path_to_error::Path) -> String {
+    let mut text = String::new();
+    for segment in path.iter() {
+        match segment {
+            serde_path_to_error::Segment::Seq { index } => text.push_str(&format!("[{index}]")),
+            serde_path_to_error::Segment::Map { key } => {
+                if !text.is_empty() {
+                    text.push('.');
+                }
+                text.push_str(key);
+            }
+            serde_path_to_error::Segment::Enum { variant } => {
+                if !text.is_empty() {
+                    text.push('.');
+                }
+                text.push_str(variant);
+            }
+            serde_path_to_error::Segment::Unknown => {}
+        }
+    }
+    text
 }
 
 /// serde's description of a decoding error with any quoted input value left out:

@@ -42,9 +42,9 @@ pub use definition::{FlowDefinition, FlowOptions, StepDefinition, StepOptions, S
 pub use deployment::{Deployment, FlowQueue, FlowSpec};
 pub use engine::{
     Activation, ClaimedTask, CompileStatus, DrainStatus, FailureOutcome, Pruned, Run, RunStatus,
-    StalledTask, SupportedPairs, TaskCompletion, TaskFailure,
+    StalledTask, StartOutcome, SupportedPairs, TaskCompletion, TaskFailure,
 };
-pub use error::{AliasTypeMismatch, EngineError, UnsupportedPair};
+pub use error::{AliasTypeMismatch, EngineError, InputMisfit, UnsupportedPair};
 pub use events::{FlowEvent, FlowEvents, RunEvent, RunEvents};
 pub use failure::StepFailure;
 pub use handler::{HandlerFuture, StepHandler, TaskInput};
@@ -58,3 +58,11 @@ pub use worker::{Connection, Worker, WorkerConfig, WorkerError, WorkerHandle};
 /// The sqlx this crate is built with (0.8): name pools and queries through `pgflow::sqlx` and
 /// their types are the ones pgflow takes, whatever sqlx your own crate depends on.
 pub use sqlx;
+
+/// The schemars this crate is built with (1.x), whose `JsonSchema` a flow's input implements for
+/// `#[flow(check_input)]`: derive it with your own `schemars = "1"` dependency, or through this
+/// one (`#[derive(pgflow::schemars::JsonSchema)] #[schemars(crate = "pgflow::schemars")]`).
+pub use schemars;
+
+/// The serde_json this crate is built with: the JSON values flows, inputs and outputs use.
+pub use serde_json;

@@ -45,6 +45,9 @@ pub struct FlowDecl {
     pub timeout: Option<u64>,
     /// Steps in topological order.
     pub steps: &'static [StepDecl],
+    /// The JSON Schema of the flow input, when starts are checked against it
+    /// (`check_input`).
+    pub input_schema: Option<fn() -> Value>,
 }
 
 impl FlowDecl {
@@ -59,6 +62,7 @@ impl FlowDecl {
         jitter_percent: None,
         timeout: None,
         steps: &[],
+        input_schema: None,
     };
 }
 
@@ -168,8 +172,28 @@ pub fn definition(decl: &FlowDecl) -> FlowDefinition {
             when_exhausted: step.when_exhausted,
         });
     }
+    if let Some(schema) = decl.input_schema {
+        flow = flow.check_input(schema());
+    }
     flow
 }
+
+/// The JSON Schema of a flow input type, for `#[flow(check_input)]`.
+pub fn input_schema<T: InputSchema>() -> Value {
+    schemars::SchemaGenerator::default()
+        .into_root_schema_for::<T>()
+        .to_value()
+}
+
+/// A flow input type whose JSON Schema starts are checked against.
+#[diagnostic::on_unimplemented(
+    message = "`check_input` needs the flow input `{Self}` to implement `schemars::JsonSchema`",
+    label = "this input type has no JSON Schema",
+    note = "add `#[derive(schemars::JsonSchema)]` to it (schemars 1.x), or drop `check_input`"
+)]
+pub trait InputSchema: schemars::JsonSchema {}
+
+impl<T: schemars::JsonSchema> InputSchema for T {}
 
 /// What a step handler returns: `Result<T, E>` with a JSON-able `T` and a displayable `E`.
 #[diagnostic::on_unimplemented(

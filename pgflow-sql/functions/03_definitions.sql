@@ -164,6 +164,11 @@ $$;
 --            caller's code names them (null: not known); recorded on compile and brought up to
 --            date on verify when given. They are not part of the shape.
 --
+-- p_input_schema: a JSON Schema (an object, or true/false) of the flow input that every start
+--            not typed by the flow's own input type is checked against (see start_flows and
+--            input_misfit), or null for no check. Recorded on compile and replaced on verify
+--            like the options: the definition's own is the one kept. Not part of the shape.
+--
 -- Returns 'compiled' (created now) or 'verified' (same shape already stored; its options and
 -- recorded types are brought up to date with the definition). A different shape (steps, order, types, deps,
 -- queues) or a different alias/version for an existing slug raises PF002 listing every
@@ -179,7 +184,8 @@ create or replace function pgflow.define_flow(
   p_options jsonb,
   p_steps jsonb,
   p_input_type text default null,
-  p_output_type text default null
+  p_output_type text default null,
+  p_input_schema jsonb default null
 )
 returns text
 language plpgsql
@@ -234,6 +240,11 @@ begin
   v_max_delay := pgflow.option_value(p_flow_slug, 'flow', p_options, 'max_delay', 1, null);
   v_jitter := pgflow.percent_option(p_flow_slug, 'flow', p_options, 'jitter', 0);
   v_timeout := pgflow.option_value(p_flow_slug, 'flow', p_options, 'timeout', 1, 60);
+
+  if p_input_schema is not null and jsonb_typeof(p_input_schema) not in ('object', 'boolean') then
+    perform pgflow.raise_invalid_definition(p_flow_slug,
+      'the input schema must be a JSON Schema: a JSON object (or true or false)');
+  end if;
 
   if p_steps is null or jsonb_typeof(p_steps) <> 'array' or jsonb_array_length(p_steps) = 0 then
     perform pgflow.raise_invalid_definition(p_flow_slug,
@@ -403,13 +414,14 @@ begin
         opt_jitter = v_jitter,
         opt_timeout = v_timeout,
         input_type = coalesce(p_input_type, input_type),
-        output_type = coalesce(p_output_type, output_type)
+        output_type = coalesce(p_output_type, output_type),
+        input_schema = p_input_schema
     where flow_slug = p_flow_slug
       and (opt_max_attempts, opt_base_delay, opt_max_delay, opt_jitter, opt_timeout,
-           input_type, output_type)
+           input_type, output_type, input_schema)
           is distinct from (v_max_attempts, v_base_delay, v_max_delay, v_jitter, v_timeout,
                             coalesce(p_input_type, input_type),
-                            coalesce(p_output_type, output_type));
+                            coalesce(p_output_type, output_type), p_input_schema);
 
     update pgflow.steps s
     set opt_max_attempts = (x ->> 'max_attempts')::integer,
@@ -430,9 +442,10 @@ begin
   else
     -- 3b. Compile.
     insert into pgflow.flows (flow_slug, alias, version, opt_max_attempts, opt_base_delay,
-                              opt_max_delay, opt_jitter, opt_timeout, input_type, output_type)
+                              opt_max_delay, opt_jitter, opt_timeout, input_type, output_type,
+                              input_schema)
     values (p_flow_slug, p_alias, p_version, v_max_attempts, v_base_delay, v_max_delay, v_jitter,
-            v_timeout, p_input_type, p_output_type);
+            v_timeout, p_input_type, p_output_type, p_input_schema);
 
     insert into pgflow.steps (flow_slug, step_slug, step_index, step_type, deps_count, queue_name,
                               opt_max_attempts, opt_base_delay, opt_max_delay, opt_jitter,

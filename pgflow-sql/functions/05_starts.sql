@@ -6,12 +6,21 @@
 -- p_flow_slug names an alias (resolved to its active concrete flow now, unless
 -- p_resolve_alias is false) or a concrete flow. The runs record the concrete flow and keep it.
 -- p_run_ids optionally fixes the run ids (same length as p_inputs; null entries get new ids).
--- p_idempotency_keys optionally gives each input a key (same length; null entries have none):
--- the first start with a key creates its run; a later one with the same key and the same name
--- (p_started_as, by default p_flow_slug: the alias or flow the caller named) returns that run,
--- as it stands, instead of starting another, while the run is kept. Concurrent starts with one
--- key wait for each other on the key's index entry and create one run. A key whose run was
--- started with another input raises PF009 naming the key and the run, and starts nothing.
+-- p_idempotency_keys optionally gives each input a key (same length; null entries have none).
+-- A key is scoped by the alias of the flow started: the alias and every version of it share
+-- one set of keys. The first start with a key creates its run; a later one with the same key
+-- returns that run, as it stands, instead of starting another, while the run is kept (a caller
+-- passing p_run_ids tells the two apart: a returned id other than its own means the run
+-- already existed). Concurrent starts with one key wait for each other on the key's index
+-- entry and create one run. PF009 names the key and its run, and nothing starts, when that
+-- run was started with another input, or when the caller named a concrete version (not the
+-- alias) and the key's run is of another version.
+-- p_started_as is the name the caller started by, when it is not p_flow_slug (an alias start
+-- that resolved its version itself, as start_alias_typed does).
+-- p_check_input: when the flow recorded a JSON Schema of its input (#[flow(check_input)]),
+-- each input must fit it (see input_misfit); the first that does not raises PF014 naming the
+-- input, the field and what was expected there, and nothing starts. A caller whose inputs
+-- come from the flow's own Rust type passes false.
 -- p_trace_context optionally records the caller's W3C trace context on the runs (claims hand
 -- it to workers, whose task spans continue that trace).
 -- p_start_at optionally starts the runs for a later time: they exist at once (recording it as
@@ -28,7 +37,8 @@ create or replace function pgflow.start_flows(
   p_idempotency_keys text[] default null,
   p_started_as text default null,
   p_start_at timestamptz default null,
-  p_trace_context text default null
+  p_trace_context text default null,
+  p_check_input boolean default true
 )
 returns setof pgflow.runs
 language plpgsql
@@ -37,7 +47,10 @@ set enable_seqscan = off
 as $$
 declare
   v_flow_slug text := p_flow_slug;
-  v_scope text := coalesce(p_started_as, p_flow_slug);
+  v_flow pgflow.flows;
+  v_scope text;
+  v_named_version boolean;
+  v_misfit record;
   -- Whole seconds until p_start_at (rounded up), added to the root steps' start delays.
   v_delay_seconds numeric := greatest(0, ceil(extract(epoch from p_start_at - clock_timestamp())));
   v_delay integer;
@@ -53,6 +66,7 @@ begin
     select a.flow_slug into v_flow_slug from pgflow.aliases a where a.alias = p_flow_slug;
     v_flow_slug := coalesce(v_flow_slug, p_flow_slug);
   end if;
+  select f.* into v_flow from pgflow.flows f where f.flow_slug = v_flow_slug;
   select count(*) into v_step_count from pgflow.steps where flow_slug = v_flow_slug;
   if v_step_count = 0 then
     raise exception 'no concrete flow or active alias is named `%`; compile the flow first (a '
@@ -62,6 +76,31 @@ begin
   if p_inputs is null or array_position(p_inputs, null) is not null then
     raise exception 'start_flows: every input must be a JSON value (use JSON null, not SQL NULL)'
       using errcode = 'PF005';
+  end if;
+  if p_check_input and v_flow.input_schema is not null then
+    select i.ordinality, m.misfit ->> 'path' as path, m.misfit ->> 'problem' as problem
+    into v_misfit
+    from unnest(p_inputs) with ordinality as i(input, ordinality)
+    cross join lateral (select pgflow.input_misfit(v_flow.input_schema, i.input) as misfit) m
+    where m.misfit is not null
+    order by i.ordinality
+    limit 1;
+    if found then
+      raise exception '% of flow `%`% does not fit %: %; nothing was started',
+        case when cardinality(p_inputs) = 1 then 'the input'
+             else format('input %s of %s', v_misfit.ordinality, cardinality(p_inputs)) end,
+        v_flow_slug,
+        coalesce(format(' (type `%s`)', v_flow.input_type), ''),
+        case when v_misfit.path = '' then 'as a whole' else format('at `%s`', v_misfit.path) end,
+        v_misfit.problem
+        using errcode = 'PF014',
+              detail = jsonb_build_object('flow_slug', v_flow_slug,
+                                          'input_type', v_flow.input_type,
+                                          'input', v_misfit.ordinality,
+                                          'path', v_misfit.path,
+                                          'problem', v_misfit.problem)::text,
+              hint = 'the flow''s JSON Schema of its input is pgflow.flows.input_schema';
+    end if;
   end if;
   if p_run_ids is not null and cardinality(p_run_ids) <> cardinality(p_inputs) then
     raise exception 'start_flows: % run ids for % inputs; pass one per input or none',
@@ -73,6 +112,8 @@ begin
       p_start_at using errcode = 'PF005';
   end if;
   v_delay := coalesce(v_delay_seconds, 0)::integer;
+  v_scope := coalesce(v_flow.alias, v_flow_slug);
+  v_named_version := coalesce(p_started_as, p_flow_slug) <> v_scope;
   if p_idempotency_keys is not null then
     if cardinality(p_idempotency_keys) <> cardinality(p_inputs) then
       raise exception 'start_flows: % idempotency keys for % inputs; pass one per input (null '
@@ -136,9 +177,11 @@ begin
     left join inserted n on n.run_id = w.run_id;
 
     -- The inputs whose key was taken: their run, which must have been started with the same
-    -- input. (A new statement, so it sees the runs of starts that committed meanwhile.)
+    -- input (and, when the caller named a version, of that version). (A new statement, so it
+    -- sees the runs of starts that committed meanwhile.)
     with resolved as (
-      select u.ordinality, u.key, u.input, e.run_id as existing_id, e.input as existing_input
+      select u.ordinality, u.key, u.input, e.run_id as existing_id, e.input as existing_input,
+             e.flow_slug as existing_flow
       from unnest(v_result_ids, p_inputs, p_idempotency_keys) with ordinality
         as u(run_id, input, key, ordinality)
       left join pgflow.runs e
@@ -147,12 +190,21 @@ begin
     )
     select * into v_conflict from resolved
     where existing_id is null or existing_input is distinct from input
+       or (v_named_version and existing_flow <> v_flow_slug)
     order by ordinality limit 1;
     if found and v_conflict.existing_id is null then
       raise exception 'start_flows: the run of idempotency key `%` was removed while this start '
         'waited for it; start again', v_conflict.key
         using errcode = 'PF009',
               detail = jsonb_build_object('key', v_conflict.key, 'scope', v_scope)::text;
+    elsif found and v_conflict.existing_input is not distinct from v_conflict.input then
+      raise exception 'idempotency key `%` of alias `%` belongs to run %, of version `%`; this '
+        'start names version `%`: start through the alias `%` to get that run back, or use a '
+        'new key', v_conflict.key, v_scope, v_conflict.existing_id, v_conflict.existing_flow,
+        v_flow_slug, v_scope
+        using errcode = 'PF009',
+              detail = jsonb_build_object('key', v_conflict.key, 'scope', v_scope,
+                                          'run_id', v_conflict.existing_id)::text;
     elsif found then
       raise exception 'idempotency key `%` of `%` belongs to run %, which was started with '
         'another input; use a new key for a new input', v_conflict.key, v_scope,
@@ -264,7 +316,8 @@ $$;
 -- the input and output type names the caller gives (see define_flow). Otherwise raises PF008
 -- naming the alias, the version and both pairs of types, and starts nothing; PF004 when the
 -- alias has no active version. The runs start on the version that was checked. Idempotency
--- keys (see start_flows) are scoped by the alias.
+-- keys (see start_flows) are scoped by the alias; p_run_ids as for start_flows. The inputs are not checked against the
+-- version's input schema: they come from the input type the caller checked.
 -- Locks: none of its own (it reads the alias and its flow without locks), then as
 -- start_flows.
 create or replace function pgflow.start_alias_typed(
@@ -274,7 +327,8 @@ create or replace function pgflow.start_alias_typed(
   p_output_type text,
   p_idempotency_keys text[] default null,
   p_start_at timestamptz default null,
-  p_trace_context text default null
+  p_trace_context text default null,
+  p_run_ids uuid[] default null
 )
 returns setof pgflow.runs
 language plpgsql
@@ -306,8 +360,8 @@ begin
             hint = 'give every version of the alias the same `input` and `output` types '
                    '(#[flow(input = T, output = U)]), or start the concrete flow';
   end if;
-  return query select * from pgflow.start_flows(v_flow.flow_slug, p_inputs, null, false,
+  return query select * from pgflow.start_flows(v_flow.flow_slug, p_inputs, p_run_ids, false,
                                                 p_idempotency_keys, p_alias, p_start_at,
-                                                p_trace_context);
+                                                p_trace_context, p_check_input => false);
 end;
 $$;

@@ -74,8 +74,9 @@ $$;
 -- moves the schedule on: ticks after p_ticks_after_now are due next, the first at
 -- p_next_fire_at. Does nothing and returns null when the schedule is paused, gone, locked by
 -- another firer, or no longer at p_ticks_after (another worker fired it first): so each tick
--- starts one run. When the flow cannot be started (no such flow or alias), the ticks are
--- dropped and the error kept on the schedule. Returns how many runs were started.
+-- starts one run. When the flow cannot be started (no such flow or alias, or an input that
+-- does not fit the flow's input schema), the ticks are dropped and the error kept on the
+-- schedule. Returns how many runs were started.
 -- Locks: the schedule's row (skip locked), then as start_flows.
 create or replace function pgflow.fire_schedule(
   p_schedule_name text,
@@ -109,7 +110,7 @@ begin
         null, v_tick);
       v_started := v_started + 1;
     end loop;
-  exception when sqlstate 'PF004' then
+  exception when sqlstate 'PF004' or sqlstate 'PF014' then
     get stacked diagnostics v_error = message_text;
     v_started := 0;
   end;

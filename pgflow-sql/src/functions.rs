@@ -32,6 +32,7 @@ pub static FUNCTION_FILES: &[FunctionFile] = function_files![
     "02_integrity.sql",
     "03_definitions.sql",
     "04_progression.sql",
+    "05_input_checks.sql",
     "05_starts.sql",
     "06_claims.sql",
     "07_completion.sql",

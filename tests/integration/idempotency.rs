@@ -1,11 +1,13 @@
-//! Idempotent starts: a caller's key on every start form gives one run per (key, flow or alias);
-//! a repeated start returns it, another input under the key is refused naming key and run, 20
-//! concurrent starts with one key make one run, and retention frees the key with its run.
+//! Idempotent starts: a caller's key on every start form gives one run per (key, alias): an
+//! alias and its versions share their keys. A repeated start returns the run and says it
+//! already existed; another input under the key, or a version named for another version's run,
+//! is refused naming key and run; 20 concurrent starts with one key make one run, and retention
+//! frees the key with its run.
 
 use std::time::Duration;
 
 use pgflow::Start;
-use pgflow::{Client, EngineError, StartOptions, Worker};
+use pgflow::{Client, EngineError, StartOptions, StartOutcome, Worker};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sqlx::PgPool;
@@ -58,22 +60,31 @@ async fn every_start_form_returns_the_keys_run_the_second_time(pool: PgPool) {
         .start(Start::flow::<keyed_v1::Flow>(), &1, &key("a"))
         .await
         .unwrap();
+    assert!(!first.already_existed());
     let again = client
         .start(Start::flow::<keyed_v1::Flow>(), &1, &key("a"))
         .await
         .unwrap();
     assert_eq!(first.run_id(), again.run_id());
-    // alias, untyped and typed: the alias is another scope than the concrete flow
+    assert_eq!(again.start_outcome(), Some(StartOutcome::AlreadyExisted));
+    // alias, untyped and typed: the alias and its versions share their keys
     let by_alias = client
         .start(Start::named("keyed"), &1, &key("a"))
         .await
         .unwrap();
-    assert_ne!(by_alias.run_id(), first.run_id());
+    assert_eq!(by_alias.run_id(), first.run_id());
+    assert!(by_alias.already_existed());
     let typed = client
         .start(Start::alias_of::<keyed_v1::Flow>(), &1, &key("a"))
         .await
         .unwrap();
-    assert_eq!(typed.run_id(), by_alias.run_id());
+    assert_eq!(typed.run_id(), first.run_id());
+    assert!(typed.already_existed());
+    let by_alias = client
+        .start(Start::named("keyed"), &1, &key("z"))
+        .await
+        .unwrap();
+    assert_eq!(by_alias.start_outcome(), Some(StartOutcome::Started));
     assert_eq!(run_count(&pool).await, 2);
 
     // many: a key seen before, a new key given twice in one call, and a new key
@@ -89,12 +100,18 @@ async fn every_start_form_returns_the_keys_run_the_second_time(pool: PgPool) {
     assert_eq!(ids[0], first.run_id());
     assert_eq!(ids[1], ids[2]);
     assert_ne!(ids[1], ids[3]);
+    let outcomes: Vec<_> = many.iter().map(|h| h.already_existed()).collect();
+    assert_eq!(
+        outcomes,
+        [true, false, true, false],
+        "an earlier input of the same call holds `b` for the third"
+    );
     assert_eq!(run_count(&pool).await, 4);
     let alias_many = client
         .start_many(Start::named("keyed"), &[1, 4], &[key("a"), key("d")])
         .await
         .unwrap();
-    assert_eq!(alias_many[0].run_id(), by_alias.run_id());
+    assert_eq!(alias_many[0].run_id(), first.run_id());
     let typed_many = client
         .start_many(
             Start::alias_of::<keyed_v1::Flow>(),
@@ -106,20 +123,23 @@ async fn every_start_form_returns_the_keys_run_the_second_time(pool: PgPool) {
     assert_eq!(typed_many[0].run_id(), alias_many[1].run_id());
     assert_eq!(run_count(&pool).await, 6);
 
-    // SQL, by name
-    let by_sql: uuid::Uuid = sqlx::query_scalar(
-        "select run_id from pgflow.start_flow('keyed', '1'::jsonb, p_idempotency_key => 'a')",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    assert_eq!(by_sql, by_alias.run_id());
+    // SQL, by alias and by concrete slug
+    for name in ["keyed", "keyed_v1"] {
+        let by_sql: uuid::Uuid = sqlx::query_scalar(
+            "select run_id from pgflow.start_flow($1, '1'::jsonb, p_idempotency_key => 'a')",
+        )
+        .bind(name)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        assert_eq!(by_sql, first.run_id());
+    }
     assert_eq!(run_count(&pool).await, 6);
 
-    // The run records its key and scope; a run without a key has neither.
+    // The run records its key and its scope, the alias; a run without a key has neither.
     let run = pgflow::engine::run(&pool, first.run_id()).await.unwrap();
     assert_eq!(run.idempotency_key.as_deref(), Some("a"));
-    assert_eq!(run.idempotency_scope.as_deref(), Some("keyed_v1"));
+    assert_eq!(run.idempotency_scope.as_deref(), Some("keyed"));
     let plain = client
         .start(Start::flow::<keyed_v1::Flow>(), &1, StartOptions::new())
         .await
@@ -141,7 +161,9 @@ async fn a_key_with_another_input_is_refused_naming_key_and_run_and_starts_nothi
         .await
         .unwrap_err();
     match &error {
-        EngineError::IdempotencyConflict { key, scope, run_id } => {
+        EngineError::IdempotencyConflict {
+            key, scope, run_id, ..
+        } => {
             assert_eq!(key, "order-42");
             assert_eq!(scope, "keyed");
             assert_eq!(*run_id, first.run_id());
@@ -178,6 +200,78 @@ async fn a_key_with_another_input_is_refused_naming_key_and_run_and_starts_nothi
         assert!(error.to_string().contains("1 to 255 characters"), "{error}");
     }
     assert_eq!(run_count(&pool).await, 1);
+}
+
+#[pgflow::flow(slug = "keyed_v2", alias = "keyed", version = 2, input = u32,
+               output = super::Doubled)]
+pub mod keyed_v2 {
+    #[step(queue = "idempotency")]
+    pub async fn double(input: u32) -> Result<u32, String> {
+        Ok(input * 2)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_alias_and_its_versions_share_keys_and_a_version_named_for_anothers_run_is_refused(
+    pool: PgPool,
+) {
+    let client = deployed(&pool).await;
+    let on_v1 = client
+        .start(Start::named("keyed"), &1, &key("k"))
+        .await
+        .unwrap();
+    client.deploy(&keyed_v2::deployment()).await.unwrap();
+    pgflow::engine::activate_flow(&pool, "keyed_v2")
+        .await
+        .unwrap();
+
+    // Through the alias, now at v2, the key still finds its run on v1; so does naming v1.
+    for what in [Start::named("keyed"), Start::named("keyed_v1")] {
+        let again = client.start(what, &1, &key("k")).await.unwrap();
+        assert_eq!(again.run_id(), on_v1.run_id());
+        assert!(again.already_existed());
+    }
+    let typed = client
+        .start(Start::alias_of::<keyed_v2::Flow>(), &1, &key("k"))
+        .await
+        .unwrap();
+    assert_eq!(typed.run_id(), on_v1.run_id());
+
+    // Naming v2 with that key would either start a second run for it or hand back a run of
+    // another version than the one named: refused, naming the run and the alias to use.
+    let error = client
+        .start(Start::flow::<keyed_v2::Flow>(), &1, &key("k"))
+        .await
+        .unwrap_err();
+    match &error {
+        EngineError::IdempotencyConflict { run_id, scope, .. } => {
+            assert_eq!(*run_id, on_v1.run_id());
+            assert_eq!(scope, "keyed");
+        }
+        other => panic!("expected IdempotencyConflict, got {other:?}"),
+    }
+    let text = error.to_string();
+    assert!(
+        text.contains("keyed_v1") && text.contains("keyed_v2"),
+        "{text}"
+    );
+    assert!(text.contains("through the alias `keyed`"), "{text}");
+    assert_eq!(run_count(&pool).await, 1);
+
+    // A new key on v2 by name starts there.
+    let fresh = client
+        .start(Start::named("keyed_v2"), &1, &key("k2"))
+        .await
+        .unwrap();
+    assert!(!fresh.already_existed());
+    assert_eq!(
+        pgflow::engine::run(&pool, fresh.run_id())
+            .await
+            .unwrap()
+            .idempotency_scope
+            .as_deref(),
+        Some("keyed")
+    );
 }
 
 #[sqlx::test(migrations = false)]

@@ -25,6 +25,7 @@ mod events;
 mod flows;
 mod handles;
 mod idempotency;
+mod input_checks;
 mod install;
 mod integrity;
 mod layout;

@@ -282,11 +282,13 @@ pub(super) async fn start(
     }
     let mut runs =
         pgflow::engine::start_flows_with(pool, flow, std::slice::from_ref(input), &how).await?;
-    let run = runs
+    let started = runs
         .pop()
         .ok_or_else(|| Failure::runtime(format!("no run of `{flow}` was started")))?;
+    let (run, outcome) = (started.run, started.outcome);
     out.print(
         json!({
+            "outcome": outcome.as_str(),
             "run_id": run.run_id,
             "flow_slug": run.flow_slug,
             "status": run.status.as_str(),
@@ -294,13 +296,19 @@ pub(super) async fn start(
             "scheduled_for": run.scheduled_for,
         }),
         || {
-            // A used key answers with its run (started now or by an earlier start).
-            let head = match &run.idempotency_key {
-                Some(key) => format!(
-                    "run {} of `{}` holds key `{key}`",
+            let head = match (outcome, &run.idempotency_key) {
+                (pgflow::StartOutcome::AlreadyExisted, Some(key)) => format!(
+                    "already existed: run {} of `{}` holds key `{key}` (status {}); nothing \
+                     new was started",
+                    run.run_id,
+                    run.flow_slug,
+                    run.status.as_str()
+                ),
+                (_, Some(key)) => format!(
+                    "started run {} of `{}` with key `{key}`",
                     run.run_id, run.flow_slug
                 ),
-                None => format!("started run {} of `{}`", run.run_id, run.flow_slug),
+                (_, None) => format!("started run {} of `{}`", run.run_id, run.flow_slug),
             };
             let head = match run.scheduled_for {
                 Some(at) if at > chrono::Utc::now() => {

@@ -1,4 +1,5 @@
-//! `pgflow start`: a large input from a file or stdin, and an idempotency key.
+//! `pgflow start`: a large input from a file or stdin, an idempotency key (saying whether the
+//! run was started or already existed), and an input refused by the flow's input schema.
 
 use std::process::Command;
 
@@ -111,8 +112,10 @@ async fn start_with_an_idempotency_key_answers_with_the_keys_run(pool: PgPool) {
     assert!(first.status.success(), "{}", stderr(&first));
     let first: Value = serde_json::from_str(&stdout(&first)).unwrap();
     assert_eq!(first["idempotency_key"], json!("ticket-7"));
+    assert_eq!(first["outcome"], json!("started"));
     let second: Value = serde_json::from_str(&stdout(&start("{\"n\": 1}"))).unwrap();
     assert_eq!(second["run_id"], first["run_id"]);
+    assert_eq!(second["outcome"], json!("already_existed"));
 
     let text = stdout(&pgflow(
         &pool,
@@ -127,11 +130,12 @@ async fn start_with_an_idempotency_key_answers_with_the_keys_run(pool: PgPool) {
     ));
     assert!(
         text.starts_with(&format!(
-            "run {} of `triage_v1` holds key `ticket-7`",
+            "already existed: run {} of `triage_v1` holds key `ticket-7`",
             first["run_id"].as_str().unwrap()
         )),
         "{text}"
     );
+    assert!(text.contains("nothing new was started"), "{text}");
 
     let other = start("{\"n\": 2}");
     assert_eq!(other.status.code(), Some(1));
@@ -145,4 +149,62 @@ async fn start_with_an_idempotency_key_answers_with_the_keys_run(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!(runs, 1);
+}
+
+/// A checked flow's input.
+#[derive(serde::Serialize, serde::Deserialize, pgflow::schemars::JsonSchema)]
+#[schemars(crate = "pgflow::schemars")]
+pub struct Thread {
+    pub thread: String,
+}
+
+#[pgflow::flow(slug = "checked_v1", alias = "checked", input = super::Thread, check_input)]
+pub mod checked_v1 {
+    #[step(queue = "cli_checked")]
+    pub async fn read(input: super::Thread) -> Result<usize, String> {
+        Ok(input.thread.len())
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn start_refuses_an_input_that_does_not_fit_naming_the_field(pool: PgPool) {
+    install(&pool).await;
+    Client::new(pool.clone())
+        .deploy(&checked_v1::deployment())
+        .await
+        .unwrap();
+    pgflow::engine::activate_flow(&pool, "checked_v1")
+        .await
+        .unwrap();
+
+    for name in ["checked", "checked_v1"] {
+        let output = pgflow(&pool, &["start", name, "--input", "{\"thread\": 5}"]);
+        assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+        let message = stderr(&output);
+        assert!(
+            message.contains("at `thread`: expected string, found integer"),
+            "{message}"
+        );
+        assert!(message.contains("nothing was started"), "{message}");
+
+        // No input at all is `null`, which is no `Thread` either.
+        let output = pgflow(&pool, &["start", name]);
+        assert_eq!(output.status.code(), Some(1));
+        assert!(
+            stderr(&output).contains("expected object, found null"),
+            "{}",
+            stderr(&output)
+        );
+    }
+    let runs: i64 = sqlx::query_scalar("select count(*) from pgflow.runs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runs, 0);
+
+    let output = pgflow(
+        &pool,
+        &["start", "checked", "--input", "{\"thread\": \"t\"}"],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
 }

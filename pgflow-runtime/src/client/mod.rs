@@ -19,7 +19,9 @@ use crate::deployment::{Deployment, FlowSpec};
 use crate::events::{FlowEvents, RunEvents};
 use crate::process::{ProcessConfig, Shared};
 
-use crate::engine::{self, Cancellation, CompileStatus, Retry, Run, RunStatus, StepState};
+use crate::engine::{
+    self, Cancellation, CompileStatus, Retry, Run, RunStatus, StartOutcome, StartedRun, StepState,
+};
 use crate::error::EngineError;
 
 /// A handle on a pgflow database: deploys flows, starts typed runs and follows them, and owns
@@ -226,18 +228,38 @@ pub enum RunError {
     Engine(#[from] EngineError),
 }
 
-/// A started run whose output decodes as `O`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A started run whose output decodes as `O`. Two handles are equal when they name the same
+/// run.
+#[derive(Debug, Clone, Copy)]
 pub struct RunHandle<O> {
     run_id: Uuid,
+    outcome: Option<StartOutcome>,
     output: PhantomData<fn() -> O>,
 }
+
+impl<O> PartialEq for RunHandle<O> {
+    fn eq(&self, other: &Self) -> bool {
+        self.run_id == other.run_id
+    }
+}
+
+impl<O> Eq for RunHandle<O> {}
 
 impl<O: DeserializeOwned> RunHandle<O> {
     /// A handle on an existing run.
     pub fn new(run_id: Uuid) -> Self {
         Self {
             run_id,
+            outcome: None,
+            output: PhantomData,
+        }
+    }
+
+    /// The handle a start gives back.
+    pub(crate) fn of_start(started: &StartedRun) -> Self {
+        Self {
+            run_id: started.run.run_id,
+            outcome: Some(started.outcome),
             output: PhantomData,
         }
     }
@@ -245,6 +267,19 @@ impl<O: DeserializeOwned> RunHandle<O> {
     /// The run's id.
     pub fn run_id(&self) -> Uuid {
         self.run_id
+    }
+
+    /// What the start that gave this handle did: [`StartOutcome::Started`], or
+    /// [`StartOutcome::AlreadyExisted`] when its idempotency key already had this run. `None`
+    /// for a handle made with [`RunHandle::new`].
+    pub fn start_outcome(&self) -> Option<StartOutcome> {
+        self.outcome
+    }
+
+    /// Whether the start that gave this handle found the run under its idempotency key
+    /// instead of starting one.
+    pub fn already_existed(&self) -> bool {
+        self.outcome == Some(StartOutcome::AlreadyExisted)
     }
 
     /// The run as stored now.

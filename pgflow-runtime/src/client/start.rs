@@ -15,7 +15,7 @@ use sqlx::PgExecutor;
 use super::{Client, RunHandle};
 use crate::definition::FlowTypes;
 use crate::deployment::FlowSpec;
-use crate::engine::{self, Run, StartRuns};
+use crate::engine::{self, StartRuns, StartedRun};
 use crate::error::EngineError;
 
 /// What a start names, with the types of its input `I` and output `O`.
@@ -213,7 +213,7 @@ impl Client {
             .collect::<Result<Vec<_>, _>>()?;
         let how = start_runs(inputs.len(), options)?;
         let runs = start_runs_of(self.db(), &what.target, &inputs, &how).await?;
-        Ok(runs.iter().map(|run| RunHandle::new(run.run_id)).collect())
+        Ok(runs.iter().map(RunHandle::of_start).collect())
     }
 
     /// [`start`](Self::start) inside the caller's transaction (or on any executor): the run
@@ -246,7 +246,7 @@ impl Client {
         let how = start_runs(1, std::slice::from_ref(options.borrow()))?;
         let runs = start_runs_of(executor, &what.target, &inputs, &how).await?;
         runs.first()
-            .map(|run| RunHandle::new(run.run_id))
+            .map(RunHandle::of_start)
             .ok_or_else(|| EngineError::UnknownFlow {
                 flow_slug: what.name().to_owned(),
             })
@@ -283,18 +283,26 @@ fn start_runs(count: usize, options: &[StartOptions]) -> Result<StartRuns, Engin
         idempotency_keys: keys,
         start_at,
         trace_context: None,
+        typed_input: false,
     })
 }
 
-/// Calls the engine's start for `target`.
+/// Calls the engine's start for `target`. The inputs of a typed target come from the flow's
+/// own input type, so the SQL core does not check them against its input schema.
 async fn start_runs_of<'c>(
     executor: impl PgExecutor<'c>,
     target: &Target,
     inputs: &[Value],
     how: &StartRuns,
-) -> Result<Vec<Run>, EngineError> {
+) -> Result<Vec<StartedRun>, EngineError> {
     let runs = match target {
-        Target::Flow(slug) => engine::start_concrete_flows_with(executor, slug, inputs, how).await,
+        Target::Flow(slug) => {
+            let typed = StartRuns {
+                typed_input: true,
+                ..how.clone()
+            };
+            engine::start_concrete_flows_with(executor, slug, inputs, &typed).await
+        }
         Target::AliasTyped { alias, types } => {
             engine::start_alias_typed_with(executor, alias, inputs, types, how).await
         }

@@ -21,7 +21,7 @@ pub async fn compile_flow(
     flow: &FlowDefinition,
 ) -> Result<CompileStatus, EngineError> {
     let status: String =
-        sqlx::query_scalar("select pgflow.define_flow($1, $2, $3, $4, $5, $6, $7)")
+        sqlx::query_scalar("select pgflow.define_flow($1, $2, $3, $4, $5, $6, $7, $8)")
             .bind(flow.slug.as_str())
             .bind(flow.alias.as_str())
             .bind(i32::try_from(flow.version).unwrap_or(i32::MAX))
@@ -29,6 +29,7 @@ pub async fn compile_flow(
             .bind(flow.steps_json())
             .bind(flow.types.as_ref().map(|t| t.input.as_str()))
             .bind(flow.types.as_ref().map(|t| t.output.as_str()))
+            .bind(&flow.input_schema)
             .fetch_one(executor)
             .await?;
     Ok(if status == "compiled" {

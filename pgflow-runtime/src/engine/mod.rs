@@ -52,9 +52,9 @@ pub use run_control::{
     resume_matching, resume_run, retry_matching, retry_runs,
 };
 pub use runs::{
-    Run, RunStatus, StartRuns, StepState, StepStatus, run, run_error, run_input, run_step_states,
-    start_alias_typed, start_alias_typed_with, start_concrete_flows, start_concrete_flows_with,
-    start_flow, start_flows, start_flows_with,
+    Run, RunStatus, StartOutcome, StartRuns, StartedRun, StepState, StepStatus, run, run_error,
+    run_input, run_step_states, start_alias_typed, start_alias_typed_with, start_concrete_flows,
+    start_concrete_flows_with, start_flow, start_flows, start_flows_with,
 };
 pub use schedules::{
     ScheduleRow, ScheduleToFire, define_schedule, delete_schedule, fire_schedule, pause_schedule,

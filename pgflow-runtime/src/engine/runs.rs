@@ -110,6 +110,7 @@ pub async fn start_flow(
         name,
         std::slice::from_ref(input),
         true,
+        &None,
         &StartRuns::new(),
     )
     .await?;
@@ -125,7 +126,39 @@ pub async fn start_flows(
     name: &str,
     inputs: &[Value],
 ) -> Result<Vec<Run>, EngineError> {
-    start_flows_as(executor, name, inputs, true, &StartRuns::new()).await
+    start_flows_as(executor, name, inputs, true, &None, &StartRuns::new()).await
+}
+
+/// What a start did for one input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StartOutcome {
+    /// A new run was created.
+    Started,
+    /// The input's idempotency key already had a run: that run came back, as it stands, and
+    /// nothing new was started.
+    AlreadyExisted,
+}
+
+impl StartOutcome {
+    /// `started` or `already_existed`, as JSON writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Started => "started",
+            Self::AlreadyExisted => "already_existed",
+        }
+    }
+}
+
+/// A run a start gave back, and whether that start created it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StartedRun {
+    /// The run as it stands after the start.
+    pub run: Run,
+    /// Whether the start created it or found it under its idempotency key.
+    pub outcome: StartOutcome,
 }
 
 /// How a batch of runs starts beyond its inputs: idempotency keys and a start time.
@@ -143,6 +176,10 @@ pub struct StartRuns {
     /// The W3C trace context to record on the runs (`traceparent`, then `tracestate` after a
     /// newline). `None`: the current span's, with the `otel` feature (see [`crate::trace`]).
     pub trace_context: Option<String>,
+    /// The inputs were made from the flow's own Rust input type: the SQL core does not check
+    /// them against the flow's input schema (`#[flow(check_input)]`). `false` (the default):
+    /// an input that does not fit is [`EngineError::InputMismatch`] and nothing starts.
+    pub typed_input: bool,
 }
 
 impl StartRuns {
@@ -166,14 +203,17 @@ impl StartRuns {
     }
 }
 
-/// [`start_flows`] with keys and a start time ([`StartRuns`]).
+/// [`start_flows`] with keys and a start time ([`StartRuns`]), saying for each input whether
+/// its run was started or already existed under its key.
 pub async fn start_flows_with(
     executor: impl PgExecutor<'_>,
     name: &str,
     inputs: &[Value],
     how: &StartRuns,
-) -> Result<Vec<Run>, EngineError> {
-    start_flows_as(executor, name, inputs, true, how).await
+) -> Result<Vec<StartedRun>, EngineError> {
+    let ids = new_run_ids(inputs, how);
+    let runs = start_flows_as(executor, name, inputs, true, &ids, how).await?;
+    Ok(with_outcomes(runs, ids))
 }
 
 /// Starts runs of exactly the concrete flow `flow_slug` (never resolved as an alias).
@@ -182,17 +222,45 @@ pub async fn start_concrete_flows(
     flow_slug: &str,
     inputs: &[Value],
 ) -> Result<Vec<Run>, EngineError> {
-    start_flows_as(executor, flow_slug, inputs, false, &StartRuns::new()).await
+    start_flows_as(executor, flow_slug, inputs, false, &None, &StartRuns::new()).await
 }
 
-/// [`start_concrete_flows`] with keys and a start time ([`StartRuns`]).
+/// [`start_concrete_flows`] with keys and a start time ([`StartRuns`]), saying for each input
+/// whether its run was started or already existed under its key.
 pub async fn start_concrete_flows_with(
     executor: impl PgExecutor<'_>,
     flow_slug: &str,
     inputs: &[Value],
     how: &StartRuns,
-) -> Result<Vec<Run>, EngineError> {
-    start_flows_as(executor, flow_slug, inputs, false, how).await
+) -> Result<Vec<StartedRun>, EngineError> {
+    let ids = new_run_ids(inputs, how);
+    let runs = start_flows_as(executor, flow_slug, inputs, false, &ids, how).await?;
+    Ok(with_outcomes(runs, ids))
+}
+
+/// The ids a keyed start gives its new runs, so that a run coming back under another id is
+/// known to have existed already. `None` when no input has a key: every run is new.
+fn new_run_ids(inputs: &[Value], how: &StartRuns) -> Option<Vec<Uuid>> {
+    how.idempotency_keys
+        .as_ref()
+        .filter(|keys| keys.iter().any(Option::is_some))
+        .map(|_| inputs.iter().map(|_| Uuid::new_v4()).collect())
+}
+
+/// Pairs each run with what its start did: a run whose id is not the one its input was given
+/// already existed.
+fn with_outcomes(runs: Vec<Run>, ids: Option<Vec<Uuid>>) -> Vec<StartedRun> {
+    let outcome = |index: usize, run: &Run| match ids.as_ref().and_then(|ids| ids.get(index)) {
+        Some(id) if *id != run.run_id => StartOutcome::AlreadyExisted,
+        _ => StartOutcome::Started,
+    };
+    runs.into_iter()
+        .enumerate()
+        .map(|(index, run)| StartedRun {
+            outcome: outcome(index, &run),
+            run,
+        })
+        .collect()
 }
 
 /// The trace context a start records: the one given, else the current span's.
@@ -207,17 +275,20 @@ async fn start_flows_as(
     name: &str,
     inputs: &[Value],
     resolve_alias: bool,
+    run_ids: &Option<Vec<Uuid>>,
     how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
     let runs = sqlx::query_as::<_, Run>(
-        "select * from pgflow.start_flows($1, $2, null, $3, $4, null, $5, $6)",
+        "select * from pgflow.start_flows($1, $2, $3, $4, $5, null, $6, $7, $8)",
     )
     .bind(name)
     .bind(inputs)
+    .bind(run_ids)
     .bind(resolve_alias)
     .bind(&how.idempotency_keys)
     .bind(how.start_at)
     .bind(trace_context(how))
+    .bind(!how.typed_input)
     .fetch_all(executor)
     .await?;
     Ok(runs)
@@ -231,18 +302,21 @@ pub async fn start_alias_typed(
     inputs: &[Value],
     types: &FlowTypes,
 ) -> Result<Vec<Run>, EngineError> {
-    start_alias_typed_as(executor, alias, inputs, types, &StartRuns::new()).await
+    start_alias_typed_as(executor, alias, inputs, types, &None, &StartRuns::new()).await
 }
 
-/// [`start_alias_typed`] with keys (scoped by the alias) and a start time ([`StartRuns`]).
+/// [`start_alias_typed`] with keys (scoped by the alias) and a start time ([`StartRuns`]),
+/// saying for each input whether its run was started or already existed under its key.
 pub async fn start_alias_typed_with(
     executor: impl PgExecutor<'_>,
     alias: &str,
     inputs: &[Value],
     types: &FlowTypes,
     how: &StartRuns,
-) -> Result<Vec<Run>, EngineError> {
-    start_alias_typed_as(executor, alias, inputs, types, how).await
+) -> Result<Vec<StartedRun>, EngineError> {
+    let ids = new_run_ids(inputs, how);
+    let runs = start_alias_typed_as(executor, alias, inputs, types, &ids, how).await?;
+    Ok(with_outcomes(runs, ids))
 }
 
 async fn start_alias_typed_as(
@@ -250,10 +324,11 @@ async fn start_alias_typed_as(
     alias: &str,
     inputs: &[Value],
     types: &FlowTypes,
+    run_ids: &Option<Vec<Uuid>>,
     how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
     let runs = sqlx::query_as::<_, Run>(
-        "select * from pgflow.start_alias_typed($1, $2, $3, $4, $5, $6, $7)",
+        "select * from pgflow.start_alias_typed($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(alias)
     .bind(inputs)
@@ -262,6 +337,7 @@ async fn start_alias_typed_as(
     .bind(&how.idempotency_keys)
     .bind(how.start_at)
     .bind(trace_context(how))
+    .bind(run_ids)
     .fetch_all(executor)
     .await?;
     Ok(runs)
