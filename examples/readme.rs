@@ -1,5 +1,6 @@
 //! README.md's example, whole: one flow over three queues, a worker for each, one run.
-//! `cargo run --example readme` (set DATABASE_URL to use a server other than the local one).
+//! `cargo run --example readme`: in the database at DATABASE_URL, or else in a database of its
+//! own, `pgflow_readme`, on the local server (created when missing).
 
 use std::time::Duration;
 
@@ -77,8 +78,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env()) // RUST_LOG=info
         .init();
-    let url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let url = match std::env::var("DATABASE_URL") {
+        Ok(url) => url,
+        Err(_) => own_database("postgres://postgres@127.0.0.1:5432", "pgflow_readme").await?,
+    };
     let client = Client::connect(&url).await?;
     pgflow::install(client.pool()).await?; // PGMQ and the pgflow schema; a no-op when current
 
@@ -107,4 +110,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         worker.wait().await?;
     }
     Ok(())
+}
+
+/// The URL of database `name` on `server`, created when missing.
+async fn own_database(server: &str, name: &str) -> Result<String, Box<dyn std::error::Error>> {
+    use pgflow::sqlx::{self, Connection};
+    let mut admin = sqlx::PgConnection::connect(&format!("{server}/postgres")).await?;
+    let exists: bool =
+        sqlx::query_scalar("select exists (select from pg_database where datname = $1)")
+            .bind(name)
+            .fetch_one(&mut admin)
+            .await?;
+    if !exists {
+        sqlx::query(&format!(r#"create database "{name}""#))
+            .execute(&mut admin)
+            .await?;
+    }
+    Ok(format!("{server}/{name}"))
 }

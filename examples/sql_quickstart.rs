@@ -33,8 +33,8 @@ async fn main() -> Result<(), Error> {
     let pool = database.pool.clone();
     let report = pgflow::install(&pool).await?;
     println!(
-        "installed pgflow schema {} into `{DATABASE}`",
-        report.schema_version
+        "installed pgflow schema {} into `{}`",
+        report.schema_version, database.name
     );
 
     let flow = triage_flow()?;

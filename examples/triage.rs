@@ -4,7 +4,9 @@
 //!
 //! Database: `DATABASE_URL` if set; else the server on 127.0.0.1:5432 if it answers; else a
 //! throwaway cluster from this machine's Postgres binaries (see `examples/common/database.rs`).
-//! The example works in a database of its own, `pgflow_triage`, created afresh on every run.
+//! The example works in a database of its own, `pgflow_triage_<user>` (or `PGFLOW_EXAMPLE_DB`),
+//! created afresh on every run. It counts only the runs it started: a run someone else starts
+//! there meanwhile changes nothing.
 //!
 //! ```sh
 //! cargo run --release --example triage          # RUNS=1000 for a bigger batch
@@ -170,23 +172,26 @@ async fn main() -> Result<(), Error> {
         .map(|thread_id| TriageInput { thread_id })
         .collect();
     let started = Instant::now();
-    client
+    let handles = client
         .start_many(Start::named("triage"), &inputs, &[])
         .await?;
+    let own: Vec<uuid::Uuid> = handles.iter().map(|h| h.run_id()).collect();
     println!("started {runs} runs of the alias `triage` (active: `triage_v1`) in one call");
 
-    let deadline = started + Duration::from_secs(60);
+    // A minute, and more for a big batch: a slow machine still finishes 20 runs a second.
+    let deadline = started + Duration::from_secs(60) + Duration::from_millis(50) * runs as u32;
     let progress = Progress::new(runs as u64);
     let (completed, failed) = loop {
         let (completed, failed): (i64, i64) = sqlx::query_as(
             "select count(*) filter (where status = 'completed'), count(*) filter (where status = 'failed')
-             from pgflow.runs",
+             from pgflow.runs where run_id = any($1)",
         )
+        .bind(&own)
         .fetch_one(&pool)
         .await?;
         let done = (completed + failed) as usize;
         progress.update(done as u64, failed);
-        if done == runs || Instant::now() > deadline {
+        if done >= runs || Instant::now() > deadline {
             progress.finish(done as u64, failed);
             break (completed, failed);
         }
@@ -198,13 +203,13 @@ async fn main() -> Result<(), Error> {
         worker.shutdown();
         worker.wait().await?;
     }
-    summary(&pool, runs, completed, failed, elapsed).await?;
+    summary(&pool, &own, completed, failed, elapsed).await?;
     if database.is_throwaway() {
         println!("\n(the throwaway cluster is removed now; set DATABASE_URL to keep the runs)");
     } else {
-        next_steps(&pool, &url).await?;
+        next_steps(&pool, &own, &url).await?;
     }
-    if completed as usize != runs {
+    if (completed as usize) < runs {
         return Err(format!(
             "{} of {runs} runs did not complete",
             runs - completed as usize
@@ -233,9 +238,15 @@ impl Progress {
             let bar = indicatif::ProgressBar::new(total);
             bar.set_style(
                 indicatif::ProgressStyle::with_template(
-                    "{bar:30} {pos:>5}/{len} runs done  {per_sec:>10}  ETA {eta}  {msg}",
+                    "{bar:30} {pos:>5}/{len} runs done  {rate:>8}  ETA {eta}  {msg}",
                 )
-                .expect("a valid progress template"),
+                .expect("a valid progress template")
+                .with_key(
+                    "rate",
+                    |state: &indicatif::ProgressState, out: &mut dyn std::fmt::Write| {
+                        let _ = write!(out, "{:.0}/s", state.per_sec());
+                    },
+                ),
             );
             bar
         });
@@ -283,13 +294,16 @@ impl Progress {
 }
 
 /// Where to look next, with the commands spelled out for this database.
-async fn next_steps(pool: &PgPool, url: &str) -> Result<(), Error> {
+async fn next_steps(pool: &PgPool, own: &[uuid::Uuid], url: &str) -> Result<(), Error> {
     let sample: Option<uuid::Uuid> = sqlx::query_scalar(
-        "select run_id from pgflow.runs where (output -> 'alert' ->> 'sent')::boolean limit 1",
+        "select run_id from pgflow.runs
+         where run_id = any($1) and (output -> 'alert' ->> 'sent')::boolean limit 1",
     )
+    .bind(own)
     .fetch_optional(pool)
     .await?;
-    println!("\nnext: look at what ran");
+    println!("\nnext: look at what ran with the `pgflow` command");
+    println!("  (install it from this checkout: cargo install --locked --path pgflow-cli)");
     println!("  pgflow status --database-url {url}");
     println!("  pgflow runs --flow triage --database-url {url}");
     if let Some(run_id) = sample {
@@ -299,28 +313,35 @@ async fn next_steps(pool: &PgPool, url: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// What the example's own runs did.
 async fn summary(
     pool: &PgPool,
-    runs: usize,
+    own: &[uuid::Uuid],
     completed: i64,
     failed: i64,
     elapsed: Duration,
 ) -> Result<(), Error> {
+    let runs = own.len();
     let per_queue: Vec<(String, i64)> = sqlx::query_as(
-        "select queue_name, count(*) from pgflow.step_tasks group by queue_name order by queue_name",
+        "select queue_name, count(*) from pgflow.step_tasks where run_id = any($1)
+         group by queue_name order by queue_name",
     )
+    .bind(own)
     .fetch_all(pool)
     .await?;
     let (p50, p95): (Option<f64>, Option<f64>) = sqlx::query_as(
         "select percentile_cont(0.5) within group (order by ms), percentile_cont(0.95) within group (order by ms)
          from (select extract(epoch from completed_at - started_at) * 1000 as ms
-               from pgflow.runs where status = 'completed') latencies",
+               from pgflow.runs where run_id = any($1) and status = 'completed') latencies",
     )
+    .bind(own)
     .fetch_one(pool)
     .await?;
     let alerts: i64 = sqlx::query_scalar(
-        "select count(*) from pgflow.runs where (output -> 'alert' ->> 'sent')::boolean",
+        "select count(*) from pgflow.runs
+         where run_id = any($1) and (output -> 'alert' ->> 'sent')::boolean",
     )
+    .bind(own)
     .fetch_one(pool)
     .await?;
     let tasks: i64 = per_queue.iter().map(|(_, n)| n).sum();
