@@ -2,6 +2,23 @@
 -- and tasks, the PGMQ archive of pgflow's queues and the rows of stopped workers stay until they
 -- are pruned; nothing else ever deletes them. `prune` deletes what ended before a cutoff.
 
+-- run_prunable: whether a run with these columns ended (completed, failed or cancelled) before
+-- p_cutoff: the rule prune deletes by and prune_preview counts by.
+create or replace function pgflow.run_prunable(
+  p_status text,
+  p_completed_at timestamptz,
+  p_failed_at timestamptz,
+  p_cancelled_at timestamptz,
+  p_cutoff timestamptz
+)
+returns boolean
+language sql
+immutable
+as $$
+  select p_status in ('completed', 'failed', 'cancelled')
+         and coalesce(p_completed_at, p_failed_at, p_cancelled_at) < p_cutoff
+$$;
+
 -- prune: deletes, in one transaction,
 --   * runs that completed or failed more than p_older_than ago, with their step states and
 --     tasks, at most p_batch_size runs; runs locked by someone else (a late result being
@@ -62,8 +79,7 @@ begin
   from (
     select r.run_id
     from pgflow.runs r
-    where r.status in ('completed', 'failed', 'cancelled')
-      and coalesce(r.completed_at, r.failed_at, r.cancelled_at) < v_cutoff
+    where pgflow.run_prunable(r.status, r.completed_at, r.failed_at, r.cancelled_at, v_cutoff)
     limit p_batch_size
     for update of r skip locked
   ) r;
@@ -97,6 +113,64 @@ begin
   delete from pgflow.workers w where w.stopped_at < v_cutoff;
   get diagnostics workers = row_count;
 
+  return next;
+end;
+$$;
+
+-- prune_preview: what prune with the same p_older_than would delete over all its batches, as
+-- counts, deleting nothing: ended runs (with their step states and tasks), archived messages of
+-- pgflow's queues and stopped workers older than the cutoff. `busy` is always false. Runs a
+-- late result holds at the moment are counted; prune would leave them for its next call.
+-- Raises PF005 for a negative or missing p_older_than.
+-- Locks: none (reads only).
+create or replace function pgflow.prune_preview(p_older_than interval)
+returns table (
+  busy boolean,
+  runs bigint,
+  step_states bigint,
+  tasks bigint,
+  archived_messages bigint,
+  workers bigint
+)
+language plpgsql
+stable
+as $$
+#variable_conflict use_column
+declare
+  v_cutoff timestamptz;
+  v_queue text;
+  v_count bigint;
+begin
+  if p_older_than is null or p_older_than < interval '0' then
+    raise exception 'prune: older_than must be zero or more (got %)',
+      coalesce(p_older_than::text, 'null')
+      using errcode = 'PF005',
+            hint = 'pass how long ended runs and archived messages are kept, e.g. 7 days';
+  end if;
+  v_cutoff := now() - p_older_than;
+  busy := false;
+
+  with prunable as (
+    select r.run_id from pgflow.runs r
+    where pgflow.run_prunable(r.status, r.completed_at, r.failed_at, r.cancelled_at, v_cutoff)
+  )
+  select (select count(*) from prunable),
+         (select count(*) from pgflow.step_states ss join prunable p on p.run_id = ss.run_id),
+         (select count(*) from pgflow.step_tasks t join prunable p on p.run_id = t.run_id)
+  into runs, step_states, tasks;
+
+  archived_messages := 0;
+  for v_queue in
+    select distinct s.queue_name from pgflow.steps s
+    where exists (select 1 from pgmq.meta m where m.queue_name = s.queue_name)
+    order by 1
+  loop
+    execute format('select count(*) from pgmq.%I where archived_at < $1', 'a_' || v_queue)
+      into v_count using v_cutoff;
+    archived_messages := archived_messages + v_count;
+  end loop;
+
+  select count(*) into workers from pgflow.workers w where w.stopped_at < v_cutoff;
   return next;
 end;
 $$;

@@ -105,8 +105,8 @@ end;
 $$;
 
 -- cancel_matching: cancels the runs still going that the filter names (see runs_matching), at
--- most p_limit; with p_dry_run, cancels nothing. Returns how many runs were (or would be)
--- cancelled.
+-- most p_limit; with p_dry_run, cancels nothing. Returns the runs it cancelled (with p_dry_run:
+-- those it would cancel), oldest first.
 -- Locks: none to match the runs (reads only), then as cancel_runs, for the runs it matches
 -- (nothing with p_dry_run).
 create or replace function pgflow.cancel_matching(
@@ -116,7 +116,7 @@ create or replace function pgflow.cancel_matching(
   p_limit integer,
   p_dry_run boolean
 )
-returns bigint
+returns setof uuid
 language plpgsql
 as $$
 declare
@@ -125,9 +125,14 @@ begin
   v_run_ids := array(select pgflow.runs_matching(p_name, array['started'], p_started_before,
                                                  p_limit));
   if p_dry_run then
-    return cardinality(v_run_ids);
+    return query select u.id from unnest(v_run_ids) with ordinality u(id, n) order by u.n;
+    return;
   end if;
-  return (select count(*) from pgflow.cancel_runs(v_run_ids, p_reason) c where c.cancelled);
+  return query
+  select u.id
+  from unnest(v_run_ids) with ordinality u(id, n)
+  join pgflow.cancel_runs(v_run_ids, p_reason) c on c.run_id = u.id and c.cancelled
+  order by u.n;
 end;
 $$;
 
@@ -225,7 +230,8 @@ end;
 $$;
 
 -- retry_matching: retries the failed runs the filter names (see runs_matching), at most
--- p_limit; with p_dry_run, retries nothing. Returns how many runs were (or would be) retried.
+-- p_limit; with p_dry_run, retries nothing. Returns the runs it retried (with p_dry_run: those
+-- it would retry), oldest first.
 -- Locks: none to match the runs (reads only), then as retry_runs, for the runs it matches
 -- (nothing with p_dry_run).
 create or replace function pgflow.retry_matching(
@@ -234,7 +240,7 @@ create or replace function pgflow.retry_matching(
   p_limit integer,
   p_dry_run boolean
 )
-returns bigint
+returns setof uuid
 language plpgsql
 as $$
 declare
@@ -243,9 +249,14 @@ begin
   v_run_ids := array(select pgflow.runs_matching(p_name, array['failed'], p_started_before,
                                                  p_limit));
   if p_dry_run then
-    return cardinality(v_run_ids);
+    return query select u.id from unnest(v_run_ids) with ordinality u(id, n) order by u.n;
+    return;
   end if;
-  return (select count(*) from pgflow.retry_runs(v_run_ids) r where r.retried);
+  return query
+  select u.id
+  from unnest(v_run_ids) with ordinality u(id, n)
+  join pgflow.retry_runs(v_run_ids) r on r.run_id = u.id and r.retried
+  order by u.n;
 end;
 $$;
 
@@ -332,7 +343,8 @@ $$;
 
 -- resume_matching: resumes, from p_step_slug, the ended runs (of p_statuses, by default failed
 -- ones) the filter names (see runs_matching), at most p_limit; with p_dry_run, resumes
--- nothing. Returns how many runs were (or would be) resumed.
+-- nothing. Returns each run it resumed (with p_dry_run: each it would resume), oldest first,
+-- with the new run it was resumed as (null with p_dry_run).
 -- Locks: none to match the runs (reads only), then as resume_run, for each run it matches
 -- in turn, oldest first, each held to the end of the transaction (nothing with
 -- p_dry_run).
@@ -344,12 +356,11 @@ create or replace function pgflow.resume_matching(
   p_limit integer,
   p_dry_run boolean
 )
-returns bigint
+returns table (run_id uuid, resumed_as uuid)
 language plpgsql
 as $$
 declare
   v_run_ids uuid[];
-  v_run_id uuid;
 begin
   if exists (select 1 from unnest(coalesce(p_statuses, array['failed'])) s(status)
              where s.status not in ('failed', 'completed', 'cancelled')) then
@@ -358,13 +369,11 @@ begin
   end if;
   v_run_ids := array(select pgflow.runs_matching(p_name, coalesce(p_statuses, array['failed']),
                                                  p_started_before, p_limit));
-  if p_dry_run then
-    return cardinality(v_run_ids);
-  end if;
-  foreach v_run_id in array v_run_ids loop
-    perform pgflow.resume_run(v_run_id, p_step_slug);
+  foreach run_id in array v_run_ids loop
+    resumed_as := case when not p_dry_run
+                       then (pgflow.resume_run(run_id, p_step_slug)).run_id end;
+    return next;
   end loop;
-  return cardinality(v_run_ids);
 end;
 $$;
 

@@ -256,24 +256,33 @@ async fn resuming_from_a_step_reruns_it_and_what_follows_in_a_new_linked_run(poo
     // Bulk: completed runs of the flow, from `c`, with a dry run first.
     let filter = RunFilter::all().flow("chain_v1");
     let completed = [RunStatus::Completed];
-    let count = engine::resume_matching(&pool, &filter, "c", &completed, true)
+    let would = engine::resume_matching(&pool, &filter, "c", &completed, true)
         .await
         .unwrap();
     assert_eq!(
-        count, 2,
+        would.len(),
+        2,
         "the first run and the resumed one, both completed"
     );
+    assert!(would.iter().all(|r| r.resumed_as.is_none()), "a dry run");
     let before: i64 = sqlx::query_scalar("select count(*) from pgflow.runs")
         .fetch_one(&pool)
         .await
         .unwrap();
     assert_eq!(before, 3);
+    let resumed = engine::resume_matching(&pool, &filter, "c", &completed, false)
+        .await
+        .unwrap();
     assert_eq!(
-        engine::resume_matching(&pool, &filter, "c", &completed, false)
-            .await
-            .unwrap(),
-        2
+        resumed.iter().map(|r| r.run_id).collect::<Vec<_>>(),
+        would.iter().map(|r| r.run_id).collect::<Vec<_>>()
     );
+    for r in &resumed {
+        let new = engine::run(&pool, r.resumed_as.expect("a new run"))
+            .await
+            .unwrap();
+        assert_eq!(new.resumed_from, Some(r.run_id));
+    }
     let after: i64 = sqlx::query_scalar("select count(*) from pgflow.runs")
         .fetch_one(&pool)
         .await
@@ -307,7 +316,7 @@ async fn a_failed_run_resumed_downstream_of_its_failure_reruns_the_failed_step_t
     let failed = RunFilter::all().flow("chain_v1");
     assert_eq!(
         engine::retry_matching(&pool, &failed, true).await.unwrap(),
-        1
+        vec![run.run_id()]
     );
     let new = run.resume_from(&client, "c").await.unwrap();
     let worker = Worker::start_with(
@@ -328,7 +337,7 @@ async fn a_failed_run_resumed_downstream_of_its_failure_reruns_the_failed_step_t
     assert_eq!(run.run(&client).await.unwrap().status, RunStatus::Failed);
     assert_eq!(
         engine::retry_matching(&pool, &failed, false).await.unwrap(),
-        1
+        vec![run.run_id()]
     );
     let output = run.wait(&client, Duration::from_secs(20)).await.unwrap();
     assert_eq!(output.c, 25);

@@ -97,10 +97,26 @@ pub struct RunSummary {
     pub started_at: DateTime<Utc>,
     /// When it completed, failed or was cancelled.
     pub ended_at: Option<DateTime<Utc>>,
+    /// The later time it was started for, if any.
+    pub scheduled_for: Option<DateTime<Utc>>,
     /// Steps not completed yet.
     pub remaining_steps: i32,
     /// How often it was retried after failing.
     pub retry_count: i32,
+}
+
+impl RunSummary {
+    /// Its state as people are shown it: `scheduled` while it waits for its time (see
+    /// [`crate::engine::shown_status`]).
+    pub fn shown_status(&self) -> &'static str {
+        crate::engine::shown_status(self.status, self.scheduled_for, Utc::now())
+    }
+
+    /// When it began: its start, or the later time it was started for.
+    pub fn began_at(&self) -> DateTime<Utc> {
+        self.scheduled_for
+            .map_or(self.started_at, |at| at.max(self.started_at))
+    }
 }
 
 /// One page of runs.
@@ -125,7 +141,7 @@ pub async fn list_runs(
     let mut sql = QueryBuilder::<Postgres>::new(
         "select r.run_id, r.flow_slug, r.status, r.started_at,
                 coalesce(r.completed_at, r.failed_at, r.cancelled_at) as ended_at,
-                r.remaining_steps, r.retry_count
+                r.scheduled_for, r.remaining_steps, r.retry_count
          from pgflow.flows f
          cross join lateral (
            select * from pgflow.runs r where r.flow_slug = f.flow_slug",

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgExecutor};
 use uuid::Uuid;
 
-use crate::engine::{Run, RunStatus};
+use crate::engine::Run;
 use crate::error::EngineError;
 
 /// An alias and the concrete flow new runs of it start on.
@@ -249,24 +249,64 @@ pub async fn flow_alias(
     Ok(alias)
 }
 
-/// The newest runs, at most `limit` (at least one), of one flow and in one status if given.
-/// `flow` is a concrete flow or an alias (then: runs of every version of the alias).
+/// A run's state as listings show and filter it (see [`crate::engine::shown_status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ShownState {
+    /// Started for a later time that has not come yet.
+    Scheduled,
+    /// Going (and not waiting for its time).
+    Started,
+    /// Completed.
+    Completed,
+    /// Failed.
+    Failed,
+    /// Cancelled.
+    Cancelled,
+}
+
+impl ShownState {
+    /// `scheduled`, or the status's own name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Started => "started",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The newest runs, at most `limit` (at least one), of one flow and in one shown state if
+/// given. `flow` is a concrete flow or an alias (then: runs of every version of the alias).
 pub async fn recent_runs(
     executor: impl PgExecutor<'_>,
     flow_slug: Option<&str>,
-    status: Option<RunStatus>,
+    state: Option<ShownState>,
     limit: i64,
 ) -> Result<Vec<Run>, EngineError> {
+    let status = state.map(|s| match s {
+        ShownState::Scheduled => "started",
+        other => other.as_str(),
+    });
+    let waiting = match state {
+        Some(ShownState::Scheduled) => Some(true),
+        Some(ShownState::Started) => Some(false),
+        _ => None,
+    };
     let rows = sqlx::query_as(
         "select * from pgflow.runs
          where ($1::text is null or flow_slug = $1
                 or flow_slug in (select f.flow_slug from pgflow.flows f where f.alias = $1))
            and ($2::text is null or status = $2)
+           and ($4::boolean is null or coalesce(scheduled_for > now(), false) = $4)
          order by started_at desc limit $3",
     )
     .bind(flow_slug)
     .bind(status)
     .bind(limit.max(1))
+    .bind(waiting)
     .fetch_all(executor)
     .await?;
     Ok(rows)
@@ -299,6 +339,44 @@ pub struct RunStep {
     pub output: Option<serde_json::Value>,
     /// The size of its output as JSON text, in bytes (`None` until it completed).
     pub output_bytes: Option<i32>,
+}
+
+impl RunStep {
+    /// Its state as people are shown it: `queued` for a started step none of whose tasks has
+    /// been claimed yet, else its status (see [`crate::engine::shown_step_status`]).
+    pub fn shown_status(&self) -> &str {
+        crate::engine::shown_step_status(&self.status, self.max_attempt)
+    }
+}
+
+/// The runs whose id starts with `prefix` (hex digits, dashes ignored, as a run id is
+/// printed), at most `limit`, by id. An empty or non-hex prefix matches none.
+pub async fn runs_with_id_prefix(
+    executor: impl PgExecutor<'_>,
+    prefix: &str,
+    limit: i64,
+) -> Result<Vec<Uuid>, EngineError> {
+    let digits: String = prefix.chars().filter(|c| *c != '-').collect();
+    if digits.is_empty() || digits.len() > 32 || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Ok(Vec::new());
+    }
+    let bound = |fill: char| {
+        let mut text = digits.to_ascii_lowercase();
+        text.extend(std::iter::repeat_n(fill, 32 - digits.len()));
+        Uuid::parse_str(&text)
+    };
+    let (Ok(lowest), Ok(highest)) = (bound('0'), bound('f')) else {
+        return Ok(Vec::new());
+    };
+    let ids = sqlx::query_scalar(
+        "select run_id from pgflow.runs where run_id between $1 and $2 order by run_id limit $3",
+    )
+    .bind(lowest)
+    .bind(highest)
+    .bind(limit.max(1))
+    .fetch_all(executor)
+    .await?;
+    Ok(ids)
 }
 
 /// The steps of a run, in the flow's step order.
@@ -418,6 +496,12 @@ pub struct GraphStep {
     pub step_type: String,
     /// The queue its tasks go to.
     pub queue_name: String,
+    /// Its `when` condition: the step runs only when its input contains this pattern.
+    pub condition_when: Option<serde_json::Value>,
+    /// Its `unless` condition: the step runs only when its input does not contain this.
+    pub condition_unless: Option<serde_json::Value>,
+    /// What an unmet condition does: `skip`, `skip_cascade` or `fail`.
+    pub when_unmet: String,
 }
 
 /// A stored flow's DAG.
@@ -435,8 +519,8 @@ pub async fn flow_graph<'c>(
     flow_slug: &str,
 ) -> Result<FlowGraph, EngineError> {
     let steps = sqlx::query_as(
-        "select step_slug, step_type, queue_name from pgflow.steps
-         where flow_slug = $1 order by step_index",
+        "select step_slug, step_type, queue_name, condition_when, condition_unless, when_unmet
+         from pgflow.steps where flow_slug = $1 order by step_index",
     )
     .bind(flow_slug)
     .fetch_all(pool)

@@ -46,15 +46,16 @@ pub use definitions::{CompileStatus, compile_flow};
 pub use events::{subscribe_events, unsubscribe_events};
 pub use maintenance::{refresh_statistics, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};
-pub use retention::{Pruned, prune, prune_all};
+pub use retention::{Pruned, prune, prune_all, prune_preview};
 pub use run_control::{
-    Cancellation, DeletedFlow, Retry, RunFilter, cancel_matching, cancel_runs, delete_flow,
-    resume_matching, resume_run, retry_matching, retry_runs,
+    Cancellation, DeletedFlow, Resumed, Retry, RunFilter, cancel_matching, cancel_runs,
+    delete_flow, resume_matching, resume_run, retry_matching, retry_runs,
 };
 pub use runs::{
     Run, RunStatus, StartOutcome, StartRuns, StartedRun, StepState, StepStatus, run, run_error,
-    run_input, run_step_states, start_alias_typed, start_alias_typed_with, start_concrete_flows,
-    start_concrete_flows_with, start_flow, start_flows, start_flows_with,
+    run_input, run_step_states, shown_status, shown_step_status, start_alias_typed,
+    start_alias_typed_with, start_concrete_flows, start_concrete_flows_with, start_flow,
+    start_flows, start_flows_with,
 };
 pub use schedules::{
     ScheduleRow, ScheduleToFire, define_schedule, delete_schedule, fire_schedule, pause_schedule,

@@ -10,7 +10,7 @@ use crate::error::EngineError;
 pub struct Pruned {
     /// Another caller was pruning the same database at that moment; this call deleted nothing.
     pub busy: bool,
-    /// Runs that had ended (completed or failed) before the cutoff.
+    /// Runs that had ended (completed, failed or cancelled) before the cutoff.
     pub runs: i64,
     /// Their step states.
     pub step_states: i64,
@@ -57,6 +57,19 @@ pub async fn prune(
         .fetch_one(executor)
         .await?;
     Ok(pruned)
+}
+
+/// What [`prune_all`] with `older_than` would delete, counted, deleting nothing
+/// (`pgflow.prune_preview`); `busy` is false.
+pub async fn prune_preview(
+    executor: impl PgExecutor<'_>,
+    older_than: std::time::Duration,
+) -> Result<Pruned, EngineError> {
+    let preview = sqlx::query_as::<_, Pruned>("select * from pgflow.prune_preview($1)")
+        .bind(older_than)
+        .fetch_one(executor)
+        .await?;
+    Ok(preview)
 }
 
 /// [`prune`] again and again, `batch_size` rows of each kind per transaction (so that no

@@ -92,22 +92,22 @@ pub async fn cancel_runs(
 }
 
 /// Cancels the runs still going that `filter` names (`pgflow.cancel_matching`); with
-/// `dry_run`, cancels nothing. Returns how many were (or would be) cancelled.
+/// `dry_run`, cancels nothing. Returns the runs it cancelled (or would cancel), oldest first.
 pub async fn cancel_matching(
     executor: impl PgExecutor<'_>,
     filter: &RunFilter,
     reason: Option<&str>,
     dry_run: bool,
-) -> Result<i64, EngineError> {
-    let count = sqlx::query_scalar("select pgflow.cancel_matching($1, $2, $3, $4, $5)")
+) -> Result<Vec<Uuid>, EngineError> {
+    let runs = sqlx::query_scalar("select * from pgflow.cancel_matching($1, $2, $3, $4, $5)")
         .bind(filter.name.as_deref())
         .bind(filter.started_before)
         .bind(reason)
         .bind(filter.limit)
         .bind(dry_run)
-        .fetch_one(executor)
+        .fetch_all(executor)
         .await?;
-    Ok(count)
+    Ok(runs)
 }
 
 /// What retrying one run did.
@@ -138,20 +138,20 @@ pub async fn retry_runs(
 }
 
 /// Retries the failed runs `filter` names (`pgflow.retry_matching`); with `dry_run`, retries
-/// nothing. Returns how many were (or would be) retried.
+/// nothing. Returns the runs it retried (or would retry), oldest first.
 pub async fn retry_matching(
     executor: impl PgExecutor<'_>,
     filter: &RunFilter,
     dry_run: bool,
-) -> Result<i64, EngineError> {
-    let count = sqlx::query_scalar("select pgflow.retry_matching($1, $2, $3, $4)")
+) -> Result<Vec<Uuid>, EngineError> {
+    let runs = sqlx::query_scalar("select * from pgflow.retry_matching($1, $2, $3, $4)")
         .bind(filter.name.as_deref())
         .bind(filter.started_before)
         .bind(filter.limit)
         .bind(dry_run)
-        .fetch_one(executor)
+        .fetch_all(executor)
         .await?;
-    Ok(count)
+    Ok(runs)
 }
 
 /// Runs the ended run `run_id` again from `step_slug` (`pgflow.resume_run`): a new run of the
@@ -172,28 +172,40 @@ pub async fn resume_run(
     Ok(run)
 }
 
+/// A run a bulk resume took, and the run it was resumed as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, FromRow)]
+#[non_exhaustive]
+pub struct Resumed {
+    /// The ended run.
+    pub run_id: Uuid,
+    /// The new run it was resumed as (`None` in a dry run).
+    pub resumed_as: Option<Uuid>,
+}
+
 /// Resumes from `step_slug` the ended runs of `statuses` (failed ones when empty) that
-/// `filter` names (`pgflow.resume_matching`); with `dry_run`, resumes nothing. Returns how
-/// many were (or would be) resumed.
+/// `filter` names (`pgflow.resume_matching`); with `dry_run`, resumes nothing. Returns each run
+/// resumed (or that would be), oldest first, with its new run.
 pub async fn resume_matching(
     executor: impl PgExecutor<'_>,
     filter: &RunFilter,
     step_slug: &str,
     statuses: &[RunStatus],
     dry_run: bool,
-) -> Result<i64, EngineError> {
+) -> Result<Vec<Resumed>, EngineError> {
     let statuses: Option<Vec<&str>> =
         (!statuses.is_empty()).then(|| statuses.iter().map(|s| s.as_str()).collect());
-    let count = sqlx::query_scalar("select pgflow.resume_matching($1, $2, $3, $4, $5, $6)")
-        .bind(filter.name.as_deref())
-        .bind(step_slug)
-        .bind(statuses)
-        .bind(filter.started_before)
-        .bind(filter.limit)
-        .bind(dry_run)
-        .fetch_one(executor)
-        .await?;
-    Ok(count)
+    let runs = sqlx::query_as::<_, Resumed>(
+        "select * from pgflow.resume_matching($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(filter.name.as_deref())
+    .bind(step_slug)
+    .bind(statuses)
+    .bind(filter.started_before)
+    .bind(filter.limit)
+    .bind(dry_run)
+    .fetch_all(executor)
+    .await?;
+    Ok(runs)
 }
 
 /// What deleting a flow removed.

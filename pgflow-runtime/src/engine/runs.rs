@@ -98,6 +98,55 @@ pub struct Run {
     pub idempotency_scope: Option<String>,
 }
 
+impl Run {
+    /// When the run ended (completed, failed or cancelled), if it has.
+    pub fn ended_at(&self) -> Option<DateTime<Utc>> {
+        self.completed_at.or(self.failed_at).or(self.cancelled_at)
+    }
+
+    /// Its state as people are shown it (see [`shown_status`]): `scheduled` while it waits for
+    /// the time it was started for, else its status.
+    pub fn shown_status(&self) -> &'static str {
+        shown_status(self.status, self.scheduled_for, Utc::now())
+    }
+
+    /// How long it took, from when it began (its start, or the later time it was started for)
+    /// to its end; `None` while it is going, and for a run that ended before it began (one
+    /// cancelled while it waited for its time).
+    pub fn took(&self) -> Option<chrono::Duration> {
+        let began = self
+            .scheduled_for
+            .map_or(self.started_at, |at| at.max(self.started_at));
+        self.ended_at()
+            .filter(|end| *end >= began)
+            .map(|end| end - began)
+    }
+}
+
+/// A run's state as people are shown it, the one rule for the CLI and the dashboard: its
+/// status, except `scheduled` for a run that is `started` but was started for a time after
+/// `now` (its first tasks are not visible before then).
+pub fn shown_status(
+    status: RunStatus,
+    scheduled_for: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> &'static str {
+    match scheduled_for {
+        Some(at) if status == RunStatus::Started && at > now => "scheduled",
+        _ => status.as_str(),
+    }
+}
+
+/// A step's state as people are shown it: its status, except `queued` for a step that has
+/// started (its tasks exist) while none of its tasks has been claimed yet (`max_attempt` is
+/// the highest attempt of any of its tasks).
+pub fn shown_step_status(status: &str, max_attempt: Option<i32>) -> &str {
+    match (status, max_attempt) {
+        ("started", Some(0)) => "queued",
+        _ => status,
+    }
+}
+
 /// Starts one run with `input`. `name` is an alias (the run starts on its active version, and
 /// keeps it) or a concrete flow slug.
 pub async fn start_flow(
