@@ -8,7 +8,16 @@ use crate::graph::Format;
 
 /// pgflow: Postgres-native durable workflows.
 #[derive(Debug, Parser)]
-#[command(name = "pgflow", version, about)]
+#[command(
+    name = "pgflow",
+    version,
+    about,
+    after_help = "Run ids may be given by a unique prefix (at least 4 characters), as `pgflow \
+                  runs` prints them.\n\nExit codes: 0 done; 1 the command ran and failed (an \
+                  unknown flow or run, a refusal, the database); 2 the command line is wrong \
+                  (unknown flags, bad values, unreadable input). With --json, a failure is a \
+                  JSON object on stderr: {\"error\": ..., \"exit_code\": ...}."
+)]
 pub(crate) struct Cli {
     /// Postgres connection URL.
     #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
@@ -25,30 +34,6 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Install or upgrade PGMQ and the pgflow schema (idempotent).
-    Install,
-    /// Give a login one of pgflow's roles: worker, client or operator (run as the installer).
-    Grant {
-        /// The login role (it must exist: `create role app_worker login password '...'`).
-        login: String,
-        /// What the login is for.
-        #[arg(long = "as", value_enum)]
-        role: RoleArg,
-    },
-    /// Aliases: the stable names callers start.
-    #[command(subcommand)]
-    Alias(AliasCommand),
-    /// Whether a concrete flow can be removed from the registries of a queue.
-    DrainStatus {
-        /// The concrete flow, or an alias (its active flow).
-        flow: String,
-        /// Only this queue (default: every queue).
-        #[arg(long)]
-        queue: Option<String>,
-    },
-    /// The production rollout fence over worker functions.
-    #[command(subcommand)]
-    Rollout(RolloutCommand),
     /// Queues, workers, aliases and open rollouts at a glance.
     Status,
     /// Recent runs.
@@ -104,14 +89,8 @@ pub(crate) enum Command {
         #[arg(long)]
         run: Option<String>,
     },
-    /// Workers: list them, or deprecate those of a function.
-    #[command(subcommand)]
-    Workers(WorkersCommand),
-    /// Cron schedules (declared by workers): list, pause, resume, trigger, delete.
-    #[command(subcommand)]
-    Schedules(SchedulesCommand),
     /// Cancel runs still going: the given ones, or those a filter names (--flow,
-    /// --started-before). Ended runs are left as they are, and said so.
+    /// --older-than). Ended runs are left as they are, and said so.
     Cancel {
         /// The runs to cancel.
         #[arg(conflicts_with_all = ["flow", "older_than", "dry_run", "limit"])]
@@ -149,6 +128,26 @@ pub(crate) enum Command {
         #[command(flatten)]
         filter: FilterArgs,
     },
+    /// Workers: list them, or deprecate those of a function.
+    #[command(subcommand)]
+    Workers(WorkersCommand),
+    /// Cron schedules (declared by workers): list, pause, resume, trigger, delete.
+    #[command(subcommand)]
+    Schedules(SchedulesCommand),
+    /// Aliases: the stable names callers start.
+    #[command(subcommand)]
+    Alias(AliasCommand),
+    /// The production rollout fence over worker functions.
+    #[command(subcommand)]
+    Rollout(RolloutCommand),
+    /// Whether a concrete flow can be removed from the registries of a queue.
+    DrainStatus {
+        /// The concrete flow, or an alias (its active flow).
+        flow: String,
+        /// Only this queue (default: every queue).
+        #[arg(long)]
+        queue: Option<String>,
+    },
     /// Delete a concrete flow with its runs, steps, tasks and queued messages. Refused while its
     /// alias points at it (move the alias first) and, unless --force, while live workers carry
     /// it or runs of it are going.
@@ -158,6 +157,19 @@ pub(crate) enum Command {
         /// Delete even with live workers carrying it or runs going.
         #[arg(long)]
         force: bool,
+    },
+    /// Delete runs that ended (with their steps and tasks), archived messages of pgflow's
+    /// queues and stopped workers, older than --older-than. Live runs are never touched.
+    Prune {
+        /// How long to keep them, e.g. 7days, 12h, 1h30m, 90s.
+        #[arg(long, value_parser = parse_age)]
+        older_than: std::time::Duration,
+        /// Count what would be deleted; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Runs, and archived messages, deleted per transaction at most.
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..))]
+        batch: i32,
     },
     /// Serve the web dashboard: queues, workers, runs (live), flows; cancel and retry.
     Dashboard {
@@ -178,15 +190,15 @@ pub(crate) enum Command {
         #[arg(long)]
         metrics: bool,
     },
-    /// Delete runs that ended (with their steps and tasks), archived messages of pgflow's
-    /// queues and stopped workers, older than --older-than. Live runs are never touched.
-    Prune {
-        /// How long to keep them, e.g. 7days, 12h, 1h30m, 90s.
-        #[arg(long, value_parser = parse_age)]
-        older_than: std::time::Duration,
-        /// Runs, and archived messages, deleted per transaction at most.
-        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..))]
-        batch: i32,
+    /// Install or upgrade PGMQ and the pgflow schema (idempotent).
+    Install,
+    /// Give a login one of pgflow's roles: worker, client or operator (run as the installer).
+    Grant {
+        /// The login role (it must exist: `create role app_worker login password '...'`).
+        login: String,
+        /// What the login is for.
+        #[arg(long = "as", value_enum)]
+        role: RoleArg,
     },
 }
 
@@ -202,7 +214,7 @@ pub(crate) struct FilterArgs {
     /// At most this many runs, oldest first.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i32).range(1..))]
     pub limit: i32,
-    /// Count the runs the filter names; change nothing.
+    /// List the runs the filter names; change nothing.
     #[arg(long)]
     pub dry_run: bool,
 }
@@ -251,10 +263,12 @@ impl RoleArg {
     }
 }
 
-/// The run statuses `--status` takes.
+/// The run states `--status` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum StatusArg {
-    /// Still running.
+    /// Started for a later time that has not come yet.
+    Scheduled,
+    /// Still running (and not waiting for its time).
     Started,
     /// Ended with an output.
     Completed,
@@ -265,13 +279,15 @@ pub(crate) enum StatusArg {
 }
 
 impl StatusArg {
-    /// The engine's status.
-    pub(crate) fn status(self) -> pgflow::RunStatus {
+    /// The state listings filter by.
+    pub(crate) fn state(self) -> pgflow_runtime::admin::inspect::ShownState {
+        use pgflow_runtime::admin::inspect::ShownState;
         match self {
-            Self::Started => pgflow::RunStatus::Started,
-            Self::Completed => pgflow::RunStatus::Completed,
-            Self::Failed => pgflow::RunStatus::Failed,
-            Self::Cancelled => pgflow::RunStatus::Cancelled,
+            Self::Scheduled => ShownState::Scheduled,
+            Self::Started => ShownState::Started,
+            Self::Completed => ShownState::Completed,
+            Self::Failed => ShownState::Failed,
+            Self::Cancelled => ShownState::Cancelled,
         }
     }
 }
@@ -359,9 +375,9 @@ pub(crate) enum RolloutCommand {
         /// Also fence every function with live workers on this queue (repeatable).
         #[arg(long = "queue")]
         queues: Vec<String>,
-        /// Give up waiting after this many seconds (the rollout stays open).
-        #[arg(long, default_value_t = 120)]
-        timeout: u64,
+        /// Give up waiting after this long, e.g. 2m, 90s, 1h (the rollout stays open).
+        #[arg(long, value_parser = parse_age, default_value = "2m")]
+        timeout: std::time::Duration,
         /// Do not wait for the workers to stop.
         #[arg(long)]
         no_wait: bool,

@@ -1,16 +1,17 @@
-//! A failed command: one line for stderr and the exit code, 2 for bad input (unknown flow,
-//! run, rollout or alias, bad arguments, pgflow not installed) and 1 for everything else.
+//! A failed command: one line for stderr and the exit code, 2 when the command line itself is
+//! wrong (bad flag values, flags that do not go together, an unreadable or invalid input) and 1
+//! for a command that ran and failed (an unknown flow or run, a refusal, the database).
 
 /// A failed command: its one-line message and exit code.
 pub(crate) struct Failure {
     /// What went wrong, on one line.
     pub message: String,
-    /// 2 for bad input, 1 otherwise.
+    /// 2 for a wrong command line, 1 otherwise.
     pub exit_code: u8,
 }
 
 impl Failure {
-    /// Bad input: the user can fix the command.
+    /// A wrong command line: the user can fix the command as typed.
     pub(crate) fn usage(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
@@ -18,7 +19,7 @@ impl Failure {
         }
     }
 
-    /// Anything else: the database, the network, the server.
+    /// Anything else: the command ran and failed.
     pub(crate) fn runtime(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
@@ -37,14 +38,20 @@ impl From<pgflow::EngineError> for Failure {
         use pgflow::EngineError as E;
         let message = error.to_string().replace('\n', " ");
         match error {
-            E::UnknownFlow { .. }
-            | E::UnknownRun { .. }
-            | E::NotInstalled(_)
-            | E::AliasMismatch(_)
-            | E::Rollout(_)
-            | E::UnknownSchedule { .. }
-            | E::InvalidArguments(_) => Self::usage(message),
+            E::InvalidArguments(_) => Self::usage(message),
             _ => Self::runtime(message),
+        }
+    }
+}
+
+impl Failure {
+    /// What to print on stderr: `error: <message>`, or with `--json` one JSON object
+    /// (`{"error": "<message>", "exit_code": n}`) that a script can parse.
+    pub(crate) fn rendered(&self, json: bool) -> String {
+        if json {
+            serde_json::json!({ "error": self.message, "exit_code": self.exit_code }).to_string()
+        } else {
+            format!("error: {}", self.message)
         }
     }
 }

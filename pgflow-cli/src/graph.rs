@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use pgflow_runtime::admin::inspect::FlowGraph;
+use pgflow_runtime::admin::inspect::{FlowGraph, GraphStep};
 
 /// The formats `pgflow graph` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -53,14 +53,42 @@ fn is_dashed(state: &str) -> bool {
     state == "skipped" || state == "cancelled"
 }
 
+/// A step's label, line by line: its name (with `(map)` for a map step), its queue and its
+/// conditions (`when {...}`, `unless {...}`, and what an unmet one does when not `skip`).
+fn label_lines(step: &GraphStep) -> Vec<String> {
+    let mut lines = vec![if step.step_type == "map" {
+        format!("{} (map)", step.step_slug)
+    } else {
+        step.step_slug.clone()
+    }];
+    lines.push(format!("queue: {}", step.queue_name));
+    if let Some(pattern) = &step.condition_when {
+        lines.push(format!("when {pattern}"));
+    }
+    if let Some(pattern) = &step.condition_unless {
+        lines.push(format!("unless {pattern}"));
+    }
+    let conditional = step.condition_when.is_some() || step.condition_unless.is_some();
+    if conditional && step.when_unmet != "skip" {
+        lines.push(format!("when unmet: {}", step.when_unmet));
+    }
+    lines
+}
+
 fn mermaid(graph: &FlowGraph, states: &HashMap<String, String>) -> String {
     let mut text = "flowchart TD\n".to_owned();
     for step in &graph.steps {
-        let (slug, queue) = (&step.step_slug, &step.queue_name);
+        let slug = &step.step_slug;
+        // Mermaid reads `"` as the end of a label: an entity stands for it.
+        let label = label_lines(step)
+            .iter()
+            .map(|line| line.replace('"', "#quot;"))
+            .collect::<Vec<_>>()
+            .join("<br/>");
         let shape = if step.step_type == "map" {
-            format!("{slug}[[\"{slug} (map)<br/>queue: {queue}\"]]")
+            format!("{slug}[[\"{label}\"]]")
         } else {
-            format!("{slug}[\"{slug}<br/>queue: {queue}\"]")
+            format!("{slug}[\"{label}\"]")
         };
         text.push_str(&format!("  {shape}\n"));
     }
@@ -87,7 +115,12 @@ fn mermaid(graph: &FlowGraph, states: &HashMap<String, String>) -> String {
 fn dot(flow: &str, graph: &FlowGraph, states: &HashMap<String, String>) -> String {
     let mut text = format!("digraph \"{flow}\" {{\n  rankdir=TB;\n");
     for step in &graph.steps {
-        let (slug, queue) = (&step.step_slug, &step.queue_name);
+        let slug = &step.step_slug;
+        let label = label_lines(step)
+            .iter()
+            .map(|line| line.replace('\\', "\\\\").replace('"', "\\\""))
+            .collect::<Vec<_>>()
+            .join("\\n");
         let shape = if step.step_type == "map" {
             "box3d"
         } else {
@@ -105,7 +138,7 @@ fn dot(flow: &str, graph: &FlowGraph, states: &HashMap<String, String>) -> Strin
             })
             .unwrap_or_default();
         text.push_str(&format!(
-            "  \"{slug}\" [shape={shape}, label=\"{slug}\\nqueue: {queue}\"{fill}];\n"
+            "  \"{slug}\" [shape={shape}, label=\"{label}\"{fill}];\n"
         ));
     }
     for (from, to) in &graph.edges {

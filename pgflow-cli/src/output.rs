@@ -61,6 +61,12 @@ impl Output {
     }
 }
 
+/// `n` and the noun in its number: `1 run`, `3 runs`, `0 runs`.
+pub(crate) fn count(n: impl Into<i64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// A table as text, without the spaces that pad its last column.
 pub(crate) fn render(table: &Table) -> String {
     table
@@ -88,7 +94,7 @@ impl Output {
             "failed" | "permanent" | "stale" | "stalled" | "cancelled" | "lost" => {
                 cell.fg(Color::Red)
             }
-            "started" | "queued" | "draining" | "open" | "created" | "paused" => {
+            "started" | "queued" | "scheduled" | "draining" | "open" | "created" | "paused" => {
                 cell.fg(Color::Yellow)
             }
             "skipped" => cell.fg(Color::Cyan),

@@ -2,10 +2,11 @@
 //! the command line.
 //! The first three take run ids, or a filter (`--flow`, `--older-than`, `--limit`) with `--dry-run`.
 
+use pgflow_runtime::admin::inspect;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::parse_run_id;
+use super::resolve_run_ids;
 use crate::args::FilterArgs;
 use crate::failure::Failure;
 use crate::output::Output;
@@ -20,11 +21,11 @@ pub(super) async fn cancel(
 ) -> Result<(), Failure> {
     if run_ids.is_empty() {
         let runs = run_filter(filter, "cancel")?;
-        let count = pgflow::engine::cancel_matching(db, &runs, reason, filter.dry_run).await?;
-        print_count(out, filter.dry_run, count, "cancelled", "still going");
+        let ids = pgflow::engine::cancel_matching(db, &runs, reason, filter.dry_run).await?;
+        print_matched(out, filter.dry_run, &ids, "cancelled", "still going");
         return Ok(());
     }
-    let ids = parse_ids(run_ids)?;
+    let ids = resolve_run_ids(db, run_ids).await?;
     let outcomes = pgflow::engine::cancel_runs(db, &ids, reason).await?;
     let found: Vec<_> = outcomes.iter().map(|o| o.run_id).collect();
     require_found(&ids, &found)?;
@@ -50,11 +51,11 @@ pub(super) async fn retry(
 ) -> Result<(), Failure> {
     if run_ids.is_empty() {
         let runs = run_filter(filter, "retry")?;
-        let count = pgflow::engine::retry_matching(db, &runs, filter.dry_run).await?;
-        print_count(out, filter.dry_run, count, "retried", "failed");
+        let ids = pgflow::engine::retry_matching(db, &runs, filter.dry_run).await?;
+        print_matched(out, filter.dry_run, &ids, "retried", "failed");
         return Ok(());
     }
-    let ids = parse_ids(run_ids)?;
+    let ids = resolve_run_ids(db, run_ids).await?;
     let outcomes = pgflow::engine::retry_runs(db, &ids).await?;
     let found: Vec<_> = outcomes.iter().map(|o| o.run_id).collect();
     require_found(&ids, &found)?;
@@ -82,13 +83,18 @@ pub(super) async fn resume(
 ) -> Result<(), Failure> {
     if run_ids.is_empty() {
         let runs = run_filter(filter, "resume")?;
-        let count =
+        let resumed =
             pgflow::engine::resume_matching(db, &runs, step, statuses, filter.dry_run).await?;
-        print_count(out, filter.dry_run, count, "resumed", "ended");
+        if filter.dry_run {
+            let ids: Vec<Uuid> = resumed.iter().map(|r| r.run_id).collect();
+            print_matched(out, true, &ids, "resumed", "ended");
+        } else {
+            print_resumed_matching(out, &resumed, step);
+        }
         return Ok(());
     }
     let mut resumed = Vec::new();
-    for id in parse_ids(run_ids)? {
+    for id in resolve_run_ids(db, run_ids).await? {
         let run = pgflow::engine::resume_run(db, id, step).await?;
         resumed.push((id, run));
     }
@@ -120,14 +126,10 @@ pub(super) async fn resume(
     Ok(())
 }
 
-fn parse_ids(run_ids: &[String]) -> Result<Vec<Uuid>, Failure> {
-    run_ids.iter().map(|id| parse_run_id(id)).collect()
-}
-
 /// Fails naming the first of `asked` that is not among `found`.
 fn require_found(asked: &[Uuid], found: &[Uuid]) -> Result<(), Failure> {
     match asked.iter().find(|id| !found.contains(id)) {
-        Some(id) => Err(Failure::usage(format!(
+        Some(id) => Err(Failure::runtime(format!(
             "no run {id} exists; nothing was done to it"
         ))),
         None => Ok(()),
@@ -153,17 +155,54 @@ fn run_filter(filter: &FilterArgs, verb: &str) -> Result<pgflow::engine::RunFilt
     Ok(runs)
 }
 
-/// A bulk command's answer: how many runs it changed (or would change).
-fn print_count(out: &Output, dry_run: bool, count: i64, done: &str, eligible: &str) {
-    out.print(json!({ "dry_run": dry_run, "runs": count }), || {
-        match (dry_run, count) {
-            (true, n) => {
-                format!("{n} run(s) would be {done} (dry run: nothing changed)")
+/// A bulk command's answer: the runs it changed (or, in a dry run, would change), one id a
+/// line after the count.
+fn print_matched(out: &Output, dry_run: bool, ids: &[Uuid], done: &str, eligible: &str) {
+    out.print(
+        json!({ "dry_run": dry_run, "count": ids.len(), "run_ids": ids }),
+        || {
+            let runs = crate::output::count(ids.len() as i64, "run", "runs");
+            let head = match (dry_run, ids.len()) {
+                (_, 0) => format!("no {eligible} run matches; none {done}"),
+                (true, _) => format!("{runs} would be {done} (dry run: nothing changed):"),
+                (false, _) => format!("{done} {runs}:"),
+            };
+            std::iter::once(head)
+                .chain(ids.iter().map(|id| format!("  {id}")))
+                .collect::<Vec<_>>()
+                .join("\n")
+        },
+    );
+}
+
+/// A bulk resume's answer: each run resumed and the new run it was resumed as.
+fn print_resumed_matching(out: &Output, resumed: &[pgflow::engine::Resumed], step: &str) {
+    out.print(
+        json!({
+            "dry_run": false,
+            "count": resumed.len(),
+            "runs": resumed
+                .iter()
+                .map(|r| json!({ "resumed_from": r.run_id, "run_id": r.resumed_as }))
+                .collect::<Vec<_>>(),
+        }),
+        || {
+            if resumed.is_empty() {
+                return "no ended run matches; none resumed".to_owned();
             }
-            (false, 0) => format!("no {eligible} run matches; none {done}"),
-            (false, n) => format!("{done} {n} run(s)"),
-        }
-    });
+            let head = format!(
+                "resumed {} from `{step}`:",
+                crate::output::count(resumed.len() as i64, "run", "runs")
+            );
+            std::iter::once(head)
+                .chain(resumed.iter().map(|r| match r.resumed_as {
+                    Some(new) => format!("  {} as {new}", r.run_id),
+                    None => format!("  {}", r.run_id),
+                }))
+                .collect::<Vec<_>>()
+                .join("\n")
+        },
+    );
 }
 
 /// Per-run answers: `(run, status after, whether this call changed it)`.
@@ -208,6 +247,15 @@ pub(super) async fn delete_flow(
     flow: &str,
     force: bool,
 ) -> Result<(), Failure> {
+    if let Some(inspect::FlowName::Alias { alias, flow_slug }) =
+        inspect::resolve_flow_name(db, flow).await?
+    {
+        return Err(Failure::runtime(format!(
+            "`{alias}` is an alias, not a concrete flow: delete-flow deletes one version; name it \
+             (`pgflow delete-flow {flow_slug}` for the active one; `pgflow alias list` shows the \
+             others)"
+        )));
+    }
     let deleted = pgflow::engine::delete_flow(db, flow, force).await?;
     out.print(
         json!({
@@ -217,9 +265,12 @@ pub(super) async fn delete_flow(
             "messages": deleted.messages,
         }),
         || {
+            use crate::output::count;
             format!(
-                "deleted flow `{flow}` with {} run(s), {} task(s) and {} queued message(s)",
-                deleted.runs, deleted.tasks, deleted.messages
+                "deleted flow `{flow}` with {}, {} and {}",
+                count(deleted.runs, "run", "runs"),
+                count(deleted.tasks, "task", "tasks"),
+                count(deleted.messages, "queued message", "queued messages")
             )
         },
     );

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use pgflow_runtime::admin::inspect::{self, FlowName};
 use serde_json::json;
 
-use super::{parse_run_id, resolve_flow};
+use super::{resolve_flow, resolve_run_id};
 use crate::failure::Failure;
 use crate::graph::{Format, render};
 use crate::output::Output;
@@ -18,7 +18,10 @@ pub(super) async fn graph(
     format: Format,
     run: Option<&str>,
 ) -> Result<(), Failure> {
-    let run = run.map(parse_run_id).transpose()?;
+    let run = match run {
+        Some(text) => Some(resolve_run_id(pool, text).await?),
+        None => None,
+    };
     let resolved = resolve_flow(pool, name).await?;
     let flow = match run {
         None => resolved.flow_slug().to_owned(),
@@ -33,7 +36,7 @@ pub(super) async fn graph(
                 }
             };
             if !belongs {
-                return Err(Failure::usage(format!(
+                return Err(Failure::runtime(format!(
                     "run {run_id} is of flow `{}`, not of `{name}`",
                     run.flow_slug
                 )));

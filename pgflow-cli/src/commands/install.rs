@@ -21,7 +21,10 @@ pub(super) async fn install(url: &str, out: &Output) -> Result<(), Failure> {
             let applied = match (report.applied_migrations.len(), report.applied_functions) {
                 (0, false) => "already up to date".to_owned(),
                 (0, true) => "functions updated".to_owned(),
-                (n, _) => format!("applied {n} migration(s) and the functions"),
+                (n, _) => format!(
+                    "applied {} and the functions",
+                    crate::output::count(n as i64, "migration", "migrations")
+                ),
             };
             format!(
                 "pgflow installed: schema version {} ({applied}), queues by {}",

@@ -140,7 +140,11 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             let statuses: Vec<_> = status.iter().map(|s| s.status()).collect();
             control::resume(&pool, &out, &run_ids, &from, &statuses, &filter).await
         }
-        Command::Prune { older_than, batch } => prune::prune(&pool, &out, older_than, batch).await,
+        Command::Prune {
+            older_than,
+            dry_run,
+            batch,
+        } => prune::prune(&pool, &out, older_than, batch, dry_run).await,
     }
 }
 
@@ -160,30 +164,32 @@ async fn connect(url: &str, connections: u32) -> Result<pgflow::Db, Failure> {
     let target = pgflow::schema::connection_target(&pool.pool().connect_options());
     match pgflow::schema::check_schema(pool.pool()).await {
         Ok(pgflow::schema::SchemaStatus::Current) => Ok(pool),
-        Ok(pgflow::schema::SchemaStatus::NotInstalled) => Err(Failure::usage(format!(
+        Ok(pgflow::schema::SchemaStatus::NotInstalled) => Err(Failure::runtime(format!(
             "pgflow is not installed in {target}; run `pgflow install`"
         ))),
         Ok(pgflow::schema::SchemaStatus::Outdated { database, code }) => {
-            Err(Failure::usage(format!(
+            Err(Failure::runtime(format!(
                 "the pgflow schema in {target} is at version {database}, older than this binary's \
              {code}; run `pgflow install` to upgrade it"
             )))
         }
-        Ok(pgflow::schema::SchemaStatus::Newer { database, code }) => Err(Failure::usage(format!(
-            "the pgflow schema in {target} is at version {database}, newer than this binary's \
+        Ok(pgflow::schema::SchemaStatus::Newer { database, code }) => {
+            Err(Failure::runtime(format!(
+                "the pgflow schema in {target} is at version {database}, newer than this binary's \
              {code}; use a newer pgflow"
-        ))),
+            )))
+        }
         Err(error) => Err(Failure::runtime(error.to_string())),
     }
 }
 
-/// A concrete flow or an alias the operator named; an unknown name is a usage error that says
-/// where to look.
+/// A concrete flow or an alias the operator named; an unknown name fails saying where to
+/// look.
 async fn resolve_flow(pool: &pgflow::Db, name: &str) -> Result<FlowName, Failure> {
     inspect::resolve_flow_name(pool, name)
         .await?
         .ok_or_else(|| {
-            Failure::usage(format!(
+            Failure::runtime(format!(
                 "`{name}` is neither a flow nor an alias in this database (`pgflow alias list` \
                  shows the aliases and their flows)"
             ))
@@ -200,7 +206,44 @@ fn alias_note(name: &FlowName) -> Option<String> {
     }
 }
 
-fn parse_run_id(text: &str) -> Result<uuid::Uuid, Failure> {
-    text.parse()
-        .map_err(|_| Failure::usage(format!("`{text}` is not a run id (a UUID)")))
+/// The shortest run id prefix taken, as git takes short commit ids.
+const SHORTEST_PREFIX: usize = 4;
+
+/// The run `text` names: a whole run id, or a unique prefix of one (at least 4 hex digits).
+async fn resolve_run_id(pool: &pgflow::Db, text: &str) -> Result<uuid::Uuid, Failure> {
+    let text = text.trim();
+    if let Ok(id) = text.parse() {
+        return Ok(id);
+    }
+    let digits = text.chars().filter(|c| *c != '-').count();
+    let hex = text.chars().all(|c| c == '-' || c.is_ascii_hexdigit());
+    if !hex || digits < SHORTEST_PREFIX {
+        return Err(Failure::usage(format!(
+            "`{text}` is not a run id: give the whole id or its first {SHORTEST_PREFIX} or more \
+             characters"
+        )));
+    }
+    let found = inspect::runs_with_id_prefix(pool, text, 3).await?;
+    match found.as_slice() {
+        [id] => Ok(*id),
+        [] => Err(Failure::runtime(format!("no run id starts with `{text}`"))),
+        many => Err(Failure::runtime(format!(
+            "`{text}` is the start of more than one run id ({}{}); give more of it",
+            many.iter()
+                .take(2)
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            if many.len() > 2 { ", ..." } else { "" }
+        ))),
+    }
+}
+
+/// [`resolve_run_id`] for each of `texts`.
+async fn resolve_run_ids(pool: &pgflow::Db, texts: &[String]) -> Result<Vec<uuid::Uuid>, Failure> {
+    let mut ids = Vec::with_capacity(texts.len());
+    for text in texts {
+        ids.push(resolve_run_id(pool, text).await?);
+    }
+    Ok(ids)
 }

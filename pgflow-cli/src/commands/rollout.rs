@@ -14,7 +14,7 @@ pub(super) async fn begin(
     out: &Output,
     functions: Vec<String>,
     queues: Vec<String>,
-    timeout: u64,
+    timeout: Duration,
     no_wait: bool,
 ) -> Result<(), Failure> {
     let mut functions = functions;
@@ -45,17 +45,15 @@ pub(super) async fn begin(
     if !no_wait {
         let json = out.json;
         let mut last = usize::MAX;
-        pgflow::rollout::wait_for_workers(
-            pool,
-            rollout_id,
-            Duration::from_secs(timeout),
-            |remaining| {
-                if !json && remaining.len() != last {
-                    last = remaining.len();
-                    println!("  waiting for {} worker(s) to stop", remaining.len());
-                }
-            },
-        )
+        pgflow::rollout::wait_for_workers(pool, rollout_id, timeout, |remaining| {
+            if !json && remaining.len() != last {
+                last = remaining.len();
+                println!(
+                    "  waiting for {} to stop",
+                    crate::output::count(remaining.len() as i64, "worker", "workers")
+                );
+            }
+        })
         .await
         .map_err(|e| Failure::runtime(e.to_string()))?;
     }

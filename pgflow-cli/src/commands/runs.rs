@@ -7,7 +7,7 @@ use comfy_table::Cell;
 use pgflow_runtime::admin::inspect;
 use serde_json::json;
 
-use super::{parse_run_id, resolve_flow};
+use super::{resolve_flow, resolve_run_id};
 use crate::args::StatusArg;
 use crate::failure::Failure;
 use crate::output::Output;
@@ -20,11 +20,6 @@ const TASKS_SHOWN: i64 = 50;
 /// How many failed attempts `pgflow run` lists at most.
 const ATTEMPTS_SHOWN: i64 = 100;
 
-/// When a run ended, if it has.
-fn ended_at(run: &pgflow::Run) -> Option<chrono::DateTime<chrono::Utc>> {
-    run.completed_at.or(run.failed_at).or(run.cancelled_at)
-}
-
 /// What else a run's header says: its schedule, retries, origin, key and cancellation.
 fn run_notes(run: &pgflow::Run) -> Vec<String> {
     let mut notes = Vec::new();
@@ -32,7 +27,10 @@ fn run_notes(run: &pgflow::Run) -> Vec<String> {
         notes.push(format!("scheduled for {}", human::timestamp(at)));
     }
     if run.retry_count > 0 {
-        notes.push(format!("retried {} time(s)", run.retry_count));
+        notes.push(format!(
+            "retried {}",
+            crate::output::count(run.retry_count, "time", "times")
+        ));
     }
     if let (Some(from), Some(step)) = (run.resumed_from, &run.resumed_at_step) {
         notes.push(format!("resumed from run {from} at step `{step}`"));
@@ -59,12 +57,18 @@ pub(super) async fn list(
         // An unknown name is a mistake to report, not an empty table.
         resolve_flow(pool, name).await?;
     }
-    let rows = inspect::recent_runs(pool, flow, status.map(StatusArg::status), limit).await?;
+    let rows = inspect::recent_runs(pool, flow, status.map(StatusArg::state), limit).await?;
     out.print(
-        json!(rows.iter().map(|r| json!({
-            "run_id": r.run_id, "flow_slug": r.flow_slug, "status": r.status.as_str(),
-            "started_at": r.started_at, "completed_at": r.completed_at, "failed_at": r.failed_at,
-        })).collect::<Vec<_>>()),
+        json!(
+            rows.iter()
+                .map(|r| json!({
+                    "run_id": r.run_id, "flow_slug": r.flow_slug, "status": r.shown_status(),
+                    "started_at": r.started_at, "scheduled_for": r.scheduled_for,
+                    "completed_at": r.completed_at, "failed_at": r.failed_at,
+                    "cancelled_at": r.cancelled_at,
+                }))
+                .collect::<Vec<_>>()
+        ),
         || {
             if rows.is_empty() {
                 return match (flow, status) {
@@ -77,14 +81,12 @@ pub(super) async fn list(
                 table.add_row(vec![
                     Cell::new(r.run_id),
                     Cell::new(&r.flow_slug),
-                    out.status(r.status.as_str()),
+                    out.status(r.shown_status()),
                     Cell::new(human::ago(r.started_at)),
-                    Cell::new(
-                        ended_at(r).map_or_else(
-                            || "-".to_owned(),
-                            |end| human::between(r.started_at, end),
-                        ),
-                    ),
+                    Cell::new(r.took().map_or_else(
+                        || "-".to_owned(),
+                        |took| human::between(r.started_at, r.started_at + took),
+                    )),
                 ]);
             }
             crate::output::render(&table)
@@ -101,14 +103,14 @@ pub(super) async fn show(
     run_id: &str,
     full: bool,
 ) -> Result<(), Failure> {
-    let run_id = parse_run_id(run_id)?;
+    let run_id = resolve_run_id(pool, run_id).await?;
     let run = pgflow::engine::run(pool, run_id).await?;
     let steps = inspect::run_steps(pool, run_id).await?;
     let tasks = inspect::troubled_tasks(pool, run_id, TASKS_SHOWN).await?;
     let mut attempts = inspect::failed_attempts(pool, run_id, ATTEMPTS_SHOWN + 1).await?;
     let more_attempts = attempts.len() > ATTEMPTS_SHOWN as usize;
     attempts.truncate(ATTEMPTS_SHOWN as usize);
-    let status = run.status.as_str();
+    let status = run.shown_status();
     out.print(
         json!({
             "run_id": run.run_id, "flow_slug": run.flow_slug, "status": status,
@@ -121,10 +123,20 @@ pub(super) async fn show(
             "steps": steps, "retried_tasks": tasks, "failed_attempts": attempts,
         }),
         || {
-            let took = ended_at(&run).map_or_else(
-                || format!("running for {}", human::between(run.started_at, chrono::Utc::now())),
-                |end| format!("took {}", human::between(run.started_at, end)),
-            );
+            let now = chrono::Utc::now();
+            let took = match (run.took(), run.ended_at(), run.scheduled_for) {
+                (Some(took), _, _) => {
+                    format!("took {}", human::between(run.started_at, run.started_at + took))
+                }
+                (None, Some(_), _) => "ended before it began".to_owned(),
+                (None, None, Some(at)) if at > now => {
+                    format!("begins in {}", human::between(now, at))
+                }
+                (None, None, at) => {
+                    let began = at.map_or(run.started_at, |at| at.max(run.started_at));
+                    format!("running for {}", human::between(began, now))
+                }
+            };
             let mut text = format!(
                 "run {} of `{}`: {status}, started {} ({}), {took}\n",
                 run.run_id,
@@ -150,7 +162,7 @@ pub(super) async fn show(
                     Cell::new(&s.step_slug),
                     match &s.skip_reason {
                         Some(reason) => out.coloured(&format!("{} ({reason})", s.status), &s.status),
-                        None => out.status(&s.status),
+                        None => out.status(s.shown_status()),
                     },
                     Cell::new(&s.queue_name),
                     Cell::new(s.tasks.map_or_else(dash, |t| t.to_string())),

@@ -64,7 +64,12 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
                 for q in &queues {
                     let here: Vec<&WorkerEntry> = on_queue(&workers, &q.queue_name).collect();
                     let alive = count(&here, WorkerLiveness::Alive);
-                    let mut counts = vec![format!("{alive} alive")];
+                    // No worker at all is said in words, not only in red.
+                    let mut counts = vec![if alive == 0 {
+                        "no live worker".to_owned()
+                    } else {
+                        format!("{alive} alive")
+                    }];
                     for state in [WorkerLiveness::Draining, WorkerLiveness::Stale] {
                         let n = count(&here, state);
                         if n > 0 {

@@ -67,7 +67,12 @@ pub(super) async fn deprecate(
     let count = pgflow::engine::deprecate_workers(pool, function).await?;
     out.print(
         json!({ "function_name": function, "deprecated": count }),
-        || format!("{count} live worker(s) of `{function}` asked to drain and stop"),
+        || {
+            format!(
+                "{} of `{function}` asked to drain and stop",
+                crate::output::count(count, "live worker", "live workers")
+            )
+        },
     );
     Ok(())
 }

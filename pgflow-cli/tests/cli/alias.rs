@@ -14,7 +14,7 @@ async fn alias_set_refuses_a_flow_of_another_alias(pool: PgPool) {
     let client = Client::new(pool.clone());
     client.deploy(&triage_v2::deployment()).await.unwrap();
     let output = pgflow(&pool, &["alias", "set", "other", "triage_v2"]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert_eq!(
         stderr(&output).trim(),
         "error: flow `triage_v2` belongs to alias `triage`, not `other`; an alias can only point at its own versions"
@@ -100,7 +100,7 @@ async fn an_alias_is_accepted_wherever_a_flow_is(pool: PgPool) {
     let graph: Value = serde_json::from_str(&stdout(&output)).unwrap();
     assert_eq!(graph["flow_slug"], json!("triage_v2"), "{graph}");
     let output = pgflow(&pool, &["graph", "triage_v1", "--run", &v2]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("is of flow `triage_v2`, not of `triage_v1`"),
         "{}",
@@ -120,7 +120,7 @@ async fn an_alias_is_accepted_wherever_a_flow_is(pool: PgPool) {
 
     // A name that is neither is an error, not an empty table.
     let output = pgflow(&pool, &["runs", "--flow", "triage_v3"]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("`triage_v3` is neither a flow nor an alias"),
         "{}",

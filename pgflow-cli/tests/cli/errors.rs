@@ -10,7 +10,7 @@ use crate::support::{database_url, pgflow, stderr};
 #[sqlx::test(migrations = false)]
 async fn commands_on_a_database_without_pgflow_say_to_install(pool: PgPool) {
     let output = pgflow(&pool, &["drain-status", "anything"]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     let err = stderr(&output);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
@@ -49,7 +49,7 @@ fn bad_arguments_get_claps_whole_message_and_exit_code_2() {
     );
     let err = stderr(&run(&["runs", "--status", "weird"]));
     assert!(
-        err.contains("[possible values: started, completed, failed, cancelled]"),
+        err.contains("[possible values: scheduled, started, completed, failed, cancelled]"),
         "{err}"
     );
 }

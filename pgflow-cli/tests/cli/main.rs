@@ -31,3 +31,4 @@ mod start;
 mod status;
 mod support;
 mod tables;
+mod truth;

@@ -37,10 +37,40 @@ async fn prune_deletes_ended_runs_older_than_asked_and_says_how_many(pool: PgPoo
     let kept: Value = serde_json::from_str(&stdout(&kept)).unwrap();
     assert_eq!(kept["runs"], 0, "{kept}");
 
-    let output = pgflow(&pool, &["prune", "--older-than", "2days 23h30m"]);
+    // A dry run counts what the prune then deletes, and deletes nothing.
+    let dry = pgflow(
+        &pool,
+        &["prune", "--older-than", "2days 23h30m", "--dry-run"],
+    );
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    let text = stdout(&dry);
+    assert!(text.starts_with("would prune 1 run ("), "{text}");
+    assert!(text.ends_with("(dry run: nothing deleted)\n"), "{text}");
+    let dry = pgflow(
+        &pool,
+        &[
+            "prune",
+            "--older-than",
+            "2days 23h30m",
+            "--dry-run",
+            "--json",
+        ],
+    );
+    let dry: Value = serde_json::from_str(&stdout(&dry)).unwrap();
+    let runs: i64 = sqlx::query_scalar("select count(*) from pgflow.runs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runs, 1, "the dry run deleted nothing");
+
+    let output = pgflow(&pool, &["prune", "--older-than", "2days 23h30m", "--json"]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let text = stdout(&output);
-    assert!(text.starts_with("pruned 1 run(s) ("), "{text}");
+    let pruned: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    for count in ["runs", "step_states", "tasks", "workers"] {
+        assert_eq!(dry[count], pruned[count], "{count}: {dry} against {pruned}");
+    }
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(pruned["runs"], 1);
     let left: i64 = sqlx::query_scalar("select count(*) from pgflow.runs")
         .fetch_one(&pool)
         .await

@@ -45,7 +45,7 @@ async fn drain_status_reports_the_truth_as_text_and_json(pool: PgPool) {
     assert_eq!(value["pending_steps"], json!(["alert", "classify"]));
 
     let output = pgflow(&pool, &["drain-status", "no_such_flow"]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert_eq!(
         stderr(&output).trim(),
         "error: `no_such_flow` is neither a flow nor an alias in this database (`pgflow alias \
@@ -103,7 +103,7 @@ async fn rollout_begin_status_and_finish(pool: PgPool) {
     );
 
     let output = pgflow(&pool, &["rollout", "finish", &id.to_string()]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("already finished"),
         "{}",

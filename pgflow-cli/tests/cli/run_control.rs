@@ -20,10 +20,12 @@ async fn cancel_one_run_or_a_filter_with_a_dry_run(pool: PgPool) {
         .start(Start::named("triage"), &json!(1), StartOptions::new())
         .await
         .unwrap();
-    client
+    let second = client
         .start(Start::named("triage"), &json!(2), StartOptions::new())
         .await
-        .unwrap();
+        .unwrap()
+        .run_id()
+        .to_string();
     let id = first.run_id().to_string();
 
     let output = pgflow(&pool, &["cancel", &id, "--reason", "wrong customer"]);
@@ -47,9 +49,21 @@ async fn cancel_one_run_or_a_filter_with_a_dry_run(pool: PgPool) {
         &["cancel", "--flow", "triage", "--dry-run", "--json"],
     )))
     .unwrap();
-    assert_eq!(dry, json!({"dry_run": true, "runs": 1}));
+    assert_eq!(
+        dry,
+        json!({"dry_run": true, "count": 1, "run_ids": [second]}),
+        "a dry run names the runs"
+    );
+    let output = pgflow(&pool, &["cancel", "--flow", "triage", "--dry-run"]);
+    assert_eq!(
+        stdout(&output).trim(),
+        format!("1 run would be cancelled (dry run: nothing changed):\n  {second}")
+    );
     let output = pgflow(&pool, &["cancel", "--flow", "triage"]);
-    assert_eq!(stdout(&output).trim(), "cancelled 1 run(s)");
+    assert_eq!(
+        stdout(&output).trim(),
+        format!("cancelled 1 run:\n  {second}")
+    );
     let listed: Value = serde_json::from_str(&stdout(&pgflow(
         &pool,
         &["runs", "--status", "cancelled", "--json"],
@@ -66,7 +80,7 @@ async fn cancel_one_run_or_a_filter_with_a_dry_run(pool: PgPool) {
     );
     let unknown = uuid::Uuid::new_v4().to_string();
     let output = pgflow(&pool, &["cancel", &unknown]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains(&unknown), "{}", stderr(&output));
 }
 
@@ -100,7 +114,7 @@ async fn retry_and_resume_runs_with_a_dry_run(pool: PgPool) {
         &["retry", "--flow", "triage", "--dry-run", "--json"],
     )))
     .unwrap();
-    assert_eq!(dry, json!({"dry_run": true, "runs": 1}));
+    assert_eq!(dry, json!({"dry_run": true, "count": 1, "run_ids": [id]}));
     let output = pgflow(&pool, &["retry", &id]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(stdout(&output).trim(), format!("retried run {id}"));
@@ -142,7 +156,24 @@ async fn retry_and_resume_runs_with_a_dry_run(pool: PgPool) {
         ],
     )))
     .unwrap();
-    assert_eq!(dry, json!({"dry_run": true, "runs": 1}));
+    assert_eq!(dry, json!({"dry_run": true, "count": 1, "run_ids": [id]}));
+    let resumed: Value = serde_json::from_str(&stdout(&pgflow(
+        &pool,
+        &[
+            "resume",
+            "--flow",
+            "triage",
+            "--from",
+            "alert",
+            "--status",
+            "cancelled",
+            "--json",
+        ],
+    )))
+    .unwrap();
+    assert_eq!(resumed["count"], 1, "{resumed}");
+    assert_eq!(resumed["runs"][0]["resumed_from"], json!(id), "{resumed}");
+    assert!(resumed["runs"][0]["run_id"].is_string(), "{resumed}");
 }
 
 #[sqlx::test(migrations = false)]

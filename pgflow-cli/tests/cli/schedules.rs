@@ -45,7 +45,7 @@ async fn schedules_are_listed_paused_resumed_triggered_and_deleted(pool: PgPool)
     let output = pgflow(&pool, &["schedules", "delete", "hourly_triage"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let output = pgflow(&pool, &["schedules", "trigger", "hourly_triage"]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("no schedule `hourly_triage` exists"),
         "{}",

@@ -97,7 +97,11 @@ async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
     );
     let alerts = row_of(&text, "deliver_slack_alerts");
     assert_eq!(alerts[1], "1", "depth: {text}");
-    assert_eq!(alerts[3..], ["0", "0", "alive", "-"], "{text}");
+    assert_eq!(
+        alerts[3..],
+        ["0", "no", "live", "worker", "-"],
+        "work waits and nothing serves it, said in words: {text}"
+    );
     assert_eq!(
         text.contains("warning: autovacuum is off"),
         !autovacuum,
@@ -125,10 +129,11 @@ async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
         ["7", "B"],
         "`\"label\"` is 7 bytes: {text}"
     );
+    // No worker has claimed its task yet: queued, not started.
     let alert = row_of(&text, "alert");
     assert_eq!(
         alert[..3],
-        ["alert", "started", "deliver_slack_alerts"],
+        ["alert", "queued", "deliver_slack_alerts"],
         "{text}"
     );
 
@@ -141,12 +146,12 @@ async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
     let text = stdout(&pgflow(&pool, &["graph", "triage_v1", "--format", "dot"]));
     assert!(text.contains("\"classify\" -> \"alert\";"), "{text}");
     let output = pgflow(&pool, &["graph", "missing"]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(1));
 
     let text = stdout(&pgflow(&pool, &["workers", "deprecate", "cli_fn"]));
     assert_eq!(
         text.trim(),
-        "1 live worker(s) of `cli_fn` asked to drain and stop"
+        "1 live worker of `cli_fn` asked to drain and stop"
     );
     tokio::time::timeout(Duration::from_secs(15), worker.wait())
         .await
@@ -182,7 +187,7 @@ async fn status_and_workers_list_agree_on_a_worker_that_went_silent(pool: PgPool
     let text = stdout(&pgflow(&pool, &["status"]));
     assert_eq!(
         row_of(&text, "classify_threads")[4..],
-        ["0", "alive,", "1", "stale", "-"],
+        ["no", "live", "worker,", "1", "stale", "-"],
         "{text}"
     );
     for (args, path) in [
@@ -261,8 +266,8 @@ async fn every_command_calls_a_worker_killed_minutes_ago_stale_and_none_waits_fo
     );
     let text = stdout(&pgflow(&pool, &["status"]));
     assert_eq!(
-        row_of(&text, "classify_threads")[4..7],
-        ["0", "alive,", "1"],
+        row_of(&text, "classify_threads")[4..8],
+        ["no", "live", "worker,", "1"],
         "{text}"
     );
 
@@ -280,7 +285,7 @@ async fn every_command_calls_a_worker_killed_minutes_ago_stale_and_none_waits_fo
             "--queue",
             "classify_threads",
             "--timeout",
-            "5",
+            "5s",
         ],
     );
     assert!(!output.status.success());
