@@ -82,6 +82,9 @@ mod tests {
             step_slug: slug.to_owned(),
             step_type: step_type.to_owned(),
             queue_name: "q".to_owned(),
+            condition_when: None,
+            condition_unless: None,
+            when_unmet: "skip".to_owned(),
         }
     }
 

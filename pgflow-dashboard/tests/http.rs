@@ -132,6 +132,38 @@ async fn every_page_answers_and_a_failed_step_shows_its_error(pool: PgPool) {
 
     let (status, _, _) = get(&app, &format!("/runs/{}", Uuid::nil())).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    // A path that is no run id gets the dashboard's own 404 page, not a bare rejection.
+    for path in ["/runs/not-a-run", "/runs/1234/body", "/runs/1234/cancel"] {
+        let (status, body, _) = get(&app, path).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+        assert!(
+            body.contains("is not a run id") && body.contains("Back to the overview"),
+            "{path}: {body}"
+        );
+    }
+    // A run started for later is shown as scheduled, without a duration, on both pages.
+    let later = client
+        .start(
+            pgflow::Start::flow::<support::browsed_v1::Flow>(),
+            &Order::quick(),
+            pgflow::StartOptions::new().start_after(std::time::Duration::from_secs(3600)),
+        )
+        .await
+        .unwrap()
+        .run_id();
+    let (_, runs, _) = get(&app, "/runs").await;
+    let row = runs
+        .split("<tr ")
+        .find(|row| row.contains(&later.to_string()))
+        .expect("the scheduled run is listed");
+    assert!(row.contains(r#"data-status="scheduled""#), "{row}");
+    assert!(
+        row.contains("<td class=\"num\">–</td>"),
+        "no duration yet: {row}"
+    );
+    let (_, page, _) = get(&app, &format!("/runs/{later}")).await;
+    assert!(page.contains(r#"data-status="scheduled""#), "{page}");
+
     let (status, body, _) = get(&app, "/runs?status=done").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("`status` is `done`"), "{body}");

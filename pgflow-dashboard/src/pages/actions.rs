@@ -59,19 +59,19 @@ pub(crate) fn routes(actions_enabled: bool) -> Router<AppState> {
 /// `GET /runs/{id}/cancel`.
 pub(crate) async fn confirm_cancel(
     State(app): State<AppState>,
-    Path(run_id): Path<Uuid>,
+    Path(run_id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, PageError> {
-    confirm(&app, run_id, &headers, Action::Cancel).await
+    confirm(&app, super::run_id_of(&run_id)?, &headers, Action::Cancel).await
 }
 
 /// `GET /runs/{id}/retry`.
 pub(crate) async fn confirm_retry(
     State(app): State<AppState>,
-    Path(run_id): Path<Uuid>,
+    Path(run_id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, PageError> {
-    confirm(&app, run_id, &headers, Action::Retry).await
+    confirm(&app, super::run_id_of(&run_id)?, &headers, Action::Retry).await
 }
 
 async fn confirm(
@@ -100,7 +100,7 @@ async fn confirm(
     let content = html! {
         h1 { (title) }
         p { "Run " a.mono href=(format!("/runs/{run_id}")) { (run_id) } " of "
-            (run.flow_slug) " is " (super::badge(run.status.as_str())) "." }
+            (run.flow_slug) " is " (super::badge(run.shown_status())) "." }
         p { (explain) }
         form.confirm method="post" action=(format!("/runs/{run_id}/{}", action.path())) {
             input type="hidden" name="csrf" value=(csrf);

@@ -81,6 +81,28 @@ pub(crate) fn duration(start: Option<DateTime<Utc>>, end: Option<DateTime<Utc>>)
     humantime::format_duration(rounded).to_string()
 }
 
+/// How long a run took from when it began (its start, or the later time it was started for):
+/// a dash while it waits for its time or when it ended before it began (cancelled while
+/// scheduled), the time so far while it goes.
+pub(crate) fn run_duration(
+    began: DateTime<Utc>,
+    ended: Option<DateTime<Utc>>,
+    status: pgflow_runtime::RunStatus,
+) -> String {
+    match ended {
+        Some(end) if end < began => "–".to_owned(),
+        Some(end) => duration(Some(began), Some(end)),
+        None if status.is_ended() || began > Utc::now() => "–".to_owned(),
+        None => duration(Some(began), None),
+    }
+}
+
+/// The run a path names; a path that is no run id gets the same 404 page as an unknown run.
+pub(crate) fn run_id_of(text: &str) -> Result<uuid::Uuid, PageError> {
+    text.parse()
+        .map_err(|_| PageError::NotFound(format!("`{text}` is not a run id (a UUID)")))
+}
+
 /// The first 8 characters of an id, for tables (the link carries the whole).
 pub(crate) fn short_id(id: uuid::Uuid) -> String {
     id.simple().to_string()[..8].to_owned()

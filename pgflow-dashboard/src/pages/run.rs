@@ -16,7 +16,7 @@ use pgflow_runtime::admin::inspect;
 use pgflow_runtime::engine::{self, RunStatus};
 use uuid::Uuid;
 
-use super::{badge, duration, frame, maybe_time, time};
+use super::{badge, duration, frame, maybe_time, run_duration, run_id_of, time};
 use crate::dag;
 use crate::error::PageError;
 use crate::state::AppState;
@@ -36,8 +36,9 @@ pub(crate) fn routes() -> Router<AppState> {
 /// `GET /runs/{run_id}`.
 pub(crate) async fn page(
     State(app): State<AppState>,
-    Path(run_id): Path<Uuid>,
+    Path(run_id): Path<String>,
 ) -> Result<Html<String>, PageError> {
+    let run_id = run_id_of(&run_id)?;
     let body = run_body(&app, run_id).await?;
     let title = format!("Run {}", super::short_id(run_id));
     Ok(Html(frame(&app, &title, body).into_string()))
@@ -46,8 +47,9 @@ pub(crate) async fn page(
 /// `GET /runs/{run_id}/body`: the page's body alone, for the live redraw.
 pub(crate) async fn body(
     State(app): State<AppState>,
-    Path(run_id): Path<Uuid>,
+    Path(run_id): Path<String>,
 ) -> Result<Html<String>, PageError> {
+    let run_id = run_id_of(&run_id)?;
     Ok(Html(run_body(&app, run_id).await?.into_string()))
 }
 
@@ -82,17 +84,20 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
         .map(|s| s.step_slug.as_str())
         .collect();
     let live = run.status == RunStatus::Started;
-    let ended_at = run.completed_at.or(run.failed_at).or(run.cancelled_at);
+    let ended_at = run.ended_at();
+    let began_at = run
+        .scheduled_for
+        .map_or(run.started_at, |at| at.max(run.started_at));
     let actions = app.config.actions_enabled();
 
     Ok(html! {
         div #run-body data-run=(run_id) data-live=(live) data-status=(run.status.as_str()) {
-            h1 { "Run " span.mono { (run_id) } " " (badge(run.status.as_str())) }
+            h1 { "Run " span.mono { (run_id) } " " (badge(run.shown_status())) }
             dl.facts {
                 dt { "Flow" } dd { a href=(format!("/flows/{}", run.flow_slug)) { (run.flow_slug) } }
                 dt { "Started" } dd { (time(run.started_at)) }
                 dt { "Ended" } dd { (maybe_time(ended_at)) }
-                dt { "Duration" } dd { (duration(Some(run.started_at), ended_at)) }
+                dt { "Duration" } dd { (run_duration(began_at, ended_at, run.status)) }
                 dt { "Steps left" } dd { (run.remaining_steps) }
                 @if run.retry_count > 0 { dt { "Retries" } dd { (run.retry_count) } }
                 @if let Some(reason) = &run.cancel_reason { dt { "Cancel reason" } dd { (reason) } }
@@ -128,7 +133,7 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
                         @let count = counts.iter().find(|c| c.step_slug == step.step_slug);
                         tr data-step=(step.step_slug) data-status=(step.status) {
                             td { (step.step_slug) }
-                            td { (badge(&step.status))
+                            td { (badge(step.shown_status()))
                                  @if let Some(reason) = &step.skip_reason { " (" (reason) ")" } }
                             td { (step.queue_name) }
                             td { @match (count, map_steps.contains(&step.step_slug.as_str())) {

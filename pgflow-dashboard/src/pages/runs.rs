@@ -13,7 +13,7 @@ use pgflow_runtime::admin::browse::{self, RunCursor, RunListing};
 use pgflow_runtime::engine::RunStatus;
 use serde::{Deserialize, Serialize};
 
-use super::{badge, duration, frame, short_id, time};
+use super::{badge, frame, run_duration, short_id, time};
 use crate::error::PageError;
 use crate::state::AppState;
 
@@ -173,9 +173,9 @@ pub(crate) async fn page(
                     tr data-run=(r.run_id) {
                         td.mono { a href=(format!("/runs/{}", r.run_id)) title=(r.run_id) { (short_id(r.run_id)) } }
                         td { a href=(format!("/flows/{}", r.flow_slug)) { (r.flow_slug) } }
-                        td { (badge(r.status.as_str())) }
+                        td { (badge(r.shown_status())) }
                         td { (time(r.started_at)) }
-                        td.num { (duration(Some(r.started_at), r.ended_at)) }
+                        td.num { (run_duration(r.began_at(), r.ended_at, r.status)) }
                         td.num { (r.remaining_steps) }
                         td.num { (r.retry_count) }
                     }
