@@ -68,7 +68,7 @@ pub mod triage_v2 {
 async fn main() -> Result<(), Error> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PGFLOW_LOG")
+            tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();

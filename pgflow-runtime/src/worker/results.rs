@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use crate::engine::{self, FailureOutcome, TaskCompletion, TaskFailure};
-use crate::failure::{STORED_ERROR_CHARS, bounded_owned};
+use crate::failure::{LOGGED_ERROR_CHARS, STORED_ERROR_CHARS, bounded, bounded_owned};
 use crate::metrics;
 use crate::worker::execute::Outcome;
 use crate::worker::handlers::Release;
@@ -87,8 +87,8 @@ pub(super) async fn store_results(
             .unwrap_or_default();
             metrics::result_store(queue, "failures", failures.len(), began.elapsed());
             count_failure_outcomes(queue, &failures, &outcomes);
-            for outcome in &outcomes {
-                log_failure_outcome(queue, outcome);
+            for (failure, outcome) in failures.iter().zip(&outcomes) {
+                log_failure_outcome(queue, failure, outcome);
             }
         }
     }
@@ -142,8 +142,12 @@ fn count_failure_outcomes(queue: &str, failures: &[TaskFailure], outcomes: &[Fai
 
 /// A retry is routine (the attempt was logged as a warning when it failed); a task out of
 /// attempts whose step was skipped is worth a warning; one that failed its run is an error
-/// someone has to look at; a discarded report changed nothing.
-fn log_failure_outcome(queue: &str, outcome: &FailureOutcome) {
+/// someone has to look at, and its line carries the error (cut to
+/// [`LOGGED_ERROR_CHARS`]): alerting reads that line alone. A discarded report changed
+/// nothing. `failure` is what was stored, `outcome` the SQL core's answer to it.
+fn log_failure_outcome(queue: &str, failure: &TaskFailure, outcome: &FailureOutcome) {
+    let flow = failure.task.flow_slug.as_str();
+    let error = bounded(&failure.error_message, LOGGED_ERROR_CHARS);
     if outcome.discarded {
         tracing::debug!(
             queue,
@@ -155,9 +159,11 @@ fn log_failure_outcome(queue: &str, outcome: &FailureOutcome) {
     } else if outcome.step_skipped {
         tracing::warn!(
             queue,
+            flow,
             run_id = %outcome.run_id,
             step = outcome.step_slug.as_str(),
             task_index = outcome.task_index,
+            %error,
             "task failed for good (permanent failure or no attempts left); its step was skipped \
              (when_exhausted) and the run goes on"
         );
@@ -173,9 +179,11 @@ fn log_failure_outcome(queue: &str, outcome: &FailureOutcome) {
     } else {
         tracing::error!(
             queue,
+            flow,
             run_id = %outcome.run_id,
             step = outcome.step_slug.as_str(),
             task_index = outcome.task_index,
+            %error,
             "task failed for good (permanent failure or no attempts left); its run failed"
         );
     }
