@@ -62,8 +62,9 @@ pub use pgflow_runtime::{
 pub use pgflow_macros::flow;
 
 /// Marks an `async fn` inside a [`flow`] module as a step (keys: `queue`, `depends_on`, `map`,
-/// `max_attempts`, `base_delay`, `max_delay`, `jitter_percent`, `timeout`, `start_delay`). `#[flow]` reads and removes it;
-/// anywhere else it is a compile error.
+/// `max_attempts`, `base_delay`, `max_delay`, `jitter_percent`, `timeout`, `start_delay`,
+/// `when`, `unless`, `when_unmet`, `when_exhausted`; see [`flow`]). `#[flow]` reads and removes
+/// it; anywhere else it is a compile error.
 pub use pgflow_macros::step;
 
 /// Not public API: what the macros expand to calls into this module.

@@ -98,7 +98,8 @@ pub(crate) fn count_queue(name: &'static str, queue: &str, count: u64) {
     metrics::counter!(name, "queue" => queue.to_owned()).increment(count);
 }
 
-/// Counts runs of `flow` ended by this worker (`name`: completed or failed).
+/// Counts runs of `flow` this worker's results ended (`name`: completed or failed; a cancel
+/// ends a run from outside, and is not counted here).
 pub(crate) fn count_runs(name: &'static str, queue: &str, flow: &str, count: u64) {
     metrics::counter!(name, "queue" => queue.to_owned(), "flow" => flow.to_owned())
         .increment(count);

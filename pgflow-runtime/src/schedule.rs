@@ -84,7 +84,7 @@ pub enum ScheduleError {
 ///
 /// ```
 /// use std::time::Duration;
-/// use pgflow_runtime::schedule::Schedule;
+/// use pgflow::schedule::Schedule;
 ///
 /// let nightly = Schedule::new("nightly_report", "report", "0 0 3 * * *")
 ///     .time_zone("Europe/Paris")

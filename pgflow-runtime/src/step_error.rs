@@ -13,7 +13,7 @@ use std::fmt;
 /// returns `Result<T, StepError>`.
 ///
 /// ```
-/// use pgflow_runtime::StepError;
+/// use pgflow::StepError;
 ///
 /// fn charge(card_declined: bool) -> Result<u32, StepError> {
 ///     if card_declined {

@@ -96,8 +96,8 @@ impl Client {
     /// login.
     ///
     /// ```no_run
-    /// # async fn demo() -> Result<(), pgflow_runtime::EngineError> {
-    /// let client = pgflow_runtime::Client::connect("postgres://app@db.internal/app").await?;
+    /// # async fn demo() -> Result<(), pgflow::EngineError> {
+    /// let client = pgflow::Client::connect("postgres://app@db.internal/app").await?;
     /// # Ok(()) }
     /// ```
     pub async fn connect(url: &str) -> Result<Self, EngineError> {

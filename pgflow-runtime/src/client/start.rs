@@ -27,7 +27,7 @@ use crate::error::EngineError;
 ///   name; the output is untyped JSON since versions may differ.
 ///
 /// ```no_run
-/// # use pgflow_runtime::{Client, Start, StartOptions, EngineError};
+/// # use pgflow::{Client, Start, StartOptions, EngineError};
 /// # async fn demo(client: &Client) -> Result<(), EngineError> {
 /// let run = client
 ///     .start(Start::named("triage"), &serde_json::json!({"thread_id": 7}), StartOptions::new())
@@ -221,7 +221,7 @@ impl Client {
     /// not at all if it rolls back.
     ///
     /// ```no_run
-    /// # use pgflow_runtime::{Client, Start, StartOptions, EngineError};
+    /// # use pgflow::{Client, Start, StartOptions, EngineError};
     /// # async fn demo(client: &Client) -> Result<(), EngineError> {
     /// let mut tx = client.pool().begin().await?;
     /// // ... the application's own writes in `tx` ...

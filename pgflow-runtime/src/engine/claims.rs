@@ -31,7 +31,7 @@ pub struct ClaimedTask {
     /// The handler input: the flow input (root single step), the element (map step), or an
     /// object of the dependencies' outputs keyed by step slug.
     pub input: Value,
-    /// The W3C trace context its run was started in, if any (see `pgflow_runtime::trace`).
+    /// The W3C trace context its run was started in, if any (see `pgflow::trace`).
     pub trace_context: Option<String>,
 }
 

@@ -35,9 +35,9 @@ pub enum Notifications {
 /// runs once per client, however many queues its workers poll.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), pgflow_runtime::EngineError> {
+/// # async fn demo() -> Result<(), pgflow::EngineError> {
 /// use std::time::Duration;
-/// use pgflow_runtime::{Client, ProcessConfig};
+/// use pgflow::{Client, ProcessConfig};
 ///
 /// let config = ProcessConfig::new()
 ///     .retention(Duration::from_secs(7 * 24 * 3600))

@@ -132,8 +132,19 @@ impl WorkerSettings {
 /// A worker's configuration: the one queue it polls (a generated `Queue` variant) and its
 /// queue-scoped settings.
 ///
-/// ```ignore
-/// WorkerConfig::new(triage_v2::Queue::ClassifyThreads).max_concurrent(1).batch_size(5)
+/// ```
+/// # #[pgflow::flow(slug = "triage_v2", input = String)]
+/// # mod triage_v2 {
+/// #     #[step(queue = "classify_threads")]
+/// #     async fn classify(input: String) -> Result<usize, String> { Ok(input.len()) }
+/// # }
+/// # fn main() {
+/// use pgflow::WorkerConfig;
+///
+/// let config = WorkerConfig::new(triage_v2::Queue::ClassifyThreads)
+///     .max_concurrent(1)
+///     .batch_size(5);
+/// # let _ = config; }
 /// ```
 #[derive(Debug, Clone)]
 pub struct WorkerConfig<Q> {

@@ -1,7 +1,23 @@
 //! Queue-centric workers: one worker polls exactly one queue and runs the tasks it claims
 //! through a registry of concrete flow deployments.
 //!
-//! ```ignore
+//! ```no_run
+//! # #[pgflow::flow(slug = "triage_v1", alias = "triage", version = 1)]
+//! # mod triage_v1 {
+//! #     #[step(queue = "classify_threads")]
+//! #     async fn classify(input: serde_json::Value) -> Result<u32, String> { Ok(1) }
+//! # }
+//! # #[pgflow::flow(slug = "triage_v2", alias = "triage", version = 2)]
+//! # mod triage_v2 {
+//! #     #[step]
+//! #     async fn fetch(input: serde_json::Value) -> Result<u32, String> { Ok(1) }
+//! #     #[step(depends_on = [fetch], queue = "classify_threads")]
+//! #     async fn classify(fetch: u32) -> Result<u32, String> { Ok(fetch) }
+//! # }
+//! # fn main() {}
+//! # async fn demo() -> Result<(), pgflow::WorkerError> {
+//! use pgflow::{Worker, WorkerConfig};
+//!
 //! // The simple form: the flow's default queue (its lowercased slug), default settings.
 //! let worker = Worker::start(triage_v2::deployment()).await?;
 //!
@@ -12,6 +28,7 @@
 //! )
 //! .await?;
 //! worker.run_until_signal().await?;
+//! # Ok(()) }
 //! ```
 //!
 //! Startup (before anything is polled): connect and check the schema, reject duplicate
@@ -71,9 +88,19 @@ impl Worker {
     /// [`Worker::start`] (one flow, its default queue) on an explicit connection: a URL, a
     /// pool or a [`Client`](crate::Client).
     ///
-    /// ```ignore
-    /// let client = pgflow::Client::connect(&url).await?;
+    /// ```no_run
+    /// # #[pgflow::flow(slug = "greet", input = String)]
+    /// # mod greet {
+    /// #     #[step]
+    /// #     async fn hello(input: String) -> Result<String, String> { Ok(input) }
+    /// # }
+    /// # fn main() {}
+    /// # async fn demo(url: &str) -> Result<(), Box<dyn std::error::Error>> {
+    /// use pgflow::Worker;
+    ///
+    /// let client = pgflow::Client::connect(url).await?;
     /// let worker = Worker::start_on(greet::deployment(), &client).await?;
+    /// # Ok(()) }
     /// ```
     pub async fn start_on<F: FlowSpec>(
         deployment: Deployment<F>,
@@ -250,12 +277,23 @@ impl WorkerHandle {
     /// before that. The signal is any future: an application's own shutdown future, a
     /// `tokio_util::sync::CancellationToken`'s `cancelled_owned()`, a channel receiver.
     ///
-    /// ```ignore
+    /// ```no_run
+    /// # #[pgflow::flow(slug = "greet", input = String)]
+    /// # mod greet {
+    /// #     #[step]
+    /// #     async fn hello(input: String) -> Result<String, String> { Ok(input) }
+    /// # }
+    /// # fn main() {}
+    /// # async fn demo() -> Result<(), pgflow::WorkerError> {
+    /// use pgflow::Worker;
+    /// use tokio_util::sync::CancellationToken;
+    ///
     /// let token = CancellationToken::new();
     /// let worker = Worker::start(greet::deployment()).await?;
     /// tokio::spawn(worker.run_until(token.clone().cancelled_owned()));
     /// // ... later, when the application stops:
     /// token.cancel();
+    /// # Ok(()) }
     /// ```
     pub async fn run_until(mut self, signal: impl Future<Output = ()>) -> Result<(), WorkerError> {
         tokio::select! {
