@@ -56,6 +56,13 @@ pub(crate) mod msg {
         format!("`{key}` takes no value; write `{key}` alone")
     }
 
+    pub(crate) fn typed_input_without_declaration(ty: &str) -> String {
+        format!(
+            "this flow declares no `input` type, so its steps receive the flow input as \
+             `serde_json::Value`; add `input = {ty}` to `#[flow(...)]`"
+        )
+    }
+
     pub(crate) fn check_input_without_input() -> String {
         "`check_input` checks every start's input against the flow's input type, and this flow \
          declares none: add `input = T` (with `#[derive(schemars::JsonSchema)]` on `T`)"

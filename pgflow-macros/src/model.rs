@@ -213,11 +213,14 @@ pub(crate) fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) ->
         }
     }
 
+    let input = args
+        .input
+        .or_else(|| typed_input_without_declaration(&steps, errors));
     Flow {
         slug: slug.value,
         alias: alias.value,
         version: args.version.map_or(1, |v| v.value),
-        input: args.input,
+        input,
         output: args.output,
         state: args.state,
         max_attempts: args.max_attempts.map(|v| v.value),
@@ -228,6 +231,35 @@ pub(crate) fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) ->
         check_input: args.check_input.is_some(),
         steps,
     }
+}
+
+/// A flow without `input = T` hands its steps the flow input as `serde_json::Value`. A step
+/// whose input parameter has another type is one mistake, reported once at that type with the
+/// fix; the expansion then goes on as if `input = T` were written, so that the compiler does not
+/// add its own errors for every place the two types meet.
+fn typed_input_without_declaration(steps: &[Step], errors: &mut Errors) -> Option<Type> {
+    let typed = steps
+        .iter()
+        .flat_map(|step| step.params.iter())
+        .find(|param| matches!(param.kind, ParamKind::FlowInput) && !is_json_value(&param.ty))?;
+    let ty = &typed.ty;
+    let written = quote::quote!(#ty).to_string().replace(' ', "");
+    errors.at(ty, msg::typed_input_without_declaration(&written));
+    Some(typed.ty.clone())
+}
+
+/// Whether `ty` reads as `serde_json::Value` (`Value`, `serde_json::Value`,
+/// `pgflow::serde_json::Value`).
+fn is_json_value(ty: &Type) -> bool {
+    let Type::Path(path) = ty else {
+        return false;
+    };
+    path.qself.is_none()
+        && path
+            .path
+            .segments
+            .last()
+            .is_some_and(|segment| segment.ident == "Value" && segment.arguments.is_empty())
 }
 
 fn check_reserved(item: &Item, errors: &mut Errors) {
