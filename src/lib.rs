@@ -67,6 +67,14 @@ pub use pgflow_macros::flow;
 /// it; anywhere else it is a compile error.
 pub use pgflow_macros::step;
 
+/// The rules `#[flow]` checks a flow's handlers against at compile time, as traits: their
+/// names appear in its errors. Nothing here is to be implemented or called.
+pub mod rules {
+    pub use pgflow_runtime::private::{
+        DependencyType, FlowInputType, InputSchema, MapElement, OutputField, StateType, StepResult,
+    };
+}
+
 /// Not public API: what the macros expand to calls into this module.
 #[doc(hidden)]
 pub use pgflow_runtime::private as __private;

@@ -282,7 +282,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
     let input_schema = match (&flow.input, flow.check_input) {
         (Some(ty), true) => quote_spanned! {ty.span()=>
             input_schema: ::core::option::Option::Some(
-                ::pgflow::__private::input_schema::<#ty>
+                <#ty as ::pgflow::__private::InputSchema>::input_schema
                     as fn() -> ::pgflow::__private::serde_json::Value
             ),
         },
@@ -505,7 +505,7 @@ fn static_checks(flow: &Flow, step: &Step, input_ty: &Type) -> TokenStream {
     let mut checks = Vec::new();
     if let Some(ret) = &step.output {
         checks.push(quote_spanned! {ret.span()=>
-            const _: () = ::pgflow::__private::assert_step_result::<#ret>();
+            const _: () = <#ret as ::pgflow::__private::StepResult>::HOLDS;
         });
     }
     for param in &step.params {
@@ -524,38 +524,33 @@ fn static_checks(flow: &Flow, step: &Step, input_ty: &Type) -> TokenStream {
                         dep_output
                     };
                     checks.push(quote_spanned! {span=>
-                        const _: () = ::pgflow::__private::assert_dependency_type::<
-                            #ty,
-                            #dep_output,
-                        >();
+                        const _: () =
+                            <#ty as ::pgflow::__private::DependencyType<#dep_output>>::HOLDS;
                     });
                 }
             }
             ParamKind::FlowInput => checks.push(quote_spanned! {span=>
-                const _: () = ::pgflow::__private::assert_flow_input_type::<#ty, #input_ty>();
+                const _: () = <#ty as ::pgflow::__private::FlowInputType<#input_ty>>::HOLDS;
             }),
             ParamKind::Element => match &step.map {
                 Some(MapSource::Dependency(dep)) => {
                     if let Some(dep_output) = output_of(dep) {
                         let source_span = dep.span();
                         checks.push(quote_spanned! {source_span=>
-                            const _: () = ::pgflow::__private::assert_map_element::<
-                                #ty,
-                                #dep_output,
-                            >();
+                            const _: () =
+                                <#ty as ::pgflow::__private::MapElement<#dep_output>>::HOLDS;
                         });
                     }
                 }
                 Some(MapSource::Input(source_span)) => checks.push(quote_spanned! {*source_span=>
-                    const _: () = ::pgflow::__private::assert_map_element::<#ty, #input_ty>();
+                    const _: () = <#ty as ::pgflow::__private::MapElement<#input_ty>>::HOLDS;
                 }),
                 None => {}
             },
             ParamKind::State => checks.push(quote_spanned! {span=>
-                const _: () = ::pgflow::__private::assert_state_type::<
-                    #ty,
+                const _: () = <#ty as ::pgflow::__private::StateType<
                     <Flow as ::pgflow::__private::FlowSpec>::State,
-                >();
+                >>::HOLDS;
             }),
             ParamKind::Context => {}
         }

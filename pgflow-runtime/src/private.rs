@@ -178,22 +178,26 @@ pub fn definition(decl: &FlowDecl) -> FlowDefinition {
     flow
 }
 
-/// The JSON Schema of a flow input type, for `#[flow(check_input)]`.
-pub fn input_schema<T: InputSchema>() -> Value {
-    schemars::SchemaGenerator::default()
-        .into_root_schema_for::<T>()
-        .to_value()
-}
-
-/// A flow input type whose JSON Schema starts are checked against.
+/// A flow input type whose JSON Schema starts are checked against (`#[flow(check_input)]`):
+/// every type with schemars' `JsonSchema`.
 #[diagnostic::on_unimplemented(
     message = "`check_input` needs the flow input `{Self}` to implement `schemars::JsonSchema`",
     label = "this input type has no JSON Schema",
     note = "add `#[derive(schemars::JsonSchema)]` to it (schemars 1.x), or drop `check_input`"
 )]
-pub trait InputSchema: schemars::JsonSchema {}
+pub trait InputSchema {
+    /// The type's JSON Schema, as the flow records it.
+    fn input_schema() -> Value;
+}
 
-impl<T: schemars::JsonSchema> InputSchema for T {}
+#[diagnostic::do_not_recommend]
+impl<T: schemars::JsonSchema> InputSchema for T {
+    fn input_schema() -> Value {
+        schemars::SchemaGenerator::default()
+            .into_root_schema_for::<T>()
+            .to_value()
+    }
+}
 
 /// What a step handler returns: `Result<T, E>` with a JSON-able `T` and a displayable `E`.
 #[diagnostic::on_unimplemented(
@@ -207,6 +211,9 @@ pub trait StepResult {
     type Error: Display + 'static;
     /// The result.
     fn into_result(self) -> Result<Self::Output, Self::Error>;
+    /// Named by the code `#[flow]` generates: `const _: () = <P as Rule>::HOLDS;` compiles
+    /// only where the rule holds, and a failure names no helper function.
+    const HOLDS: () = ();
 }
 
 impl<T, E> StepResult for Result<T, E>
@@ -226,7 +233,12 @@ where
     message = "this parameter's type `{Self}` is not the output type `{Expected}` of the step it names",
     label = "expected `{Expected}`, the dependency's output type"
 )]
-pub trait DependencyType<Expected> {}
+pub trait DependencyType<Expected> {
+    /// Named by the code `#[flow]` generates: `const _: () = <P as Rule>::HOLDS;` compiles
+    /// only where the rule holds, and a failure names no helper function.
+    const HOLDS: () = ();
+}
+#[diagnostic::do_not_recommend]
 impl<T> DependencyType<T> for T {}
 
 /// `Self` is the flow's input type.
@@ -234,7 +246,12 @@ impl<T> DependencyType<T> for T {}
     message = "this parameter's type `{Self}` is not the flow input type `{Expected}`",
     label = "expected `{Expected}`, the flow's `input` type"
 )]
-pub trait FlowInputType<Expected> {}
+pub trait FlowInputType<Expected> {
+    /// Named by the code `#[flow]` generates: `const _: () = <P as Rule>::HOLDS;` compiles
+    /// only where the rule holds, and a failure names no helper function.
+    const HOLDS: () = ();
+}
+#[diagnostic::do_not_recommend]
 impl<T> FlowInputType<T> for T {}
 
 /// `Self` (a handler's `State<T>` parameter) is the state its flow's workers carry.
@@ -243,32 +260,28 @@ impl<T> FlowInputType<T> for T {}
     label = "not the flow's state type",
     note = "declare the type on the flow, `#[flow(state = T)]`, and pass the value to the worker: the flow's `deployment(state)` then takes it"
 )]
-pub trait StateType<Expected> {}
+pub trait StateType<Expected> {
+    /// Named by the code `#[flow]` generates: `const _: () = <P as Rule>::HOLDS;` compiles
+    /// only where the rule holds, and a failure names no helper function.
+    const HOLDS: () = ();
+}
+#[diagnostic::do_not_recommend]
 impl<T> StateType<T> for State<T> {}
 
-/// Compile-time check: a `State<T>` parameter asks for the flow's state type.
-pub const fn assert_state_type<Param: StateType<Expected>, Expected>() {}
-
-/// What a map step maps over: a `Vec<T>`.
+/// `Self` (a map step's element parameter) is the element type of `Source`, the `Vec<T>` the
+/// step maps over: one rule for both halves, so that a source that is no `Vec` gives one error.
 #[diagnostic::on_unimplemented(
-    message = "a map step maps over a `Vec<T>`, but its source has type `{Self}`",
-    label = "the map source must produce a `Vec<T>`"
+    message = "a map step takes one element `T` of the `Vec<T>` it maps over: its element parameter has type `{Self}`, and its source gives `{Source}`",
+    label = "not an element of what this step maps over",
+    note = "map over a step whose output is a `Vec<T>` (or over the flow input, when it is one), and take `T`"
 )]
-pub trait MapSource {
-    /// The element type.
-    type Element;
+pub trait MapElement<Source> {
+    /// Named by the code `#[flow]` generates: `const _: () = <P as Rule>::HOLDS;` compiles
+    /// only where the rule holds, and a failure names no helper function.
+    const HOLDS: () = ();
 }
-impl<T> MapSource for Vec<T> {
-    type Element = T;
-}
-
-/// `Self` is the element type of the array a map step maps over.
-#[diagnostic::on_unimplemented(
-    message = "this parameter's type `{Self}` is not the element type `{Expected}` of the array the map step maps over",
-    label = "expected `{Expected}`"
-)]
-pub trait ElementType<Expected> {}
-impl<T> ElementType<T> for T {}
+#[diagnostic::do_not_recommend]
+impl<T> MapElement<Vec<T>> for T {}
 
 /// `Self` (a field of a flow's declared `output` type) has the output type of the step it is
 /// named after.
@@ -278,6 +291,7 @@ impl<T> ElementType<T> for T {}
     note = "the `output` type has one field per step nothing depends on, of that step's output type (an `Option` for a step a run may skip)"
 )]
 pub trait OutputField<Expected> {}
+#[diagnostic::do_not_recommend]
 impl<T> OutputField<T> for T {}
 
 /// Type check: a field of a declared `output` type has its step's output type.
@@ -291,18 +305,6 @@ pub fn assert_output_field<Expected, Field: OutputField<Expected>>(_field: &Fiel
 pub fn type_checked_only<T>() -> T {
     unreachable!("generated for type checking only, never called")
 }
-
-/// Compile-time check: a dependency parameter has the dependency's output type.
-pub const fn assert_dependency_type<Param: DependencyType<Expected>, Expected>() {}
-
-/// Compile-time check: a flow-input parameter has the flow's input type.
-pub const fn assert_flow_input_type<Param: FlowInputType<Expected>, Expected>() {}
-
-/// Compile-time check: a map step's element parameter has the element type of its source.
-pub const fn assert_map_element<Param: ElementType<Source::Element>, Source: MapSource>() {}
-
-/// Compile-time check: a handler returns a [`StepResult`].
-pub const fn assert_step_result<R: StepResult>() {}
 
 /// Encodes a handler's result for the SQL core.
 pub fn output<R: StepResult>(step_slug: &str, result: R) -> Result<Value, StepFailure> {

@@ -244,32 +244,30 @@ pub mod triage_v2 {
             ::pgflow::__private::output("alert", alert(fetch, classify).await)
         })
     }
-    const _: () = ::pgflow::__private::assert_step_result::<Result<Thread, StepError>>();
-    const _: () = ::pgflow::__private::assert_flow_input_type::<
+    const _: () = <Result<Thread, StepError> as ::pgflow::__private::StepResult>::HOLDS;
+    const _: () = <TriageInput as ::pgflow::__private::FlowInputType<
         TriageInput,
-        TriageInput,
-    >();
-    const _: () = ::pgflow::__private::assert_step_result::<
-        Result<Vec<Message>, StepError>,
-    >();
-    const _: () = ::pgflow::__private::assert_dependency_type::<
-        Thread,
+    >>::HOLDS;
+    const _: () = <Result<
+        Vec<Message>,
+        StepError,
+    > as ::pgflow::__private::StepResult>::HOLDS;
+    const _: () = <Thread as ::pgflow::__private::DependencyType<
         <Result<Thread, StepError> as ::pgflow::__private::StepResult>::Output,
-    >();
-    const _: () = ::pgflow::__private::assert_step_result::<Result<Label, StepError>>();
-    const _: () = ::pgflow::__private::assert_map_element::<
-        Message,
+    >>::HOLDS;
+    const _: () = <Result<Label, StepError> as ::pgflow::__private::StepResult>::HOLDS;
+    const _: () = <Message as ::pgflow::__private::MapElement<
         <Result<Vec<Message>, StepError> as ::pgflow::__private::StepResult>::Output,
-    >();
-    const _: () = ::pgflow::__private::assert_step_result::<Result<(), StepError>>();
-    const _: () = ::pgflow::__private::assert_dependency_type::<
-        Thread,
+    >>::HOLDS;
+    const _: () = <Result<(), StepError> as ::pgflow::__private::StepResult>::HOLDS;
+    const _: () = <Thread as ::pgflow::__private::DependencyType<
         <Result<Thread, StepError> as ::pgflow::__private::StepResult>::Output,
-    >();
-    const _: () = ::pgflow::__private::assert_dependency_type::<
-        Vec<Label>,
+    >>::HOLDS;
+    const _: () = <Vec<
+        Label,
+    > as ::pgflow::__private::DependencyType<
         ::std::vec::Vec<
             <Result<Label, StepError> as ::pgflow::__private::StepResult>::Output,
         >,
-    >();
+    >>::HOLDS;
 }

@@ -89,6 +89,9 @@ pub mod at {
 )]
 pub trait Routes<F, At> {}
 
+// `do_not_recommend` on every impl: the error names the flow and the fix, and does not go on
+// to list these impls, whose positions and helper types mean nothing to the reader.
+#[diagnostic::do_not_recommend]
 impl<F: FlowSpec> Routes<F, at::P0> for Deployment<F> {}
 
 /// Never a flow: the impl below gives a lone deployment a second `Routes` impl, so that the
@@ -98,10 +101,12 @@ impl<F: FlowSpec> Routes<F, at::P0> for Deployment<F> {}
 #[doc(hidden)]
 pub enum NoFlow {}
 
+#[diagnostic::do_not_recommend]
 impl<F: FlowSpec> Routes<NoFlow, at::P1> for Deployment<F> {}
 
 macro_rules! routes_at {
     ($at:ident; $($before:ident),*; $($after:ident),*) => {
+        #[diagnostic::do_not_recommend]
         impl<F: FlowSpec, $($before,)* $($after,)*> Routes<F, at::$at>
             for ($($before,)* Deployment<F>, $($after,)*)
         {
