@@ -72,6 +72,7 @@ pub use pgflow_macros::step;
 pub mod rules {
     pub use pgflow_runtime::private::{
         DependencyType, FlowInputType, InputSchema, MapElement, OutputField, StateType, StepResult,
+        assert_output_field,
     };
 }
 
