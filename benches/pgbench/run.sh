@@ -16,12 +16,18 @@ if ! psql -Atc "select 1 from pg_database where datname = 'pgflow_pgbench_templa
   psql_q -d pgflow_pgbench_template -c "drop schema pgflow cascade" 2>/dev/null
 fi
 psql_q -c "drop database if exists pgflow_pgbench" -c "create database pgflow_pgbench template pgflow_pgbench_template"
-# The versioned migrations, then the function files, in name order, in one transaction.
-# (An SQL directory from before functions/ existed has migrations only.)
+# The installer's two ledger tables (pgflow-sql/src/ledger.rs), which the privileges file
+# grants on; then the versioned migrations and the function files, in name order, in one
+# transaction. (An SQL directory from before functions/ existed has migrations only.)
+psql_q -d pgflow_pgbench -c "create schema pgflow;
+  create table pgflow.schema_migrations (version bigint primary key, description text not null,
+    checksum bytea not null, installed_at timestamptz not null default now());
+  create table pgflow.schema_functions (singleton boolean primary key default true
+    check (singleton), checksum bytea not null, applied_at timestamptz not null default now());"
 files=(); shopt -s nullglob
 for f in "$sql"/migrations/*.sql "$sql"/functions/*.sql; do files+=(-f "$f"); done
 shopt -u nullglob
-psql_q --single-transaction -d pgflow_pgbench "${files[@]}" >/dev/null
+psql_q --single-transaction -d pgflow_pgbench -c "set client_min_messages = warning" "${files[@]}" >/dev/null
 db=pgflow_pgbench
 latencies() { grep -E '^ +[0-9.]+ +[0-9]+ +select' | awk '{print $1}' | tr '\n' ' '; }
 

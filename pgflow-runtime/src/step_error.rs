@@ -27,6 +27,12 @@ use std::fmt;
 /// assert_eq!(charge(false).unwrap(), 1250);
 /// ```
 ///
+/// For a text of your own, write `StepError::retry("...")` (or `StepError::permanent`):
+/// `Err("text".into())` and `Err("text")?` do not compile, since `StepError` cannot also convert
+/// from `&str` or `String` (Rust's coherence rules: `std` could one day make them errors, and
+/// the two conversions would then overlap). A handler that only ever fails with a text can
+/// return `Result<T, String>` instead.
+///
 /// `StepError` does not implement `std::error::Error` itself: that would conflict with the
 /// conversion from every error type that `?` relies on.
 pub struct StepError {
