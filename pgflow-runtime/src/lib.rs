@@ -53,7 +53,7 @@ pub use process::{Notifications, ProcessConfig};
 pub use schedule::{MissedTicks, Schedule, ScheduleError};
 pub use state::State;
 pub use step_error::StepError;
-pub use worker::{Connection, Worker, WorkerConfig, WorkerError, WorkerHandle};
+pub use worker::{Connection, StartingWorker, Worker, WorkerConfig, WorkerError, WorkerHandle};
 
 /// The sqlx this crate is built with (0.8): name pools and queries through `pgflow::sqlx` and
 /// their types are the ones pgflow takes, whatever sqlx your own crate depends on.

@@ -131,25 +131,53 @@ impl Worker {
     }
 
     /// Starts a worker polling `config`'s queue with a registry of deployments (one
-    /// deployment or a tuple of them). The queue must be a `Queue` of a flow in the registry;
-    /// anything else does not compile.
-    pub async fn start_with<R, Q, At>(
-        registry: R,
-        config: WorkerConfig<Q>,
-    ) -> Result<WorkerHandle, WorkerError>
+    /// deployment or a tuple of them); await the answer for its handle. The queue must be a
+    /// `Queue` of a flow in the registry; anything else does not compile, with one error at
+    /// the registry. (Not an `async fn`: its future would carry the rule along, and the
+    /// compiler would report a broken rule again at the call and at the `.await`.)
+    pub fn start_with<R, Q, At>(registry: R, config: WorkerConfig<Q>) -> StartingWorker
     where
         R: Registry + Routes<Q::Flow, At>,
         Q: FlowQueue,
     {
-        let queue = QueueName::new(config.queue.name())
-            .map_err(|e| WorkerError::Schema(format!("generated queue name is invalid: {e}")))?;
-        launch(
-            registry.flows(),
-            queue,
-            startup::QueueChoice::Explicit,
-            config.settings,
-        )
-        .await
+        let queue = config.queue.name();
+        let flows = registry.flows();
+        StartingWorker(Box::pin(async move {
+            let queue = QueueName::new(queue).map_err(|e| {
+                WorkerError::Schema(format!("generated queue name is invalid: {e}"))
+            })?;
+            launch(
+                flows,
+                queue,
+                startup::QueueChoice::Explicit,
+                config.settings,
+            )
+            .await
+        }))
+    }
+}
+
+/// A worker being started by [`Worker::start_with`]: await it for the worker's handle. The
+/// worker starts only when awaited (or polled).
+#[must_use = "the worker starts only when this is awaited"]
+pub struct StartingWorker(
+    std::pin::Pin<Box<dyn Future<Output = Result<WorkerHandle, WorkerError>> + Send>>,
+);
+
+impl Future for StartingWorker {
+    type Output = Result<WorkerHandle, WorkerError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl std::fmt::Debug for StartingWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StartingWorker")
     }
 }
 

@@ -14,10 +14,15 @@ mod beta {
     }
 }
 
-fn main() {
-    // A queue of `beta`, but the registry carries only `alpha`.
-    let _worker = pgflow::Worker::start_with(
+// A queue of `beta`, but the registry carries only `alpha`: one error, at the registry.
+async fn start() -> Result<pgflow::WorkerHandle, pgflow::WorkerError> {
+    pgflow::Worker::start_with(
         alpha::deployment(),
         pgflow::WorkerConfig::new(beta::Queue::BetaOnly),
-    );
+    )
+    .await
+}
+
+fn main() {
+    let _ = start();
 }
