@@ -280,3 +280,46 @@ async fn a_step_input_that_cannot_decode_fails_at_its_first_attempt_naming_the_f
     worker.shutdown();
     worker.wait().await.unwrap();
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_schedule_whose_input_does_not_fit_starts_nothing_and_keeps_the_error(pool: PgPool) {
+    deployed(&pool).await;
+    let schedule = pgflow::Schedule::new("bad_tickets", "checked", "0 * * * * *")
+        .input(&with("thread_id", Some(json!("seven"))));
+    pgflow::engine::define_schedule(&pool, &schedule)
+        .await
+        .unwrap();
+    let stored = pgflow::engine::schedule_list(&pool)
+        .await
+        .unwrap()
+        .remove(0);
+    let tick = stored.ticks_after + chrono::Duration::seconds(60);
+    let started = pgflow::engine::fire_schedule(
+        &pool,
+        "bad_tickets",
+        stored.ticks_after,
+        &[tick],
+        tick,
+        tick + chrono::Duration::seconds(60),
+    )
+    .await
+    .unwrap();
+    assert_eq!(started, Some(0), "the tick started nothing");
+    let after = pgflow::engine::schedule_list(&pool)
+        .await
+        .unwrap()
+        .remove(0);
+    let error = after.last_error.expect("the error is kept on the schedule");
+    assert!(error.contains("at `thread_id`"), "{error}");
+    assert_eq!(
+        after.ticks_after, tick,
+        "the schedule moved on past the tick"
+    );
+
+    // Triggered by hand, the operator gets the misfit itself.
+    let error = pgflow::engine::trigger_schedule(&pool, "bad_tickets")
+        .await
+        .unwrap_err();
+    assert_eq!(misfit(&error).1, "thread_id");
+    assert_eq!(run_count(&pool).await, 0);
+}
