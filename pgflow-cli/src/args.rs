@@ -48,7 +48,7 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 20)]
         limit: i64,
     },
-    /// One run: its steps, attempts and errors.
+    /// One run: its input and outputs, steps, attempts and errors.
     Run {
         /// The run id.
         run_id: String,

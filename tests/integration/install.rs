@@ -1,5 +1,5 @@
 //! Installation: idempotent, concurrent, refuses newer schemas; names agree with SQL. (The
-//! `pgflow install` command's own tests are in `pgflow-cli/tests/cli.rs`.)
+//! `pgflow install` command's own tests are in `pgflow-cli/tests/cli/`.)
 
 use pgflow::InstallError;
 use pgflow::schema::{PgmqSource, SchemaStatus, code_migration_versions, code_schema_version};

@@ -466,7 +466,7 @@ async fn concurrent_startups_activate_once_never_backwards_and_rollback_sticks(p
     );
     assert_eq!(active_target(&pool).await.as_deref(), Some("triage_v2"));
 
-    // The operator's rollback (`pgflow alias set`, whose output `pgflow-cli/tests/cli.rs`
+    // The operator's rollback (`pgflow alias set`, whose output `pgflow-cli/tests/cli/`
     // checks); it returns the target it moved the alias from.
     assert_eq!(
         engine::set_alias(&pool, "triage", "triage_v1")
