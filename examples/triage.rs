@@ -162,9 +162,10 @@ async fn main() -> Result<(), Error> {
     ];
     for (worker, concurrency) in workers.iter().zip([10, 1, 5]) {
         println!(
-            "worker {} polls `{}`, {concurrency} task(s) at a time",
+            "worker {} polls `{}`, {concurrency} {} at a time",
             &worker.worker_id().simple().to_string()[..8],
-            worker.queue()
+            worker.queue(),
+            if concurrency == 1 { "task" } else { "tasks" }
         );
     }
 
