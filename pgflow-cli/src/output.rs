@@ -94,9 +94,8 @@ impl Output {
             "failed" | "permanent" | "stale" | "stalled" | "cancelled" | "lost" => {
                 cell.fg(Color::Red)
             }
-            "started" | "queued" | "scheduled" | "draining" | "open" | "created" | "paused" => {
-                cell.fg(Color::Yellow)
-            }
+            "started" | "queued" | "scheduled" | "snoozed" | "draining" | "open" | "created"
+            | "paused" => cell.fg(Color::Yellow),
             "skipped" => cell.fg(Color::Cyan),
             _ => cell,
         }

@@ -25,6 +25,16 @@ pub enum StepFailure {
     #[error("{0}")]
     Permanent(String),
 
+    /// The handler returned [`StepError::snooze`](crate::StepError::snooze): the task runs
+    /// again after the delay, and the attempt is not spent.
+    #[error("{reason}")]
+    Snoozed {
+        /// How long the task waits, in whole seconds.
+        seconds: u32,
+        /// Why, as the handler said.
+        reason: String,
+    },
+
     /// The task input could not be decoded into a handler parameter. Decoding the same input
     /// again gives the same answer, so the task fails at once, like [`StepFailure::Permanent`].
     #[error(
@@ -115,6 +125,12 @@ impl StepFailure {
     /// [`StepError`], else [`StepFailure::Handler`] with the error's text.
     pub fn of_handler<E: Display + 'static>(error: E) -> Self {
         match (&error as &dyn Any).downcast_ref::<StepError>() {
+            Some(step_error) if step_error.snoozed_for().is_some() => Self::Snoozed {
+                seconds: step_error
+                    .snoozed_for()
+                    .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX)),
+                reason: step_error.message().to_owned(),
+            },
             Some(step_error) if step_error.is_permanent() => {
                 Self::Permanent(step_error.message().to_owned())
             }
@@ -127,6 +143,14 @@ impl StepFailure {
     /// either).
     pub fn is_permanent(&self) -> bool {
         matches!(self, Self::Permanent(_) | Self::Decode { .. })
+    }
+
+    /// For a snooze: how many seconds the task waits before it runs again.
+    pub fn snooze_seconds(&self) -> Option<u32> {
+        match self {
+            Self::Snoozed { seconds, .. } => Some(*seconds),
+            _ => None,
+        }
     }
 }
 

@@ -38,7 +38,11 @@ use std::fmt;
 pub struct StepError {
     message: String,
     permanent: bool,
+    snooze: Option<std::time::Duration>,
 }
+
+/// The longest snooze, in seconds (PGMQ's delay is a 32-bit number of seconds).
+const LONGEST_SNOOZE_SECONDS: u64 = i32::MAX as u64;
 
 impl StepError {
     /// A failed attempt that is retried while the step has attempts left.
@@ -46,6 +50,7 @@ impl StepError {
         Self {
             message: message.to_string(),
             permanent: false,
+            snooze: None,
         }
     }
 
@@ -53,14 +58,49 @@ impl StepError {
     /// used.
     pub fn permanent(message: impl fmt::Display) -> Self {
         Self {
-            message: message.to_string(),
             permanent: true,
+            ..Self::retry(message)
+        }
+    }
+
+    /// Not a failure: run the task again `delay` from now (to the second, rounded up), without
+    /// spending an attempt, as often as the handler asks. The wait holds no worker slot and
+    /// survives restarts (the task is queued with a delayed message); cancelling the run ends
+    /// it. `reason` is recorded in the task's attempt history (outcome `snoozed`). Use it for
+    /// "not yet": a rate limit's window, a resource still being prepared, a poll of a slow job.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use pgflow::StepError;
+    ///
+    /// fn check(ready: bool) -> Result<&'static str, StepError> {
+    ///     if !ready {
+    ///         return Err(StepError::snooze(Duration::from_secs(30), "the export is not ready"));
+    ///     }
+    ///     Ok("exported")
+    /// }
+    ///
+    /// assert_eq!(check(false).unwrap_err().snoozed_for(), Some(Duration::from_secs(30)));
+    /// ```
+    pub fn snooze(delay: std::time::Duration, reason: impl fmt::Display) -> Self {
+        let seconds = delay
+            .as_secs()
+            .saturating_add(u64::from(delay.subsec_nanos() > 0))
+            .min(LONGEST_SNOOZE_SECONDS);
+        Self {
+            snooze: Some(std::time::Duration::from_secs(seconds)),
+            ..Self::retry(reason)
         }
     }
 
     /// Whether this failure skips the remaining attempts.
     pub fn is_permanent(&self) -> bool {
         self.permanent
+    }
+
+    /// How long the task waits before it runs again, for a [`snooze`](Self::snooze).
+    pub fn snoozed_for(&self) -> Option<std::time::Duration> {
+        self.snooze
     }
 
     /// The text stored as the task's error.
@@ -80,6 +120,7 @@ impl fmt::Debug for StepError {
         f.debug_struct("StepError")
             .field("message", &self.message)
             .field("permanent", &self.permanent)
+            .field("snooze", &self.snooze)
             .finish()
     }
 }

@@ -282,6 +282,11 @@ $$;
 -- part of up to jitter percent. A task out of attempts, or whose attempt failed permanently
 -- (p_permanent[i]; null or absent means not), fails for good, with its step and run (see
 -- fail_tasks_permanently). Tasks of runs that already failed are failed without retry.
+-- A snoozed attempt (p_snooze_seconds[i] not null: the handler asked to run again later) spends
+-- no attempt: the task goes back to 'queued' with a new message visible after exactly that
+-- many seconds (no backoff, no jitter), its attempts_base grows by one so that the attempt does
+-- not count against max_attempts, and its history row says 'snoozed' with the handler's
+-- reason. A snooze of a task whose run has ended is discarded like any late report.
 -- Returns one row per input, in input order: whether the task will be retried and after how
 -- many seconds; for a task that will not, whether its step was skipped (when_exhausted) rather
 -- than its run failed; and whether the report was discarded (late, duplicate, or its run had
@@ -293,7 +298,8 @@ create or replace function pgflow.fail_tasks(
   p_task_indexes integer[],
   p_attempts integer[],
   p_error_messages text[],
-  p_permanent boolean[] default null
+  p_permanent boolean[] default null,
+  p_snooze_seconds integer[] default null
 )
 returns table (
   run_id uuid,
@@ -323,28 +329,41 @@ begin
      or cardinality(p_run_ids) is distinct from cardinality(p_attempts)
      or cardinality(p_run_ids) is distinct from cardinality(p_error_messages)
      or (p_permanent is not null
-         and cardinality(p_run_ids) is distinct from cardinality(p_permanent)) then
-    raise exception 'fail_tasks: run ids, step slugs, task indexes, attempts, error messages '
-      'and permanent flags must be arrays of equal length' using errcode = 'PF005';
+         and cardinality(p_run_ids) is distinct from cardinality(p_permanent))
+     or (p_snooze_seconds is not null
+         and cardinality(p_run_ids) is distinct from cardinality(p_snooze_seconds)) then
+    raise exception 'fail_tasks: run ids, step slugs, task indexes, attempts, error messages, '
+      'permanent flags and snoozes must be arrays of equal length' using errcode = 'PF005';
+  end if;
+  if exists (select 1 from unnest(p_snooze_seconds) s(seconds) where s.seconds < 0) then
+    raise exception 'fail_tasks: a snooze is zero or more seconds' using errcode = 'PF005';
   end if;
   p_permanent := coalesce(p_permanent, array_fill(false, array[cardinality(p_run_ids)]));
+  p_snooze_seconds := coalesce(p_snooze_seconds,
+                               array_fill(null::integer, array[cardinality(p_run_ids)]));
 
   perform pgflow.lock_runs(p_run_ids);
 
   with failing as (
     select t.run_id, t.step_slug, t.task_index, t.status,
            pgflow.bounded_error(coalesce(i.error_message, 'unknown error')) as error_message,
-           r.status = 'started' and t.attempts_count - t.attempts_base < o.max_attempts
-             and not coalesce(i.permanent, false) as will_retry,
-           case when coalesce(i.permanent, false) then 'permanent' else 'failed' end as outcome,
-           o.jitter,
-           least(o.base_delay::bigint
-                   * power(2, least(t.attempts_count - t.attempts_base - 1, 40))::bigint,
-                 coalesce(o.max_delay, 2147483647))::integer as backoff
+           r.status = 'started'
+             and (i.snooze is not null
+                  or (t.attempts_count - t.attempts_base < o.max_attempts
+                      and not coalesce(i.permanent, false))) as will_retry,
+           case when i.snooze is not null then 'snoozed'
+                when coalesce(i.permanent, false) then 'permanent'
+                else 'failed' end as outcome,
+           case when i.snooze is not null then 0 else o.jitter end as jitter,
+           case when i.snooze is not null then i.snooze
+                else least(o.base_delay::bigint
+                             * power(2, least(t.attempts_count - t.attempts_base - 1, 40))::bigint,
+                           coalesce(o.max_delay, 2147483647))::integer
+           end as backoff
     from pgflow.step_tasks t
     join unnest(p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_error_messages,
-                p_permanent)
-      as i(run_id, step_slug, task_index, attempt, error_message, permanent)
+                p_permanent, p_snooze_seconds)
+      as i(run_id, step_slug, task_index, attempt, error_message, permanent, snooze)
       on i.run_id = t.run_id and i.step_slug = t.step_slug and i.task_index = t.task_index
         and i.attempt = t.attempts_count
     join pgflow.runs r on r.run_id = t.run_id
@@ -370,12 +389,14 @@ begin
     on t.run_id = f.run_id and t.step_slug = f.step_slug and t.task_index = f.task_index
   on conflict do nothing;
 
-  -- Retries: back to queued, with a new message visible after the backoff.
+  -- Retries: back to queued, with a new message visible after the backoff (a snooze: after its
+  -- own delay, and the attempt given back).
   if true = any(v_retry) then
     update pgflow.step_tasks t
-    set status = 'queued', error_message = f.error_message
-    from unnest(v_runs, v_steps, v_indexes, v_errors, v_retry)
-      as f(run_id, step_slug, task_index, error_message, will_retry)
+    set status = 'queued', error_message = f.error_message,
+        attempts_base = t.attempts_base + case when f.outcome = 'snoozed' then 1 else 0 end
+    from unnest(v_runs, v_steps, v_indexes, v_errors, v_retry, v_outcomes)
+      as f(run_id, step_slug, task_index, error_message, will_retry, outcome)
     where f.will_retry
       and t.run_id = f.run_id and t.step_slug = f.step_slug and t.task_index = f.task_index;
 

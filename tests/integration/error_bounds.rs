@@ -102,6 +102,7 @@ async fn an_sql_callers_megabyte_error_is_cut_by_the_core(pool: PgPool) {
         task: tasks[0].key(),
         error_message: format!("dump: {}", "ü".repeat(MEBIBYTE)),
         permanent: true,
+        snooze_seconds: None,
     };
     engine::fail_tasks(&pool, &[failure]).await.unwrap();
     assert_cut(&stored_errors(&pool, started.run_id).await, "dump: üü");

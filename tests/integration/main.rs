@@ -41,6 +41,7 @@ mod retry_resume;
 mod roles;
 mod rollout;
 mod schedules;
+mod snooze;
 mod stalled;
 mod starts;
 mod statistics;

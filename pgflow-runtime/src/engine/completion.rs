@@ -37,6 +37,9 @@ pub struct TaskFailure {
     pub error_message: String,
     /// Whether the task fails now instead of using its remaining attempts.
     pub permanent: bool,
+    /// A snooze instead of a failure: the task runs again after this many seconds, and the
+    /// attempt is not spent (`permanent` is then ignored).
+    pub snooze_seconds: Option<u32>,
 }
 
 impl TaskFailure {
@@ -51,6 +54,7 @@ impl TaskFailure {
                 crate::failure::STORED_ERROR_CHARS,
             ),
             permanent: false,
+            snooze_seconds: None,
         }
     }
 
@@ -59,6 +63,15 @@ impl TaskFailure {
         Self {
             permanent: true,
             ..Self::of(task, error_message)
+        }
+    }
+
+    /// `task`'s current attempt asks to run again `seconds` from now, without spending the
+    /// attempt; `reason` goes into its attempt history.
+    pub fn snoozed(task: &ClaimedTask, seconds: u32, reason: impl Into<String>) -> Self {
+        Self {
+            snooze_seconds: Some(seconds),
+            ..Self::of(task, reason)
         }
     }
 }
@@ -228,7 +241,7 @@ pub async fn fail_tasks(
 ) -> Result<Vec<FailureOutcome>, EngineError> {
     let keys = KeyColumns::of(failures.iter().map(|f| &f.task));
     let outcomes = sqlx::query_as::<_, FailureOutcome>(
-        "select * from pgflow.fail_tasks($1, $2, $3, $4, $5, $6)",
+        "select * from pgflow.fail_tasks($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(keys.run_ids)
     .bind(keys.step_slugs)
@@ -241,6 +254,15 @@ pub async fn fail_tasks(
             .collect::<Vec<_>>(),
     )
     .bind(failures.iter().map(|f| f.permanent).collect::<Vec<_>>())
+    .bind(
+        failures
+            .iter()
+            .map(|f| {
+                f.snooze_seconds
+                    .map(|s| i32::try_from(s).unwrap_or(i32::MAX))
+            })
+            .collect::<Vec<_>>(),
+    )
     .fetch_all(executor)
     .await?;
     Ok(outcomes)

@@ -147,6 +147,13 @@ async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
         let duration_ms = took.as_millis() as u64;
         match &result {
             Ok(_) => tracing::debug!(duration_ms, outcome = "completed", "task finished"),
+            Err(StepFailure::Snoozed { seconds, reason }) => tracing::debug!(
+                duration_ms,
+                outcome = "snoozed",
+                snooze_seconds = seconds,
+                reason = %crate::failure::bounded(reason, crate::failure::LOGGED_ERROR_CHARS),
+                "task snoozed: it runs again later, without spending an attempt"
+            ),
             Err(failure) => tracing::warn!(
                 duration_ms,
                 outcome = "failed",

@@ -57,6 +57,7 @@ pub(super) async fn store_results(
                     task: outcome.key,
                     error_message: bounded_owned(failure.to_string(), STORED_ERROR_CHARS),
                     permanent: failure.is_permanent(),
+                    snooze_seconds: failure.snooze_seconds(),
                 }),
             }
         }
@@ -121,6 +122,7 @@ fn count_failure_outcomes(queue: &str, failures: &[TaskFailure], outcomes: &[Fai
         let flow = key.flow_slug.as_str();
         let label = match outcome {
             Some(o) if o.discarded => "discarded",
+            Some(o) if o.will_retry && failure.snooze_seconds.is_some() => "snoozed",
             Some(o) if o.will_retry => "retrying",
             Some(o) if o.step_skipped => "skipped",
             Some(_) => {
