@@ -47,6 +47,7 @@
 //! - The untyped layer under the macros: [`definition`] (flows as data), [`engine`] (one typed
 //!   call per SQL function), [`names`] (validated slugs and queue names), [`schema`].
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 pub use pgflow_runtime::{
     Client, ConnectError, Connection, Context, Db, Deployment, EngineError, FlowQueue, FlowSpec,
     Notifications, Pooling, ProcessConfig, Run, RunError, RunHandle, RunStatus, Schedule, Start,

@@ -9,6 +9,7 @@
 //! - [`StepError`]: a handler error that says whether retrying can help.
 //! - [`State`]: the application state a flow's handlers share.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
 pub mod admin;
 mod backoff;
 pub mod client;
