@@ -23,15 +23,16 @@ as $$
 $$;
 
 -- run_step_states: each step of a run as readers see it (in the flow's step order): status,
--- why it was skipped, its queue, how many tasks it has and has left, the highest attempt of any
--- of its tasks, its error (or else the first error of one of its tasks), when it started and
--- ended, its output and the output's size. Clients read it (see pgflow_runtime's
--- `RunHandle::steps` and `pgflow run`).
+-- why it was skipped, its queue, how many tasks it has and has left, how many of them a worker
+-- holds now, the highest attempt of any of its tasks, its error (or else the first error of one
+-- of its tasks), when it started and ended, its output and the output's size. Clients read it
+-- (see pgflow_runtime's `RunHandle::steps` and `pgflow run`).
 -- Locks: none (reads only).
 create or replace function pgflow.run_step_states(p_run_id uuid)
 returns table (step_slug text, status text, skip_reason text, queue_name text, tasks integer,
                remaining_tasks integer, max_attempt integer, error text,
-               started_at timestamptz, ended_at timestamptz, output jsonb, output_bytes integer)
+               started_at timestamptz, ended_at timestamptz, output jsonb, output_bytes integer,
+               running_tasks integer)
 language sql
 stable
 as $$
@@ -46,7 +47,9 @@ as $$
                    order by t.task_index limit 1)),
          ss.started_at,
          coalesce(ss.completed_at, ss.failed_at, ss.skipped_at, ss.cancelled_at),
-         ss.output, octet_length(ss.output::text)
+         ss.output, octet_length(ss.output::text),
+         (select count(*)::integer from pgflow.step_tasks t
+          where t.run_id = ss.run_id and t.step_slug = ss.step_slug and t.status = 'started')
   from pgflow.step_states ss
   join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
   where ss.run_id = p_run_id

@@ -89,6 +89,11 @@ async fn a_snoozed_task_runs_again_later_without_spending_an_attempt(pool: PgPoo
     // One attempt allowed, two snoozes asked for: the run still completes.
     let run = polling_v1::start(&client, &vec![4, 1]).await.unwrap();
     snoozed_after_call(&pool, run.run_id(), 1).await;
+    // While it snoozes, no worker holds it: shown as queued.
+    let steps = pgflow_runtime::admin::inspect::run_steps(&pool, run.run_id())
+        .await
+        .unwrap();
+    assert_eq!(steps[0].shown_status(), "queued", "{steps:?}");
     let wait = message_visible_in(&pool).await;
     // Without the snooze's delay the retry would be visible at once (base_delay = 0); the
     // margin leaves room for a slow host between the snooze and this look.

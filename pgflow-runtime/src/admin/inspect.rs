@@ -329,6 +329,8 @@ pub struct RunStep {
     pub tasks: Option<i32>,
     /// The highest attempt of any of its tasks.
     pub max_attempt: Option<i32>,
+    /// How many of its tasks a worker holds now.
+    pub running_tasks: i32,
     /// The step's error, or else the first error of one of its tasks.
     pub error: Option<String>,
     /// When its first task started.
@@ -342,10 +344,10 @@ pub struct RunStep {
 }
 
 impl RunStep {
-    /// Its state as people are shown it: `queued` for a started step none of whose tasks has
-    /// been claimed yet, else its status (see [`crate::engine::shown_step_status`]).
+    /// Its state as people are shown it: `queued` for a started step none of whose tasks a
+    /// worker holds, else its status (see [`crate::engine::shown_step_status`]).
     pub fn shown_status(&self) -> &str {
-        crate::engine::shown_step_status(&self.status, self.max_attempt)
+        crate::engine::shown_step_status(&self.status, self.running_tasks)
     }
 }
 
@@ -385,8 +387,8 @@ pub async fn run_steps(
     run_id: Uuid,
 ) -> Result<Vec<RunStep>, EngineError> {
     let rows = sqlx::query_as(
-        "select step_slug, status, skip_reason, queue_name, tasks, max_attempt, error,
-                started_at, ended_at, output, output_bytes
+        "select step_slug, status, skip_reason, queue_name, tasks, max_attempt, running_tasks,
+                error, started_at, ended_at, output, output_bytes
          from pgflow.run_step_states($1)",
     )
     .bind(run_id)

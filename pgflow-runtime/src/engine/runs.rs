@@ -138,11 +138,11 @@ pub fn shown_status(
 }
 
 /// A step's state as people are shown it: its status, except `queued` for a step that has
-/// started (its tasks exist) while none of its tasks has been claimed yet (`max_attempt` is
-/// the highest attempt of any of its tasks).
-pub fn shown_step_status(status: &str, max_attempt: Option<i32>) -> &str {
-    match (status, max_attempt) {
-        ("started", Some(0)) => "queued",
+/// started (its tasks exist) while no worker holds any of them (`running_tasks`): not claimed
+/// yet, or back in the queue after a snooze or before a retry.
+pub fn shown_step_status(status: &str, running_tasks: i32) -> &str {
+    match (status, running_tasks) {
+        ("started", 0) => "queued",
         _ => status,
     }
 }
