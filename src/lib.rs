@@ -116,6 +116,8 @@ pub mod docs {
         pub struct EventsAndDashboard;
         #[doc = include_str!("../docs/operations/waking-workers.md")]
         pub struct WakingWorkers;
+        #[doc = include_str!("../docs/operations/flow-control.md")]
+        pub struct FlowControl;
         #[doc = include_str!("../docs/operations/database-upkeep.md")]
         pub struct DatabaseUpkeep;
         #[doc = include_str!("../docs/operations/rollouts-and-draining.md")]

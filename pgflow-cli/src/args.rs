@@ -131,6 +131,9 @@ pub(crate) enum Command {
     /// Workers: list them, or deprecate those of a function.
     #[command(subcommand)]
     Workers(WorkersCommand),
+    /// Queues: pause one (no worker claims from it; nothing is lost) or resume it.
+    #[command(subcommand)]
+    Queue(QueueCommand),
     /// Cron schedules (declared by workers): list, pause, resume, trigger, delete.
     #[command(subcommand)]
     Schedules(SchedulesCommand),
@@ -324,6 +327,24 @@ pub(crate) enum WorkersCommand {
     Deprecate {
         /// The worker function.
         function: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum QueueCommand {
+    /// Stop every worker from claiming from the queue: runs keep starting and tasks keep
+    /// queueing on it, and resuming picks them all up.
+    Pause {
+        /// The queue.
+        queue: String,
+        /// Why: shown with the pause.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Let workers claim from the queue again (and wake the idle ones).
+    Resume {
+        /// The queue.
+        queue: String,
     },
 }
 

@@ -98,6 +98,22 @@ async fn every_page_answers_and_a_failed_step_shows_its_error(pool: PgPool) {
     assert_eq!(status, StatusCode::OK);
     assert!(overview.contains(r#"data-queue="browsed""#), "{overview}");
     assert!(
+        overview.contains(r#"data-queue="browsed" data-paused="false""#),
+        "{overview}"
+    );
+    pgflow::engine::pause_queue(&pool, "browsed", None)
+        .await
+        .unwrap();
+    let (_, overview, _) = get(&app, "/").await;
+    assert!(
+        overview.contains(r#"data-queue="browsed" data-paused="true""#)
+            && overview.contains(r#"data-status="paused""#),
+        "a paused queue says so: {overview}"
+    );
+    pgflow::engine::resume_queue(&pool, "browsed")
+        .await
+        .unwrap();
+    assert!(
         overview.contains("dashboard_tests"),
         "the worker's function is missing"
     );

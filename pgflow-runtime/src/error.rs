@@ -192,6 +192,13 @@ pub enum EngineError {
         message: String,
     },
 
+    /// No flow routes to the queue named (pausing it, for one). Nothing was changed.
+    #[error("no flow routes to a queue `{queue_name}`; `pgflow status` lists the queues")]
+    UnknownQueue {
+        /// The name asked for.
+        queue_name: String,
+    },
+
     /// A flow input does not fit the JSON Schema its flow records (`#[flow(check_input)]`).
     /// Nothing was started.
     #[error("{0}")]
@@ -265,6 +272,12 @@ struct ScheduleDetail {
 #[derive(Deserialize)]
 struct RunDetail {
     run_id: Uuid,
+}
+
+/// The detail of PF015.
+#[derive(Deserialize)]
+struct QueueDetail {
+    queue_name: String,
 }
 
 /// The detail of PF014.
@@ -358,6 +371,10 @@ impl From<sqlx::Error> for EngineError {
                     problem: d.problem,
                     message,
                 })),
+                Err(_) => Self::Database(error),
+            },
+            Some("PF015") => match serde_json::from_str::<QueueDetail>(&detail) {
+                Ok(QueueDetail { queue_name }) => Self::UnknownQueue { queue_name },
                 Err(_) => Self::Database(error),
             },
             Some("PF008") => match serde_json::from_str::<AliasTypeMismatch>(&detail) {

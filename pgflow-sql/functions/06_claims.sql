@@ -178,6 +178,10 @@ set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
 as $$
 begin
+  -- A paused queue claims nothing: the messages read stay, visible again after their timeout.
+  if exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name) then
+    return;
+  end if;
   if coalesce(cardinality(p_message_ids), 0) > 0 then
     perform pgmq.archive(p_queue_name, p_message_ids);
   end if;
@@ -209,6 +213,10 @@ set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
 as $$
 begin
+  -- A paused queue claims nothing, and takes no message off the queue.
+  if exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name) then
+    return;
+  end if;
   return query
   select *
   from pgflow.claim_tasks(

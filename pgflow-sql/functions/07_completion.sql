@@ -163,9 +163,13 @@ begin
   perform pgflow.check_supported_pairs('complete_and_claim_tasks', p_flow_slugs,
                                       p_supported_step_slugs);
 
+  -- On a paused queue the completions claim nothing: what they release is queued as usual.
   v_stored := pgflow.store_completions(
     p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_outputs,
-    (p_queue_name, p_flow_slugs, p_supported_step_slugs, p_slots)::pgflow.task_claimer);
+    case when not exists (select 1 from pgflow.paused_queues q
+                          where q.queue_name = p_queue_name)
+         then (p_queue_name, p_flow_slugs, p_supported_step_slugs, p_slots)::pgflow.task_claimer
+    end);
 
   if v_stored.claimed is null then
     return query select coalesce(v_stored.completed, 0), null::uuid, null::pgflow.claimed_task;

@@ -3,12 +3,13 @@
 
 -- queue_overview: every PGMQ queue of the database with its depth, the age of its oldest
 -- message, the messages ever sent to it (PGMQ's counter: read it twice for a rate), the tasks
--- in flight on it (claimed, not finished) and the live workers serving it (worker_is_live;
--- draining ones count).
+-- in flight on it (claimed, not finished), the live workers serving it (worker_is_live;
+-- draining ones count) and whether it is paused (pause_queue).
 -- Locks: none (reads only; PGMQ's metrics read the queue tables without locks).
 create or replace function pgflow.queue_overview()
 returns table (queue_name text, depth bigint, oldest_message_age_seconds integer,
-               total_messages bigint, in_flight_tasks bigint, live_workers bigint)
+               total_messages bigint, in_flight_tasks bigint, live_workers bigint,
+               paused boolean)
 language sql
 stable
 as $$
@@ -17,7 +18,8 @@ as $$
           where t.queue_name = m.queue_name and t.status = 'started'),
          (select count(*) from pgflow.workers w
           where w.queue_name = m.queue_name
-            and pgflow.worker_is_live(w.stopped_at, w.last_heartbeat_at))
+            and pgflow.worker_is_live(w.stopped_at, w.last_heartbeat_at)),
+         exists (select 1 from pgflow.paused_queues q where q.queue_name = m.queue_name)
   from pgmq.metrics_all() m
   order by m.queue_name
 $$;

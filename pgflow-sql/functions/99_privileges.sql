@@ -89,7 +89,8 @@ begin
                                 'queue_overview', 'cancel_runs', 'cancel_matching', 'retry_runs',
                                 'retry_matching', 'resume_run', 'resume_matching',
                                 'delete_flow', 'pause_schedule', 'delete_schedule',
-                                'trigger_schedule', 'schedule_list', 'worker_is_live') then
+                                'trigger_schedule', 'schedule_list', 'worker_is_live',
+                                'pause_queue', 'resume_queue') then
                array['pgflow_operator']
            end as roles
     from pg_proc p

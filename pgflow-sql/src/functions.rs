@@ -45,6 +45,7 @@ pub static FUNCTION_FILES: &[FunctionFile] = function_files![
     "14_run_control.sql",
     "15_schedules.sql",
     "16_events.sql",
+    "17_flow_control.sql",
     "99_privileges.sql",
 ];
 

@@ -22,6 +22,7 @@ mod delete_flow;
 mod dsl;
 mod error_bounds;
 mod events;
+mod flow_control;
 mod flows;
 mod handles;
 mod idempotency;

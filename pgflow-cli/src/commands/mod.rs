@@ -16,7 +16,9 @@ mod workers;
 use pgflow::ConnectError;
 use pgflow_runtime::admin::inspect::{self, FlowName};
 
-use crate::args::{AliasCommand, Cli, Command, RolloutCommand, SchedulesCommand, WorkersCommand};
+use crate::args::{
+    AliasCommand, Cli, Command, QueueCommand, RolloutCommand, SchedulesCommand, WorkersCommand,
+};
 use crate::failure::Failure;
 use crate::output::Output;
 
@@ -108,6 +110,12 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Workers(WorkersCommand::List { all }) => workers::list(&pool, &out, all).await,
         Command::Workers(WorkersCommand::Deprecate { function }) => {
             workers::deprecate(&pool, &out, &function).await
+        }
+        Command::Queue(QueueCommand::Pause { queue, reason }) => {
+            workers::pause_queue(&pool, &out, &queue, reason.as_deref()).await
+        }
+        Command::Queue(QueueCommand::Resume { queue }) => {
+            workers::resume_queue(&pool, &out, &queue).await
         }
         Command::Cancel {
             run_ids,

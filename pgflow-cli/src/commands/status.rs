@@ -34,7 +34,7 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
             "queues": queues.iter().map(|q| json!({
                 "queue_name": q.queue_name, "depth": q.depth,
                 "oldest_message_age_seconds": q.oldest_message_age_seconds,
-                "in_flight_tasks": q.in_flight_tasks,
+                "in_flight_tasks": q.in_flight_tasks, "paused": q.paused,
                 "workers": on_queue(&workers, &q.queue_name).map(|w| json!({
                     "worker_id": w.worker_id,
                     "function_name": w.function_name, "flow_slugs": w.flow_slugs,
@@ -65,11 +65,12 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
                     let here: Vec<&WorkerEntry> = on_queue(&workers, &q.queue_name).collect();
                     let alive = count(&here, WorkerLiveness::Alive);
                     // No worker at all is said in words, not only in red.
-                    let mut counts = vec![if alive == 0 {
+                    let mut counts = Vec::new();
+                    counts.push(if alive == 0 {
                         "no live worker".to_owned()
                     } else {
                         format!("{alive} alive")
-                    }];
+                    });
                     for state in [WorkerLiveness::Draining, WorkerLiveness::Stale] {
                         let n = count(&here, state);
                         if n > 0 {
@@ -82,10 +83,18 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
                         .map(|w| format!("{}[{}]", w.function_name, w.flow_slugs.join(",")))
                         .collect();
                     // Work waits and nothing serves it: the line that matters, in red.
-                    let workers_cell = if alive == 0 && q.depth > 0 {
-                        out.coloured(&counts.join(", "), "stale")
+                    // A pause comes first: it is why nothing moves.
+                    let text = if q.paused {
+                        format!("paused; {}", counts.join(", "))
                     } else {
-                        Cell::new(counts.join(", "))
+                        counts.join(", ")
+                    };
+                    let workers_cell = if q.paused {
+                        out.coloured(&text, "paused")
+                    } else if alive == 0 && q.depth > 0 {
+                        out.coloured(&text, "stale")
+                    } else {
+                        Cell::new(text)
                     };
                     table.add_row(vec![
                         Cell::new(&q.queue_name),

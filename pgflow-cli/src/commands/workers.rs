@@ -76,3 +76,46 @@ pub(super) async fn deprecate(
     );
     Ok(())
 }
+
+/// Pauses a queue: no worker claims from it until it is resumed.
+pub(super) async fn pause_queue(
+    pool: &pgflow::Db,
+    out: &Output,
+    queue: &str,
+    reason: Option<&str>,
+) -> Result<(), Failure> {
+    let paused = pgflow::engine::pause_queue(pool, queue, reason).await?;
+    out.print(
+        json!({ "queue_name": queue, "paused": true, "changed": paused }),
+        || {
+            if paused {
+                format!(
+                    "paused `{queue}`: no worker claims from it until `pgflow queue resume {queue}`"
+                )
+            } else {
+                format!("`{queue}` was already paused")
+            }
+        },
+    );
+    Ok(())
+}
+
+/// Resumes a paused queue.
+pub(super) async fn resume_queue(
+    pool: &pgflow::Db,
+    out: &Output,
+    queue: &str,
+) -> Result<(), Failure> {
+    let resumed = pgflow::engine::resume_queue(pool, queue).await?;
+    out.print(
+        json!({ "queue_name": queue, "paused": false, "changed": resumed }),
+        || {
+            if resumed {
+                format!("resumed `{queue}`: its workers claim from it again")
+            } else {
+                format!("`{queue}` was not paused")
+            }
+        },
+    );
+    Ok(())
+}

@@ -248,3 +248,34 @@ async fn a_run_waiting_for_its_time_is_scheduled_and_cancelled_then_took_no_time
     let text = stdout(&pgflow(&pool, &["run", &later]));
     assert!(text.contains("ended before it began"), "{text}");
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_queue_is_paused_and_resumed_and_status_says_so(pool: PgPool) {
+    deployed(&pool).await;
+    let output = pgflow(
+        &pool,
+        &["queue", "pause", "classify_threads", "--reason", "outage"],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).starts_with("paused `classify_threads`"));
+    let status: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["status", "--json"]))).unwrap();
+    let queue = status["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue_name"] == "classify_threads")
+        .unwrap()
+        .clone();
+    assert_eq!(queue["paused"], true, "{queue}");
+    let text = stdout(&pgflow(&pool, &["status"]));
+    assert_eq!(row_of(&text, "classify_threads")[4], "paused;", "{text}");
+
+    let output = pgflow(&pool, &["queue", "resume", "classify_threads"]);
+    assert!(stdout(&output).starts_with("resumed `classify_threads`"));
+    let output = pgflow(&pool, &["queue", "resume", "classify_threads"]);
+    assert_eq!(stdout(&output).trim(), "`classify_threads` was not paused");
+    let output = pgflow(&pool, &["queue", "pause", "nowhere"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("no flow routes to a queue `nowhere`"));
+}

@@ -54,8 +54,8 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
                     } }
                     tbody {
                         @for q in &queues {
-                            tr data-queue=(q.queue_name) {
-                                td { (q.queue_name) }
+                            tr data-queue=(q.queue_name) data-paused=(q.paused) {
+                                td { (q.queue_name) @if q.paused { " " (super::badge("paused")) } }
                                 td.num { (q.depth) }
                                 td.num { @match q.oldest_message_age_seconds {
                                     Some(age) => { (age) " s" }

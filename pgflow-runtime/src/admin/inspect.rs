@@ -50,6 +50,8 @@ pub struct QueueOverview {
     /// Workers serving it that are live by the one liveness rule (`pgflow.worker_is_live`:
     /// not stopped, heard from within 30 s), alive or draining.
     pub live_workers: i64,
+    /// Whether it is paused: no worker claims from it until it is resumed.
+    pub paused: bool,
 }
 
 /// Every PGMQ queue of the database, by name, with its depth, its message counter, the tasks in

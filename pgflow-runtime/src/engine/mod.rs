@@ -22,6 +22,7 @@ pub mod claims;
 pub mod completion;
 pub mod definitions;
 pub mod events;
+pub mod flow_control;
 pub mod maintenance;
 pub mod recovery;
 pub mod retention;
@@ -44,6 +45,7 @@ pub use completion::{
 };
 pub use definitions::{CompileStatus, compile_flow};
 pub use events::{subscribe_events, unsubscribe_events};
+pub use flow_control::{pause_queue, resume_queue};
 pub use maintenance::{refresh_statistics, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};
 pub use retention::{Pruned, prune, prune_all, prune_preview};
