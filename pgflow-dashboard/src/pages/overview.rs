@@ -55,7 +55,7 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
                     tbody {
                         @for q in &queues {
                             tr data-queue=(q.queue_name) data-paused=(q.paused) {
-                                td { (q.queue_name) @if q.paused { " " (super::badge("paused")) } }
+                                td { (q.queue_name) @if q.paused { " " (badge("paused")) } }
                                 td.num { (q.depth) }
                                 td.num { @match q.oldest_message_age_seconds {
                                     Some(age) => { (age) " s" }
