@@ -19,6 +19,36 @@ as $$
          and coalesce(p_completed_at, p_failed_at, p_cancelled_at) < p_cutoff
 $$;
 
+-- prune_cutoff: the time before which prune and prune_preview take what ended: now() less
+-- p_older_than. Raises PF005 for a negative or missing p_older_than.
+create or replace function pgflow.prune_cutoff(p_older_than interval)
+returns timestamptz
+language plpgsql
+stable
+as $$
+begin
+  if p_older_than is null or p_older_than < interval '0' then
+    raise exception 'prune: older_than must be zero or more (got %)',
+      coalesce(p_older_than::text, 'null')
+      using errcode = 'PF005',
+            hint = 'pass how long ended runs and archived messages are kept, e.g. 7 days';
+  end if;
+  return now() - p_older_than;
+end;
+$$;
+
+-- pgflow_queues: the PGMQ queues that pgflow's flows route to, by name (the queues whose
+-- archives prune and prune_preview take).
+create or replace function pgflow.pgflow_queues()
+returns table (queue_name text)
+language sql
+stable
+as $$
+  select distinct s.queue_name from pgflow.steps s
+  where exists (select 1 from pgmq.meta m where m.queue_name = s.queue_name)
+  order by 1
+$$;
+
 -- prune: deletes, in one transaction,
 --   * runs that completed or failed more than p_older_than ago, with their step states and
 --     tasks, at most p_batch_size runs; runs locked by someone else (a late result being
@@ -53,12 +83,7 @@ declare
   v_queue text;
   v_deleted bigint;
 begin
-  if p_older_than is null or p_older_than < interval '0' then
-    raise exception 'prune: older_than must be zero or more (got %)',
-      coalesce(p_older_than::text, 'null')
-      using errcode = 'PF005',
-            hint = 'pass how long ended runs and archived messages are kept, e.g. 7 days';
-  end if;
+  v_cutoff := pgflow.prune_cutoff(p_older_than);
   if p_batch_size is null or p_batch_size < 1 then
     raise exception 'prune: batch_size must be at least 1 (got %)',
       coalesce(p_batch_size::text, 'null')
@@ -71,7 +96,6 @@ begin
     return next;
     return;
   end if;
-  v_cutoff := now() - p_older_than;
 
   -- Ended runs have no live tasks (ending a run fails its live tasks) and no queued messages;
   -- a late result for one of them locks the run first, so SKIP LOCKED leaves it to finish.
@@ -96,9 +120,7 @@ begin
 
   -- PGMQ indexes every archive table by archived_at: the oldest are found by key.
   for v_queue in
-    select distinct s.queue_name from pgflow.steps s
-    where exists (select 1 from pgmq.meta m where m.queue_name = s.queue_name)
-    order by 1
+    select q.queue_name from pgflow.pgflow_queues() q
   loop
     exit when archived_messages >= p_batch_size;
     execute format(
@@ -141,13 +163,7 @@ declare
   v_queue text;
   v_count bigint;
 begin
-  if p_older_than is null or p_older_than < interval '0' then
-    raise exception 'prune: older_than must be zero or more (got %)',
-      coalesce(p_older_than::text, 'null')
-      using errcode = 'PF005',
-            hint = 'pass how long ended runs and archived messages are kept, e.g. 7 days';
-  end if;
-  v_cutoff := now() - p_older_than;
+  v_cutoff := pgflow.prune_cutoff(p_older_than);
   busy := false;
 
   with prunable as (
@@ -161,9 +177,7 @@ begin
 
   archived_messages := 0;
   for v_queue in
-    select distinct s.queue_name from pgflow.steps s
-    where exists (select 1 from pgmq.meta m where m.queue_name = s.queue_name)
-    order by 1
+    select q.queue_name from pgflow.pgflow_queues() q
   loop
     execute format('select count(*) from pgmq.%I where archived_at < $1', 'a_' || v_queue)
       into v_count using v_cutoff;

@@ -13,7 +13,7 @@ use serde_json::json;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-use crate::support::{install, worker_config};
+use crate::support::{install, run_count, worker_config};
 
 /// What `keyed` produces.
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
@@ -28,13 +28,6 @@ pub mod keyed_v1 {
     pub async fn double(input: u32) -> Result<u32, String> {
         Ok(input * 2)
     }
-}
-
-async fn run_count(pool: &PgPool) -> i64 {
-    sqlx::query_scalar("select count(*) from pgflow.runs")
-        .fetch_one(pool)
-        .await
-        .unwrap()
 }
 
 async fn deployed(pool: &PgPool) -> Client {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{install, worker_config};
+use crate::support::{install, run_count, worker_config};
 
 /// The checked flow's input: nested, optional, a list, an enum and a bounded integer.
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
@@ -69,13 +69,6 @@ fn with(field: &str, value: Option<Value>) -> Value {
         None => object.remove(field),
     };
     input
-}
-
-async fn run_count(pool: &PgPool) -> i64 {
-    sqlx::query_scalar("select count(*) from pgflow.runs")
-        .fetch_one(pool)
-        .await
-        .unwrap()
 }
 
 async fn deployed(pool: &PgPool) -> Client {

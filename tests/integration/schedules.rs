@@ -12,7 +12,7 @@ use pgflow::{
 };
 use sqlx::PgPool;
 
-use crate::support::{eventually, install, worker_config};
+use crate::support::{eventually, install, run_count, worker_config};
 
 #[pgflow::flow(slug = "ticking_v1", input = serde_json::Value)]
 pub mod ticking_v1 {
@@ -20,13 +20,6 @@ pub mod ticking_v1 {
     pub async fn tick(input: serde_json::Value) -> Result<serde_json::Value, String> {
         Ok(input)
     }
-}
-
-async fn runs_of(pool: &PgPool) -> i64 {
-    sqlx::query_scalar("select count(*) from pgflow.runs")
-        .fetch_one(pool)
-        .await
-        .unwrap()
 }
 
 async fn deployed(pool: &PgPool) -> Client {
@@ -87,7 +80,7 @@ async fn a_paused_schedule_starts_nothing_and_resuming_does_not_catch_up(pool: P
     )
     .await
     .unwrap();
-    assert!(eventually(10, async || runs_of(&pool).await >= 2).await);
+    assert!(eventually(10, async || run_count(&pool).await >= 2).await);
     // Each run records its tick, and carries the schedule's input.
     let (ticks, distinct): (i64, i64) = sqlx::query_as(
         "select count(*), count(distinct scheduled_for) from pgflow.runs
@@ -102,10 +95,10 @@ async fn a_paused_schedule_starts_nothing_and_resuming_does_not_catch_up(pool: P
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let paused_at = runs_of(&pool).await;
+    let paused_at = run_count(&pool).await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(
-        runs_of(&pool).await,
+        run_count(&pool).await,
         paused_at,
         "a paused schedule started runs"
     );
@@ -114,7 +107,7 @@ async fn a_paused_schedule_starts_nothing_and_resuming_does_not_catch_up(pool: P
     engine::pause_schedule(&pool, "every_second", false)
         .await
         .unwrap();
-    assert!(eventually(5, async || runs_of(&pool).await > paused_at).await);
+    assert!(eventually(5, async || run_count(&pool).await > paused_at).await);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let caught_up: i64 = sqlx::query_scalar(
         "select count(*) from pgflow.runs where scheduled_for < $1 - interval '1 second'

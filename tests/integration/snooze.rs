@@ -65,6 +65,15 @@ async fn snoozed_after_call(pool: &PgPool, run_id: Uuid, n: usize) {
     panic!("the handler of run {run_id} was not called {n} times and snoozed");
 }
 
+async fn polling_worker(pool: &PgPool) -> pgflow::WorkerHandle {
+    Worker::start_with(
+        polling_v1::deployment(),
+        worker_config(polling_v1::Queue::SnoozePolling, pool),
+    )
+    .await
+    .unwrap()
+}
+
 /// Seconds until the queue's only message becomes visible.
 async fn message_visible_in(pool: &PgPool) -> f64 {
     sqlx::query_scalar(
@@ -79,12 +88,7 @@ async fn message_visible_in(pool: &PgPool) -> f64 {
 async fn a_snoozed_task_runs_again_later_without_spending_an_attempt(pool: PgPool) {
     install(&pool).await;
     let client = Client::new(pool.clone());
-    let worker = Worker::start_with(
-        polling_v1::deployment(),
-        worker_config(polling_v1::Queue::SnoozePolling, &pool),
-    )
-    .await
-    .unwrap();
+    let worker = polling_worker(&pool).await;
 
     // One attempt allowed, two snoozes asked for: the run still completes.
     let run = polling_v1::start(&client, &vec![4, 1]).await.unwrap();
@@ -137,12 +141,7 @@ async fn a_run_cancelled_while_its_task_snoozes_ends_and_its_handler_is_not_call
 ) {
     install(&pool).await;
     let client = Client::new(pool.clone());
-    let worker = Worker::start_with(
-        polling_v1::deployment(),
-        worker_config(polling_v1::Queue::SnoozePolling, &pool),
-    )
-    .await
-    .unwrap();
+    let worker = polling_worker(&pool).await;
     let run = polling_v1::start(&client, &vec![3600]).await.unwrap();
     snoozed_after_call(&pool, run.run_id(), 1).await;
 

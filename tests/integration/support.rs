@@ -24,6 +24,14 @@ pub fn worker_config<Q: FlowQueue>(queue: Q, pool: &PgPool) -> WorkerConfig<Q> {
         .function_name("tests")
 }
 
+/// How many runs the database holds.
+pub async fn run_count(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("select count(*) from pgflow.runs")
+        .fetch_one(pool)
+        .await
+        .expect("count runs")
+}
+
 pub fn flow(slug: &str) -> FlowSlug {
     FlowSlug::new(slug).expect("valid flow slug")
 }
