@@ -50,9 +50,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 pub use pgflow_runtime::{
     Client, ConnectError, Connection, Context, Db, Deployment, EngineError, FlowQueue, FlowSpec,
-    Notifications, Pooling, ProcessConfig, Run, RunError, RunHandle, RunStatus, Schedule, Start,
-    StartOptions, StartOutcome, State, StepError, Worker, WorkerConfig, WorkerError, WorkerHandle,
-    schemars, serde_json, sqlx,
+    Notifications, Pooling, ProcessConfig, Run, RunError, RunHandle, RunStatus, Schedule,
+    SignalOutcome, SignalRefusal, SignalRefused, Start, StartOptions, StartOutcome, State,
+    StepError, Worker, WorkerConfig, WorkerError, WorkerHandle, schemars, serde_json, sqlx,
 };
 pub use pgflow_runtime::{
     client, connect, context, db, definition, deployment, engine, error, events, failure, handler,
@@ -64,7 +64,8 @@ pub use pgflow_macros::flow;
 
 /// Marks an `async fn` inside a [`flow`] module as a step (keys: `queue`, `depends_on`, `map`,
 /// `max_attempts`, `base_delay`, `max_delay`, `jitter_percent`, `timeout`, `start_delay`,
-/// `when`, `unless`, `when_unmet`, `when_exhausted`; see [`flow`]). `#[flow]` reads and removes
+/// `when`, `unless`, `when_unmet`, `when_exhausted`, `signal`, `wait_timeout`,
+/// `when_timed_out`; see [`flow`]). `#[flow]` reads and removes
 /// it; anywhere else it is a compile error.
 pub use pgflow_macros::step;
 
@@ -72,8 +73,8 @@ pub use pgflow_macros::step;
 /// names appear in its errors. Nothing here is to be implemented or called.
 pub mod rules {
     pub use pgflow_runtime::private::{
-        DependencyType, FlowInputType, InputSchema, MapElement, OutputField, StateType, StepResult,
-        assert_output_field,
+        DependencyType, FlowInputType, InputSchema, MapElement, OutputField, SignalPayload,
+        SignalSchema, StateType, StepResult, assert_output_field,
     };
 }
 
@@ -98,6 +99,8 @@ pub mod docs {
     pub struct Concepts;
     #[doc = include_str!("../docs/configuration.md")]
     pub struct Configuration;
+    #[doc = include_str!("../docs/waiting.md")]
+    pub struct Waiting;
     /// `docs/operations/`, one page a struct.
     pub mod operations {
         #[doc = include_str!("../docs/operations/README.md")]

@@ -78,6 +78,20 @@ pub(crate) enum Command {
         #[arg(long, value_name = "DURATION", value_parser = parse_age)]
         after: Option<std::time::Duration>,
     },
+    /// Send a signal to a run: the step that waits for it runs with the payload (or, when the
+    /// run has not reached that step yet, will run without waiting).
+    Signal {
+        /// The run id (or its first 4 or more characters).
+        run_id: String,
+        /// The signal's name.
+        name: String,
+        /// The payload as JSON, or `-` to read it from stdin (default: null).
+        #[arg(long, conflicts_with = "payload_file")]
+        payload: Option<String>,
+        /// Read the payload (JSON) from this file.
+        #[arg(long, value_name = "PATH")]
+        payload_file: Option<PathBuf>,
+    },
     /// A flow's DAG with its queues, as Mermaid or DOT (coloured by state with --run).
     Graph {
         /// The concrete flow, or an alias (its active flow).

@@ -88,7 +88,7 @@ pub(crate) mod msg {
     pub(crate) fn bad_duration(key: &str) -> String {
         format!(
             "`{key}` takes a duration: whole seconds (`{key} = 30`) or a string with a unit \
-             (`{key} = \"30s\"`, `\"5m\"`, `\"1h\"`)"
+             (`{key} = \"30s\"`, `\"5m\"`, `\"1h\"`, `\"3d\"`)"
         )
     }
 
@@ -293,6 +293,48 @@ pub(crate) mod msg {
 
     pub(crate) fn expected_skip_mode(key: &str, accepted: &[&str]) -> String {
         format!("`{key}` takes one of {}", super::list(accepted))
+    }
+
+    pub(crate) fn signal_value() -> String {
+        "`signal` takes the signal's name: `signal = approval` (the step's parameter of that \
+         name receives its payload)"
+            .to_owned()
+    }
+
+    pub(crate) fn wait_without_signal(step: &str, key: &str) -> String {
+        format!(
+            "step `{step}` sets `{key}` but waits for no signal; add `signal = name`, or remove \
+             `{key}`"
+        )
+    }
+
+    pub(crate) fn signal_without_parameter(step: &str, signal: &str) -> String {
+        format!(
+            "step `{step}` waits for signal `{signal}` but has no parameter `{signal}` to receive \
+             its payload; add `{signal}: T` (T: the payload type, `()` for a signal that carries \
+             nothing)"
+        )
+    }
+
+    pub(crate) fn signal_names_dependency(step: &str, signal: &str) -> String {
+        format!(
+            "step `{step}` waits for signal `{signal}`, which is also the name of one of its \
+             dependencies; a parameter can receive only one of them: rename the signal"
+        )
+    }
+
+    pub(crate) fn signal_twice(signal: &str, other: &str) -> String {
+        format!(
+            "signal `{signal}` is already waited for by step `{other}`; a signal name belongs to \
+             one step of a flow"
+        )
+    }
+
+    pub(crate) fn signal_name_taken(name: &str) -> String {
+        format!(
+            "`#[flow]` generates `{name}` to send this flow's signal; rename this item or the \
+             signal"
+        )
     }
 
     pub(crate) fn when_unmet_without_condition(step: &str) -> String {

@@ -141,6 +141,7 @@ fn generated_items(
     let decl = flow_decl(flow, &steps);
     let output = output_struct(flow, &steps);
     let adapters: Vec<TokenStream> = steps.iter().map(|s| adapter(s)).collect();
+    let signal_senders: Vec<TokenStream> = steps.iter().filter_map(|s| signal_senders(s)).collect();
     let checks: Vec<TokenStream> = steps
         .iter()
         .map(|s| static_checks(flow, s, &input_ty))
@@ -222,10 +223,64 @@ fn generated_items(
             ::pgflow::__private::start_alias::<Flow>(client, input).await
         }
 
+        #(#signal_senders)*
+
         #(#adapters)*
 
         #(#checks)*
     }
+}
+
+/// The typed functions that send a step's signal: `signal_<name>` through a client and
+/// `signal_<name>_in` through any executor (the caller's transaction). The payload parameter
+/// has the type the step's handler takes, so a wrong payload does not compile.
+fn signal_senders(step: &Step) -> Option<TokenStream> {
+    let signal = step.signal.as_ref()?;
+    let payload_ty = &step.signal_param()?.ty;
+    let [send, send_in] = step.signal_senders()?;
+    let name = signal.to_string();
+    let name = name.trim_start_matches("r#");
+    let step_slug = &step.slug;
+    // Spanned at the payload type, so that a type that is not JSON is reported there.
+    let encode = quote_spanned! {payload_ty.span()=>
+        <#payload_ty as ::pgflow::__private::SignalPayload>::to_json(payload)
+    };
+    let doc = format!(
+        "Sends signal `{name}` to run `run_id`: step `{step_slug}` waits for it and receives \
+         `payload`. Returns what the send did (delivered, kept for later, or a duplicate); a \
+         refusal changes nothing (see `Client::signal`)."
+    );
+    let doc_in = format!(
+        "Sends signal `{name}` through `executor` (for example the caller's transaction: sent \
+         when it commits, never when it rolls back); otherwise as `{send}`."
+    );
+    Some(quote! {
+        #[doc = #doc]
+        #[allow(dead_code)]
+        pub async fn #send(
+            client: &::pgflow::__private::Client,
+            run_id: ::pgflow::__private::Uuid,
+            payload: &#payload_ty,
+        ) -> ::core::result::Result<
+            ::pgflow::__private::SignalOutcome,
+            ::pgflow::__private::EngineError,
+        > {
+            ::pgflow::__private::send_signal(client.db(), run_id, #name, #encode).await
+        }
+
+        #[doc = #doc_in]
+        #[allow(dead_code)]
+        pub async fn #send_in<'c>(
+            executor: impl ::pgflow::__private::PgExecutor<'c>,
+            run_id: ::pgflow::__private::Uuid,
+            payload: &#payload_ty,
+        ) -> ::core::result::Result<
+            ::pgflow::__private::SignalOutcome,
+            ::pgflow::__private::EngineError,
+        > {
+            ::pgflow::__private::send_signal(executor, run_id, #name, #encode).await
+        }
+    })
 }
 
 fn queue_enum(queues: &[(String, Ident)], flow_vis: &TokenStream) -> TokenStream {
@@ -300,6 +355,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
         let timeout = option_tokens(step.timeout);
         let start_delay = option_tokens(step.start_delay);
         let conditions = condition_fields(step);
+        let signal = signal_field(flow, step);
         quote! {
             ::pgflow::__private::StepDecl {
                 slug: #slug,
@@ -313,6 +369,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
                 timeout: #timeout,
                 start_delay: #start_delay,
                 #conditions
+                #signal
                 ..::pgflow::__private::StepDecl::DEFAULT
             }
         }
@@ -331,6 +388,38 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
             #input_schema
             ..::pgflow::__private::FlowDecl::DEFAULT
         };
+    }
+}
+
+/// The `StepDecl` field of the signal a step waits for, if it waits for one.
+fn signal_field(flow: &Flow, step: &Step) -> TokenStream {
+    let (Some(signal), Some(param)) = (&step.signal, step.signal_param()) else {
+        return TokenStream::new();
+    };
+    let name = signal.to_string();
+    let name = name.trim_start_matches("r#");
+    let ty = &param.ty;
+    let timeout = option_tokens(step.wait_timeout);
+    let mode = Ident::new(step.when_timed_out.variant(), Span::call_site());
+    // Spanned at the payload type, so that a type without `JsonSchema` is reported there.
+    let schema = if flow.check_input {
+        quote_spanned! {ty.span()=>
+            ::core::option::Option::Some(
+                <#ty as ::pgflow::__private::SignalSchema>::signal_schema
+                    as fn() -> ::pgflow::__private::serde_json::Value
+            )
+        }
+    } else {
+        quote!(::core::option::Option::None)
+    };
+    quote! {
+        signal: ::core::option::Option::Some(::pgflow::__private::SignalDecl {
+            name: #name,
+            type_name: ::std::any::type_name::<#ty> as fn() -> &'static str,
+            schema: #schema,
+            timeout: #timeout,
+            when_timed_out: ::pgflow::__private::WhenTimedOut::#mode,
+        }),
     }
 }
 
@@ -461,6 +550,10 @@ fn adapter(step: &Step) -> TokenStream {
             ParamKind::Context => quote!(let #ident = task.context();),
             ParamKind::State => quote!(let #ident: #ty = task.state()?;),
             ParamKind::Element => quote!(let #ident: #ty = task.whole(#param_name)?;),
+            ParamKind::Signal => quote_spanned! {ty.span()=>
+                let #ident: #ty =
+                    <#ty as ::pgflow::__private::SignalPayload>::read(&task, #param_name).await?;
+            },
             ParamKind::FlowInput if step.is_root() && step.map.is_none() => {
                 quote!(let #ident: #ty = task.whole(#param_name)?;)
             }
@@ -474,7 +567,7 @@ fn adapter(step: &Step) -> TokenStream {
     let args = step.params.iter().map(|p| &p.ident);
     // Parameters taken from the task input move their values out of it.
     let moves_input = step.params.iter().any(|param| match param.kind {
-        ParamKind::Context | ParamKind::State => false,
+        ParamKind::Context | ParamKind::State | ParamKind::Signal => false,
         ParamKind::FlowInput => step.is_root() && step.map.is_none(),
         ParamKind::Element | ParamKind::Dependency(_) => true,
     });
@@ -551,6 +644,9 @@ fn static_checks(flow: &Flow, step: &Step, input_ty: &Type) -> TokenStream {
                 const _: () = <#ty as ::pgflow::__private::StateType<
                     <Flow as ::pgflow::__private::FlowSpec>::State,
                 >>::HOLDS;
+            }),
+            ParamKind::Signal => checks.push(quote_spanned! {span=>
+                const _: () = <#ty as ::pgflow::__private::SignalPayload>::HOLDS;
             }),
             ParamKind::Context => {}
         }

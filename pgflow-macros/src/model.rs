@@ -66,6 +66,11 @@ pub(crate) struct Step {
     pub when_unmet: SkipMode,
     /// What a task out of attempts does (default `fail`).
     pub when_exhausted: SkipMode,
+    /// The signal the step waits for, with its timeout (seconds) and what passing it does
+    /// (default `fail`).
+    pub signal: Option<Ident>,
+    pub wait_timeout: Option<u64>,
+    pub when_timed_out: SkipMode,
     /// Parameters that name no dependency: reported only when every dependency of the step
     /// exists (a misspelt dependency is the error to show, not its consequences).
     pub unmatched_params: Vec<syn::Error>,
@@ -84,6 +89,8 @@ pub(crate) enum ParamKind {
     Dependency(Ident),
     /// The element of a map step.
     Element,
+    /// The payload of the signal the step waits for.
+    Signal,
 }
 
 /// One handler parameter.
@@ -113,15 +120,41 @@ impl Step {
             Some("its condition may not hold, and `when_unmet` is `skip`")
         } else if self.when_exhausted == SkipMode::Skip {
             Some("`when_exhausted = skip`")
+        } else if self.times_out() && self.when_timed_out == SkipMode::Skip {
+            Some("its wait may time out, and `when_timed_out` is `skip`")
         } else {
             None
         }
+    }
+
+    /// Whether the step waits for a signal with a deadline.
+    pub(crate) fn times_out(&self) -> bool {
+        self.signal.is_some() && self.wait_timeout.is_some()
+    }
+
+    /// The generated functions that send the step's signal, if it waits for one.
+    pub(crate) fn signal_senders(&self) -> Option<[Ident; 2]> {
+        let signal = self.signal.as_ref()?;
+        let name = signal.to_string();
+        let name = name.trim_start_matches("r#");
+        Some([
+            quote::format_ident!("signal_{}", name),
+            quote::format_ident!("signal_{}_in", name),
+        ])
+    }
+
+    /// The parameter that receives the signal's payload.
+    pub(crate) fn signal_param(&self) -> Option<&Param> {
+        self.params
+            .iter()
+            .find(|p| matches!(p.kind, ParamKind::Signal))
     }
 
     /// Whether the step may be skipped together with everything downstream of it.
     pub(crate) fn skips_cascading(&self) -> bool {
         (self.has_condition() && self.when_unmet == SkipMode::SkipCascade)
             || self.when_exhausted == SkipMode::SkipCascade
+            || (self.times_out() && self.when_timed_out == SkipMode::SkipCascade)
     }
 }
 
@@ -204,6 +237,7 @@ pub(crate) fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) ->
         errors.at(&module.ident, msg::no_steps());
     }
     check_skippable_dependencies(&steps, errors);
+    check_signals(&steps, module, errors);
     let names: Vec<String> = steps.iter().map(|s: &Step| s.slug.clone()).collect();
     for step in &mut steps {
         if step.deps.iter().all(|d| names.contains(&d.to_string())) {
@@ -230,6 +264,33 @@ pub(crate) fn read(args: FlowArgs, module: &mut ItemMod, errors: &mut Errors) ->
         timeout: args.timeout.map(|v| v.value),
         check_input: args.check_input.is_some(),
         steps,
+    }
+}
+
+/// Each signal name belongs to one step, and the functions generated to send it must not
+/// collide with the module's own items.
+fn check_signals(steps: &[Step], module: &ItemMod, errors: &mut Errors) {
+    for (index, step) in steps.iter().enumerate() {
+        let Some(signal) = &step.signal else { continue };
+        if let Some(other) = steps[..index]
+            .iter()
+            .find(|other| other.signal.as_ref() == Some(signal))
+        {
+            errors.at(signal, msg::signal_twice(&signal.to_string(), &other.slug));
+        }
+        let Some(senders) = step.signal_senders() else {
+            continue;
+        };
+        let Some((_, items)) = &module.content else {
+            continue;
+        };
+        for item in items {
+            if let Some(ident) = item_ident(item)
+                && senders.contains(ident)
+            {
+                errors.at(ident, msg::signal_name_taken(&ident.to_string()));
+            }
+        }
     }
 }
 
@@ -263,7 +324,16 @@ fn is_json_value(ty: &Type) -> bool {
 }
 
 fn check_reserved(item: &Item, errors: &mut Errors) {
-    let ident = match item {
+    if let Some(ident) = item_ident(item)
+        && RESERVED.contains(&ident.to_string().as_str())
+    {
+        errors.at(ident, msg::reserved_name(&ident.to_string()));
+    }
+}
+
+/// The name an item declares in the module, if it declares one.
+fn item_ident(item: &Item) -> Option<&Ident> {
+    match item {
         Item::Fn(f) => Some(&f.sig.ident),
         Item::Struct(s) => Some(&s.ident),
         Item::Enum(e) => Some(&e.ident),
@@ -274,11 +344,6 @@ fn check_reserved(item: &Item, errors: &mut Errors) {
         Item::Trait(t) => Some(&t.ident),
         Item::Union(u) => Some(&u.ident),
         _ => None,
-    };
-    if let Some(ident) = ident
-        && RESERVED.contains(&ident.to_string().as_str())
-    {
-        errors.at(ident, msg::reserved_name(&ident.to_string()));
     }
 }
 
@@ -386,15 +451,26 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
         ));
     }
 
+    check_signal_args(&slug, &args, &deps, errors);
+
     let mut unmatched_params = Vec::new();
     let params = read_params(
         function,
         &slug,
         &deps,
         args.map.is_some(),
+        args.signal.as_ref(),
         errors,
         &mut unmatched_params,
     );
+    if let Some(signal) = &args.signal
+        && !params.iter().any(|p| matches!(p.kind, ParamKind::Signal))
+    {
+        errors.at(
+            signal,
+            msg::signal_without_parameter(&slug, &signal.to_string()),
+        );
+    }
 
     Step {
         ident,
@@ -414,7 +490,40 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
         unless: args.unless,
         when_unmet: args.when_unmet.map_or(SkipMode::Skip, |m| m.value),
         when_exhausted: args.when_exhausted.map_or(SkipMode::Fail, |m| m.value),
+        wait_timeout: args.wait_timeout.map(|v| v.value),
+        when_timed_out: args.when_timed_out.map_or(SkipMode::Fail, |m| m.value),
+        signal: args.signal,
         unmatched_params,
+    }
+}
+
+/// `signal` names a valid signal that is not one of the step's dependencies; `wait_timeout`
+/// and `when_timed_out` need it.
+fn check_signal_args(slug: &str, args: &StepArgs, deps: &[Ident], errors: &mut Errors) {
+    match &args.signal {
+        Some(signal) => {
+            let name = signal.to_string();
+            if let Err(error) = validate_slug("signal name", name.trim_start_matches("r#")) {
+                errors.at(signal, msg::invalid_name(error));
+            }
+            if deps.contains(signal) {
+                errors.at(signal, msg::signal_names_dependency(slug, &name));
+            }
+        }
+        None => {
+            if let Some(timeout) = &args.wait_timeout {
+                errors.push(syn::Error::new(
+                    timeout.span,
+                    msg::wait_without_signal(slug, "wait_timeout"),
+                ));
+            }
+            if let Some(mode) = &args.when_timed_out {
+                errors.push(syn::Error::new(
+                    mode.span,
+                    msg::wait_without_signal(slug, "when_timed_out"),
+                ));
+            }
+        }
     }
 }
 
@@ -530,6 +639,7 @@ fn read_params(
     slug: &str,
     deps: &[Ident],
     is_map: bool,
+    signal: Option<&Ident>,
     errors: &mut Errors,
     unmatched: &mut Vec<syn::Error>,
 ) -> Vec<Param> {
@@ -566,6 +676,8 @@ fn read_params(
             }
             seen_state = true;
             ParamKind::State
+        } else if signal.is_some_and(|signal| *signal == name) {
+            ParamKind::Signal
         } else if is_map {
             if name == "input" {
                 ParamKind::FlowInput

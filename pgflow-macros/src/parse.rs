@@ -61,6 +61,10 @@ pub(crate) struct StepArgs {
     pub unless: Option<Pattern>,
     pub when_unmet: Option<Located<SkipMode>>,
     pub when_exhausted: Option<Located<SkipMode>>,
+    /// `signal = name`: the signal the step waits for.
+    pub signal: Option<Ident>,
+    pub wait_timeout: Option<Located<u64>>,
+    pub when_timed_out: Option<Located<SkipMode>>,
 }
 
 /// A value of `when_unmet` or `when_exhausted`.
@@ -114,6 +118,9 @@ const STEP_KEYS: &[&str] = &[
     "unless",
     "when_unmet",
     "when_exhausted",
+    "signal",
+    "wait_timeout",
+    "when_timed_out",
 ];
 
 /// Parses `#[flow(...)]` arguments, recording problems in `errors`.
@@ -187,6 +194,17 @@ pub(crate) fn step_args(tokens: TokenStream, errors: &mut Errors) -> StepArgs {
             "when_unmet" => set_once(&mut args.when_unmet, &meta, &key, errors, skip_mode_value),
             "when_exhausted" => set_once(
                 &mut args.when_exhausted,
+                &meta,
+                &key,
+                errors,
+                skip_mode_value,
+            ),
+            "signal" => set_once(&mut args.signal, &meta, &key, errors, signal_value),
+            "wait_timeout" => set_once(&mut args.wait_timeout, &meta, &key, errors, |m, k, e| {
+                duration_value(m, k, e, 1)
+            }),
+            "when_timed_out" => set_once(
+                &mut args.when_timed_out,
                 &meta,
                 &key,
                 errors,
@@ -456,6 +474,7 @@ pub(crate) fn seconds_of_text(text: &str) -> Option<u64> {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
+        "d" => 86_400,
         _ => return None,
     };
     number
@@ -509,6 +528,28 @@ fn flag_value(
     Ok(Some(meta.path.span()))
 }
 
+/// `signal = name`: an identifier.
+fn signal_value(
+    meta: &ParseNestedMeta<'_>,
+    _key: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<Ident>> {
+    if !meta.input.peek(Token![=]) {
+        errors.at(&meta.path, msg::signal_value());
+        return Ok(None);
+    }
+    let expr = expr_value(meta)?;
+    match &expr {
+        Expr::Path(path) if path.qself.is_none() && path.path.get_ident().is_some() => {
+            Ok(path.path.get_ident().cloned())
+        }
+        other => {
+            errors.at(other, msg::signal_value());
+            Ok(None)
+        }
+    }
+}
+
 fn map_value(
     meta: &ParseNestedMeta<'_>,
     _key: &str,
@@ -535,13 +576,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_accept_seconds_minutes_and_hours() {
+    fn durations_accept_seconds_minutes_hours_and_days() {
         assert_eq!(seconds_of_text("30s"), Some(30));
         assert_eq!(seconds_of_text("5m"), Some(300));
         assert_eq!(seconds_of_text("1h"), Some(3600));
         assert_eq!(seconds_of_text("45"), Some(45));
         assert_eq!(seconds_of_text("5 m"), Some(300));
-        assert_eq!(seconds_of_text("1d"), None);
+        assert_eq!(seconds_of_text("3d"), Some(259_200));
+        assert_eq!(seconds_of_text("1w"), None);
         assert_eq!(seconds_of_text("s"), None);
         assert_eq!(seconds_of_text("-5s"), None);
         assert_eq!(seconds_of_text("99999999999h"), None);

@@ -149,6 +149,28 @@ impl Context {
         &self.inner.db
     }
 
+    /// Reads the payload of signal `signal`, which this step waited for, and decodes it as
+    /// `T` (the macro's adapter for the step's signal parameter).
+    pub(crate) async fn signal_payload<T: DeserializeOwned>(
+        &self,
+        signal: &str,
+    ) -> Result<T, StepFailure> {
+        let failure = |reason: String| StepFailure::Signal {
+            step_slug: self.inner.step_slug.to_string(),
+            signal: signal.to_owned(),
+            reason,
+        };
+        let payload = crate::engine::signal_payload(
+            &self.inner.db,
+            self.inner.run_id,
+            self.inner.step_slug.as_str(),
+        )
+        .await
+        .map_err(|e| failure(e.to_string()))?
+        .ok_or_else(|| failure("the run has not received it".to_owned()))?;
+        decode::<T>(self.inner.step_slug.as_str(), signal, payload)
+    }
+
     /// Reads the run's flow input from the database and decodes it as `T`.
     pub async fn flow_input<T: DeserializeOwned>(&self) -> Result<T, StepFailure> {
         let input: serde_json::Value = crate::engine::run_input(&self.inner.db, self.inner.run_id)

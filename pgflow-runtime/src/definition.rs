@@ -131,6 +131,68 @@ impl WhenExhausted {
     }
 }
 
+/// What a step that waits for a signal does when its wait times out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum WhenTimedOut {
+    /// Fail the step and its run. The default.
+    #[default]
+    Fail,
+    /// Skip the step (reason `timed_out`); its dependents run and receive `None`.
+    Skip,
+    /// Skip the step and every step downstream of it.
+    SkipCascade,
+}
+
+impl WhenTimedOut {
+    /// The SQL core's name for the mode.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fail => "fail",
+            Self::Skip => "skip",
+            Self::SkipCascade => "skip_cascade",
+        }
+    }
+}
+
+/// The signal a step waits for: once its dependencies are done, the step is `waiting` (no
+/// task, no worker slot, no polling) until its run receives the signal, then runs with the
+/// signal's payload as a parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepSignal {
+    /// The signal's name, unique within the flow (slug rules: letters, digits and `_`).
+    pub name: String,
+    /// The Rust type the payload decodes into (`std::any::type_name`), when known.
+    pub type_name: Option<String>,
+    /// A JSON Schema of the payload: untyped signals that do not fit it are refused, naming
+    /// the field. `None`: untyped payloads are not checked when sent.
+    pub schema: Option<Value>,
+    /// How long the step may wait, counted from when it began waiting; `None`: for ever.
+    pub timeout: Option<Duration>,
+    /// What passing the timeout does.
+    pub when_timed_out: WhenTimedOut,
+}
+
+impl StepSignal {
+    /// A wait for the signal `name`, without timeout, type or schema.
+    pub fn named(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            type_name: None,
+            schema: None,
+            timeout: None,
+            when_timed_out: WhenTimedOut::Fail,
+        }
+    }
+
+    /// Gives up waiting after `timeout`, doing what `when_timed_out` says.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration, when_timed_out: WhenTimedOut) -> Self {
+        self.timeout = Some(timeout);
+        self.when_timed_out = when_timed_out;
+        self
+    }
+}
+
 /// When a step runs: JSON containment patterns matched, when the step is ready, against its
 /// input: the flow input for a root step, otherwise the object of its dependencies' outputs
 /// keyed by step slug (a skipped dependency is `null` there). The step runs when the input
@@ -164,6 +226,8 @@ pub struct StepDefinition {
     pub condition: Option<StepCondition>,
     /// What a task out of attempts does to the step and its run.
     pub when_exhausted: WhenExhausted,
+    /// The signal the step waits for before it runs; `None` runs it as soon as it is ready.
+    pub signal: Option<StepSignal>,
 }
 
 impl StepDefinition {
@@ -177,6 +241,7 @@ impl StepDefinition {
             options: StepOptions::default(),
             condition: None,
             when_exhausted: WhenExhausted::Fail,
+            signal: None,
         }
     }
 
@@ -220,6 +285,13 @@ impl StepDefinition {
     #[must_use]
     pub fn when_exhausted(mut self, mode: WhenExhausted) -> Self {
         self.when_exhausted = mode;
+        self
+    }
+
+    /// Makes the step wait for `signal` once its dependencies are done.
+    #[must_use]
+    pub fn waits_for(mut self, signal: StepSignal) -> Self {
+        self.signal = Some(signal);
         self
     }
 }
@@ -366,6 +438,12 @@ impl FlowDefinition {
                         "unless": step.condition.as_ref().and_then(|c| c.unless.clone()),
                         "when_unmet": step.condition.as_ref().map(|c| c.when_unmet.as_str()),
                         "when_exhausted": step.when_exhausted.as_str(),
+                        "signal": step.signal.as_ref().map(|s| s.name.as_str()),
+                        "signal_type": step.signal.as_ref().and_then(|s| s.type_name.as_deref()),
+                        "signal_schema": step.signal.as_ref().and_then(|s| s.schema.clone()),
+                        "wait_timeout": step.signal.as_ref()
+                            .and_then(|s| s.timeout).map(|d| d.as_secs().max(1)),
+                        "when_timed_out": step.signal.as_ref().map(|s| s.when_timed_out.as_str()),
                     })
                 })
                 .collect(),

@@ -58,6 +58,38 @@ pub struct InputMisfit {
     pub message: String,
 }
 
+/// Why a signal was refused (see [`SignalRefused`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SignalRefusal {
+    /// No step of the run's flow waits for a signal of this name.
+    UnknownSignal,
+    /// The run received this signal before, with another payload.
+    AlreadySent,
+    /// The run is completed, failed or cancelled.
+    RunEnded,
+    /// The step stopped waiting without it (its wait timed out, or it was skipped).
+    TooLate,
+    /// The payload does not fit the JSON Schema the step records for its signal.
+    PayloadMisfit,
+}
+
+/// A signal the SQL core refused; nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+#[non_exhaustive]
+pub struct SignalRefused {
+    /// The run signalled.
+    pub run_id: Uuid,
+    /// The signal's name.
+    pub signal_name: String,
+    /// Why it was refused.
+    pub reason: SignalRefusal,
+    /// The SQL core's description, naming the run, the signal and what to do.
+    pub message: String,
+}
+
 /// Why a call into the SQL core failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -204,6 +236,12 @@ pub enum EngineError {
     #[error("{0}")]
     InputMismatch(Box<InputMisfit>),
 
+    /// A signal was refused (PF016): no step waits for it, the run already received it with
+    /// another payload, the run ended, the step stopped waiting, or the payload does not fit.
+    /// Nothing was changed.
+    #[error("{0}")]
+    SignalRefused(Box<SignalRefused>),
+
     /// A named prepared statement was missing or already there: the signature of a
     /// transaction-mode pooler that pgflow was not told about.
     #[error(
@@ -278,6 +316,14 @@ struct RunDetail {
 #[derive(Deserialize)]
 struct QueueDetail {
     queue_name: String,
+}
+
+/// The detail of PF016.
+#[derive(Deserialize)]
+struct SignalDetail {
+    run_id: Uuid,
+    signal_name: String,
+    reason: SignalRefusal,
 }
 
 /// The detail of PF014.
@@ -369,6 +415,15 @@ impl From<sqlx::Error> for EngineError {
                     input: d.input,
                     path: d.path,
                     problem: d.problem,
+                    message,
+                })),
+                Err(_) => Self::Database(error),
+            },
+            Some("PF016") => match serde_json::from_str::<SignalDetail>(&detail) {
+                Ok(d) => Self::SignalRefused(Box::new(SignalRefused {
+                    run_id: d.run_id,
+                    signal_name: d.signal_name,
+                    reason: d.reason,
                     message,
                 })),
                 Err(_) => Self::Database(error),

@@ -92,6 +92,18 @@ pub enum StepFailure {
         reason: String,
     },
 
+    /// The payload of the signal the step waited for could not be read from the database (or
+    /// the run has none: a task of a signal step started by hand).
+    #[error("step `{step_slug}`: cannot read the payload of signal `{signal}`: {reason}")]
+    Signal {
+        /// The step.
+        step_slug: String,
+        /// The signal.
+        signal: String,
+        /// Why.
+        reason: String,
+    },
+
     /// The handler ran past the step's timeout.
     #[error("step `{step_slug}` timed out after {seconds} s")]
     TimedOut {

@@ -83,6 +83,11 @@ impl TaskInput {
         decode(self.task.step_slug.as_str(), dependency, value)
     }
 
+    /// The payload of signal `signal`, which the step waited for, as `T`, read from the run.
+    pub async fn signal<T: DeserializeOwned>(&self, signal: &str) -> Result<T, StepFailure> {
+        self.context.signal_payload(signal).await
+    }
+
     /// The flow input as `T`, read from the run (for steps that are not roots).
     pub async fn flow_input<T: DeserializeOwned>(&self) -> Result<T, StepFailure> {
         self.context.flow_input().await

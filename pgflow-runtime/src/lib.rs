@@ -43,9 +43,11 @@ pub use definition::{FlowDefinition, FlowOptions, StepDefinition, StepOptions, S
 pub use deployment::{Deployment, FlowQueue, FlowSpec};
 pub use engine::{
     Activation, ClaimedTask, CompileStatus, DrainStatus, FailureOutcome, Pruned, Run, RunStatus,
-    StalledTask, StartOutcome, SupportedPairs, TaskCompletion, TaskFailure,
+    SignalOutcome, StalledTask, StartOutcome, SupportedPairs, TaskCompletion, TaskFailure,
 };
-pub use error::{AliasTypeMismatch, EngineError, InputMisfit, UnsupportedPair};
+pub use error::{
+    AliasTypeMismatch, EngineError, InputMisfit, SignalRefusal, SignalRefused, UnsupportedPair,
+};
 pub use events::{FlowEvent, FlowEvents, RunEvent, RunEvents};
 pub use failure::StepFailure;
 pub use handler::{HandlerFuture, StepHandler, TaskInput};

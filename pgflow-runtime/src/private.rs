@@ -20,9 +20,14 @@ pub use crate::error::EngineError;
 pub use crate::handler::{HandlerFuture, StepFailure, StepHandler, TaskInput};
 pub use crate::state::State;
 
-use crate::definition::{FlowOptions, StepCondition, StepDefinition, StepOptions, StepType};
-pub use crate::definition::{WhenExhausted, WhenUnmet};
+use crate::definition::{
+    FlowOptions, StepCondition, StepDefinition, StepOptions, StepSignal, StepType,
+};
+pub use crate::definition::{WhenExhausted, WhenTimedOut, WhenUnmet};
+pub use crate::engine::SignalOutcome;
 use crate::names::{FlowSlug, QueueName, StepSlug};
+pub use sqlx::PgExecutor;
+pub use uuid::Uuid;
 
 /// A flow as the macro writes it down: literals only, validated at compile time.
 #[derive(Debug, Clone, Copy)]
@@ -97,6 +102,23 @@ pub struct StepDecl {
     pub when_unmet: WhenUnmet,
     /// `when_exhausted`.
     pub when_exhausted: WhenExhausted,
+    /// `signal`, with `wait_timeout` and `when_timed_out`, if set.
+    pub signal: Option<SignalDecl>,
+}
+
+/// The signal a step waits for, as the macro writes it down.
+#[derive(Debug, Clone, Copy)]
+pub struct SignalDecl {
+    /// The signal's name.
+    pub name: &'static str,
+    /// The payload type's name (`std::any::type_name` of the handler's parameter).
+    pub type_name: fn() -> &'static str,
+    /// The payload type's JSON Schema, when the flow checks what comes in (`check_input`).
+    pub schema: Option<fn() -> Value>,
+    /// `wait_timeout` in seconds, if set.
+    pub timeout: Option<u64>,
+    /// `when_timed_out`.
+    pub when_timed_out: WhenTimedOut,
 }
 
 impl StepDecl {
@@ -116,6 +138,7 @@ impl StepDecl {
         unless: None,
         when_unmet: WhenUnmet::Skip,
         when_exhausted: WhenExhausted::Fail,
+        signal: None,
     };
 }
 
@@ -170,6 +193,13 @@ pub fn definition(decl: &FlowDecl) -> FlowDefinition {
                 when_unmet: step.when_unmet,
             }),
             when_exhausted: step.when_exhausted,
+            signal: step.signal.map(|signal| StepSignal {
+                name: signal.name.to_owned(),
+                type_name: Some((signal.type_name)().to_owned()),
+                schema: signal.schema.map(|schema| schema()),
+                timeout: signal.timeout.map(Duration::from_secs),
+                when_timed_out: signal.when_timed_out,
+            }),
         });
     }
     if let Some(schema) = decl.input_schema {
@@ -197,6 +227,36 @@ impl<T: schemars::JsonSchema> InputSchema for T {
             .into_root_schema_for::<T>()
             .to_value()
     }
+}
+
+/// A signal payload type whose JSON Schema untyped signals are checked against (flows with
+/// `check_input`): every type with schemars' `JsonSchema`.
+#[diagnostic::on_unimplemented(
+    message = "`check_input` needs the signal payload `{Self}` to implement `schemars::JsonSchema`",
+    label = "this payload type has no JSON Schema",
+    note = "add `#[derive(schemars::JsonSchema)]` to it (schemars 1.x), or drop the flow's `check_input`"
+)]
+pub trait SignalSchema {
+    /// The type's JSON Schema, as the step records it.
+    fn signal_schema() -> Value;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: schemars::JsonSchema> SignalSchema for T {
+    fn signal_schema() -> Value {
+        <T as InputSchema>::input_schema()
+    }
+}
+
+/// Sends signal `name` with `payload` (encoded by [`SignalPayload::to_json`]) to run `run_id`
+/// through `executor` (the generated `signal_<name>` and `signal_<name>_in` of a flow module).
+pub async fn send_signal<'c>(
+    executor: impl PgExecutor<'c>,
+    run_id: Uuid,
+    name: &str,
+    payload: Result<Value, EngineError>,
+) -> Result<SignalOutcome, EngineError> {
+    crate::engine::send_signal_value(executor, run_id, name, &payload?).await
 }
 
 /// What a step handler returns: `Result<T, E>` with a JSON-able `T` and a displayable `E`.
@@ -240,6 +300,42 @@ pub trait DependencyType<Expected> {
 }
 #[diagnostic::do_not_recommend]
 impl<T> DependencyType<T> for T {}
+
+/// `Self` can be a signal's payload: sent as JSON and decoded by the step that waits for it.
+#[diagnostic::on_unimplemented(
+    message = "a signal's payload type must implement `Serialize` and `DeserializeOwned`, and `{Self}` does not",
+    label = "the signal's payload type",
+    note = "derive `serde::Serialize` and `serde::Deserialize` for it"
+)]
+pub trait SignalPayload: Sized {
+    /// Named by the code `#[flow]` generates: `const _: () = <P as Rule>::HOLDS;` compiles
+    /// only where the rule holds, and a failure names no helper function.
+    const HOLDS: () = ();
+    /// The payload as JSON, for sending.
+    fn to_json(&self) -> Result<Value, EngineError>;
+    /// The payload of signal `signal`, which the task's step waited for, read for its
+    /// handler.
+    fn read(
+        task: &TaskInput,
+        signal: &'static str,
+    ) -> impl Future<Output = Result<Self, StepFailure>> + Send;
+}
+#[diagnostic::do_not_recommend]
+impl<T: Serialize + DeserializeOwned + Send> SignalPayload for T {
+    fn to_json(&self) -> Result<Value, EngineError> {
+        serde_json::to_value(self).map_err(|source| EngineError::Encode {
+            what: "signal payload",
+            source,
+        })
+    }
+
+    fn read(
+        task: &TaskInput,
+        signal: &'static str,
+    ) -> impl Future<Output = Result<Self, StepFailure>> + Send {
+        task.signal(signal)
+    }
+}
 
 /// `Self` is the flow's input type.
 #[diagnostic::on_unimplemented(

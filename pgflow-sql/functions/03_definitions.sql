@@ -3,7 +3,7 @@
 
 -- The shape of a stored flow in the normalized form that `define_flow` compares:
 -- [{"slug", "type", "deps": [sorted], "queue", "skip": {"when", "unless", "when_unmet",
--- "when_exhausted"}}] in step_index order.
+-- "when_exhausted"}, "wait": {"signal", "when_timed_out"} or null}] in step_index order.
 create or replace function pgflow.flow_shape(p_flow_slug text)
 returns jsonb
 language sql
@@ -19,7 +19,10 @@ as $$
            'queue', s.queue_name,
            'skip', jsonb_build_object('when', s.condition_when, 'unless', s.condition_unless,
                                       'when_unmet', s.when_unmet,
-                                      'when_exhausted', s.when_exhausted))
+                                      'when_exhausted', s.when_exhausted),
+           'wait', case when s.signal_name is not null then
+                     jsonb_build_object('signal', s.signal_name,
+                                        'when_timed_out', s.when_timed_out) end)
            order by s.step_index), '[]'::jsonb)
   from pgflow.steps s
   where s.flow_slug = p_flow_slug
@@ -152,13 +155,21 @@ $$;
 --            timeout in seconds, jitter a percentage from 0 to 100; each optional).
 -- p_steps:   [{"slug", "type": "single"|"map", "deps": [slug], "queue",
 --              "max_attempts", "base_delay", "max_delay", "jitter", "timeout", "start_delay",
---              "when", "unless", "when_unmet", "when_exhausted"}]
+--              "when", "unless", "when_unmet", "when_exhausted", "signal", "signal_type",
+--              "signal_schema", "wait_timeout", "when_timed_out"}]
 --            in topological order
 --            (every dependency listed before its dependents). "queue" defaults to the
 --            lowercased flow slug; "type" to "single"; "deps" to []. "when"/"unless" are
 --            JSON containment patterns (see condition_pattern); "when_unmet" is "skip"
 --            (default), "skip_cascade" or "fail" and needs a condition; "when_exhausted" is
---            "fail" (default), "skip" or "skip_cascade".
+--            "fail" (default), "skip" or "skip_cascade". "signal" names the signal the step
+--            waits for once its dependencies are done (a slug, one step per name in a flow);
+--            "signal_type" is the Rust type its payload decodes into and "signal_schema" that
+--            type's JSON Schema, against which untyped signals are checked (null: no check);
+--            "wait_timeout" is how long, in seconds, the step may wait (null: for ever) and
+--            "when_timed_out" what passing it does: "fail" (default), "skip" or
+--            "skip_cascade". The signal and when_timed_out are part of the shape; the type,
+--            schema and timeout are settings.
 --
 -- p_input_type, p_output_type: the Rust type names of the flow's input and output as the
 --            caller's code names them (null: not known); recorded on compile and brought up to
@@ -215,6 +226,9 @@ declare
   v_unless jsonb;
   v_when_unmet text;
   v_when_exhausted text;
+  v_signal text;
+  v_signals text[] := array[]::text[];
+  v_wait jsonb;
 begin
   -- 1. Validate the definition completely before touching anything.
   if not pgflow.is_valid_slug(p_flow_slug) then
@@ -321,6 +335,37 @@ begin
     v_when_exhausted := pgflow.skip_mode_option(p_flow_slug, v_slug, v_step, 'when_exhausted',
       array['fail', 'skip', 'skip_cascade'], 'fail');
 
+    v_signal := nullif(v_step -> 'signal', 'null'::jsonb) #>> '{}';
+    v_wait := null;
+    if v_signal is not null then
+      if jsonb_typeof(v_step -> 'signal') <> 'string' or not pgflow.is_valid_slug(v_signal) then
+        perform pgflow.raise_invalid_definition(p_flow_slug, format(
+          'step `%s` waits for signal %s; a signal name must start with a letter or `_`, '
+          || 'contain only letters, digits and `_`, and be at most 47 bytes',
+          v_slug, v_step -> 'signal'));
+      end if;
+      if v_signal = any(v_signals) then
+        perform pgflow.raise_invalid_definition(p_flow_slug, format(
+          'step `%s` waits for signal `%s`, which another step waits for already; a signal '
+          || 'name belongs to one step of a flow', v_slug, v_signal));
+      end if;
+      if v_step ? 'signal_schema' and v_step -> 'signal_schema' <> 'null'::jsonb
+         and jsonb_typeof(v_step -> 'signal_schema') not in ('object', 'boolean') then
+        perform pgflow.raise_invalid_definition(p_flow_slug, format(
+          'step `%s`: the signal schema must be a JSON Schema: a JSON object (or true or false)',
+          v_slug));
+      end if;
+      v_signals := v_signals || v_signal;
+      v_wait := jsonb_build_object('signal', v_signal,
+        'when_timed_out', pgflow.skip_mode_option(p_flow_slug, v_slug, v_step, 'when_timed_out',
+                                                  array['fail', 'skip', 'skip_cascade'], 'fail'));
+    elsif coalesce(v_step -> 'wait_timeout', 'null'::jsonb) <> 'null'::jsonb
+          or coalesce(v_step -> 'when_timed_out', 'null'::jsonb) <> 'null'::jsonb then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` sets `wait_timeout` or `when_timed_out` but waits for nothing; add `signal`, '
+        || 'or drop them', v_slug));
+    end if;
+
     v_seen := v_seen || v_slug;
     v_shape := v_shape || jsonb_build_array(jsonb_build_object(
       'slug', v_slug,
@@ -329,7 +374,8 @@ begin
       'queue', v_queue,
       'skip', jsonb_build_object('when', v_when, 'unless', v_unless,
                                  'when_unmet', v_when_unmet,
-                                 'when_exhausted', v_when_exhausted)));
+                                 'when_exhausted', v_when_exhausted),
+      'wait', v_wait));
     v_settings := v_settings || jsonb_build_array(jsonb_build_object(
       'slug', v_slug,
       'deps', to_jsonb(v_deps),
@@ -338,7 +384,10 @@ begin
       'max_delay', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'max_delay', 1, null),
       'jitter', pgflow.percent_option(p_flow_slug, format('step `%s`', v_slug), v_step, 'jitter', null),
       'timeout', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'timeout', 1, null),
-      'start_delay', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'start_delay', 0, null)));
+      'start_delay', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'start_delay', 0, null),
+      'wait_timeout', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'wait_timeout', 1, null),
+      'signal_type', v_step ->> 'signal_type',
+      'signal_schema', nullif(v_step -> 'signal_schema', 'null'::jsonb)));
   end loop;
 
   -- 2. Serialize compile/verify of this flow slug.
@@ -388,6 +437,11 @@ begin
           v_shape -> v_index ->> 'slug',
           v_stored_shape -> v_index -> 'skip', v_shape -> v_index -> 'skip');
       end if;
+      if v_stored_shape -> v_index -> 'wait' <> v_shape -> v_index -> 'wait' then
+        v_differences := v_differences || format(
+          'step `%s` signal: stored %s, definition %s', v_shape -> v_index ->> 'slug',
+          v_stored_shape -> v_index -> 'wait', v_shape -> v_index -> 'wait');
+      end if;
     end loop;
     for v_index in v_count .. jsonb_array_length(v_stored_shape) - 1 loop
       v_differences := v_differences || format(
@@ -429,15 +483,21 @@ begin
         opt_max_delay = (x ->> 'max_delay')::integer,
         opt_jitter = (x ->> 'jitter')::integer,
         opt_timeout = (x ->> 'timeout')::integer,
-        opt_start_delay = (x ->> 'start_delay')::integer
+        opt_start_delay = (x ->> 'start_delay')::integer,
+        wait_timeout = (x ->> 'wait_timeout')::integer,
+        signal_type = coalesce(x ->> 'signal_type', s.signal_type),
+        signal_schema = nullif(x -> 'signal_schema', 'null'::jsonb)
     from jsonb_array_elements(v_settings) x
     where s.flow_slug = p_flow_slug
       and s.step_slug = x ->> 'slug'
       and (s.opt_max_attempts, s.opt_base_delay, s.opt_max_delay, s.opt_jitter, s.opt_timeout,
-           s.opt_start_delay)
+           s.opt_start_delay, s.wait_timeout, s.signal_type, s.signal_schema)
           is distinct from ((x ->> 'max_attempts')::integer, (x ->> 'base_delay')::integer,
                             (x ->> 'max_delay')::integer, (x ->> 'jitter')::integer,
-                            (x ->> 'timeout')::integer, (x ->> 'start_delay')::integer);
+                            (x ->> 'timeout')::integer, (x ->> 'start_delay')::integer,
+                            (x ->> 'wait_timeout')::integer,
+                            coalesce(x ->> 'signal_type', s.signal_type),
+                            nullif(x -> 'signal_schema', 'null'::jsonb));
     v_status := 'verified';
   else
     -- 3b. Compile.
@@ -450,7 +510,8 @@ begin
     insert into pgflow.steps (flow_slug, step_slug, step_index, step_type, deps_count, queue_name,
                               opt_max_attempts, opt_base_delay, opt_max_delay, opt_jitter,
                               opt_timeout, opt_start_delay, condition_when, condition_unless,
-                              when_unmet, when_exhausted)
+                              when_unmet, when_exhausted, signal_name, when_timed_out,
+                              wait_timeout, signal_type, signal_schema)
     select p_flow_slug,
            shape.value ->> 'slug',
            (shape.ordinality - 1)::integer,
@@ -466,7 +527,12 @@ begin
            nullif(shape.value -> 'skip' -> 'when', 'null'::jsonb),
            nullif(shape.value -> 'skip' -> 'unless', 'null'::jsonb),
            shape.value -> 'skip' ->> 'when_unmet',
-           shape.value -> 'skip' ->> 'when_exhausted'
+           shape.value -> 'skip' ->> 'when_exhausted',
+           shape.value -> 'wait' ->> 'signal',
+           coalesce(shape.value -> 'wait' ->> 'when_timed_out', 'fail'),
+           (settings ->> 'wait_timeout')::integer,
+           settings ->> 'signal_type',
+           nullif(settings -> 'signal_schema', 'null'::jsonb)
     from jsonb_array_elements(v_shape) with ordinality as shape(value, ordinality)
     join lateral (select v_settings -> (shape.ordinality::integer - 1) as settings) s on true;
 

@@ -36,6 +36,9 @@ begin
   if cardinality(v_failed) = 0 then
     return;
   end if;
+  -- Their steps that wait stay 'waiting' (as those not reached stay 'created'), but no
+  -- deadline of theirs is kept: a retry decides them again.
+  delete from pgflow.waits w where w.run_id = any(v_failed);
 
   with live as (
     select ctid as row_ctid from pgflow.step_tasks
@@ -174,8 +177,9 @@ begin
       select l.row_ctid, l.run_id, l.step_slug, l.n, l.ready, s.queue_name,
              coalesce(s.opt_start_delay, 0) as start_delay,
              case when not l.ready then null
-                  -- a condition is evaluated by start_ready_steps
-                  when s.condition_when is not null or s.condition_unless is not null then null
+                  -- a condition or a signal is decided by start_ready_steps
+                  when s.condition_when is not null or s.condition_unless is not null
+                       or s.signal_name is not null then null
                   when s.step_type = 'single' then 1
                   else (select case when dss.status = 'skipped' then 0
                                     when jsonb_typeof(dss.output) = 'array'
@@ -378,6 +382,12 @@ $$;
 -- skipped) and that is still 'created': the slow path behind the starts that
 -- finish_completed_steps and start_flows make in the writes that release steps or create runs.
 --
+-- A step that waits for a signal (steps.signal_name) starts only once the run has received it
+-- (pgflow.signals); until then it becomes 'waiting', with a row in pgflow.waits carrying its
+-- deadline (now plus its wait_timeout, if it has one), and holds no task. A waiting step whose
+-- signal has arrived since (send_signal calls this) starts as any other. Its condition, if it
+-- has one, is decided before it waits.
+--
 -- A step with a condition is decided here. Its input is the flow input (a root step) or the
 -- object of its dependencies' outputs, keyed by step slug (null for a skipped one); the
 -- condition holds when the input contains the `when` pattern (if any) and does not contain
@@ -402,7 +412,7 @@ declare
 begin
   with ready as (
     select ss.ctid as row_ctid, ss.run_id, ss.step_slug, s.step_type, s.queue_name,
-           s.when_unmet,
+           s.when_unmet, s.signal_name, s.wait_timeout, sig.has_signal,
            coalesce(s.opt_start_delay, 0)
              + greatest(0, ceil(extract(epoch from r.scheduled_for - clock_timestamp())))::integer
              as start_delay,
@@ -443,7 +453,15 @@ begin
                         where d.flow_slug = s.flow_slug and d.step_slug = s.step_slug)
              end as input
     ) cond
-    where ss.run_id = any(p_run_ids) and ss.status = 'created' and ss.remaining_deps = 0
+    cross join lateral (
+      -- whether the step has what it waits for (a step that waits for nothing has)
+      select s.signal_name is null
+             or exists (select 1 from pgflow.signals sg
+                        where sg.run_id = ss.run_id and sg.signal_name = s.signal_name)
+             as has_signal
+    ) sig
+    where ss.run_id = any(p_run_ids) and ss.remaining_deps = 0
+      and (ss.status = 'created' or (ss.status = 'waiting' and sig.has_signal))
     order by ss.run_id, ss.step_slug
     for no key update of ss
   ),
@@ -452,6 +470,7 @@ begin
            case when not ready.met and ready.when_unmet = 'fail' then 'unmet'
                 when not ready.met then 'skip'
                 when ready.task_count is null then 'bad_map'
+                when not ready.has_signal then 'wait'
                 else 'start'
            end as outcome
     from ready
@@ -464,9 +483,10 @@ begin
   ),
   changed as (
     update pgflow.step_states ss
-    set status = case when d.outcome = 'start' then 'started' else 'failed' end,
+    set status = case d.outcome when 'start' then 'started' when 'wait' then 'waiting'
+                                else 'failed' end,
         started_at = case when d.outcome = 'start' then now() end,
-        failed_at = case when d.outcome <> 'start' then now() end,
+        failed_at = case when d.outcome not in ('start', 'wait') then now() end,
         error_message = case
           when d.outcome = 'unmet' then
             format('step `%s`: its condition was not met (when_unmet = fail)', d.step_slug)
@@ -477,9 +497,18 @@ begin
         remaining_tasks = case when d.outcome = 'start' then d.task_count end
     from decided d
     where ss.ctid = d.row_ctid
-      and (d.outcome in ('unmet', 'bad_map') or (d.outcome = 'start' and not d.run_fails))
+      and (d.outcome in ('unmet', 'bad_map')
+           or (d.outcome in ('start', 'wait') and not d.run_fails))
     returning ss.run_id, ss.step_slug, ss.status, d.outcome, d.task_count, ss.flow_slug,
-              d.queue_name, d.start_delay
+              d.queue_name, d.start_delay, d.signal_name, d.wait_timeout
+  ),
+  waiting as (
+    insert into pgflow.waits (run_id, step_slug, flow_slug, signal_name, deadline)
+    select c.run_id, c.step_slug, c.flow_slug, c.signal_name,
+           now() + make_interval(secs => c.wait_timeout)
+    from changed c
+    where c.outcome = 'wait'
+    on conflict (run_id, step_slug) do nothing
   ),
   started as (
     select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
@@ -598,7 +627,7 @@ begin
     select ss.ctid as row_ctid, wanted.reason, wanted.error_message
     from pgflow.step_states ss
     join wanted on wanted.run_id = ss.run_id and wanted.step_slug = ss.step_slug
-    where ss.status in ('created', 'started')
+    where ss.status in ('created', 'waiting', 'started')
     order by ss.run_id, ss.step_slug
     for no key update of ss
   ),

@@ -213,7 +213,7 @@ as $$
     join pgflow.step_states ss on ss.run_id = r.run_id
     join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
     where r.status = 'started'
-      and ss.status in ('created', 'started')
+      and ss.status in ('created', 'waiting', 'started')
       and s.queue_name = p_queue_name
     group by ss.flow_slug, ss.step_slug
   ),

@@ -149,7 +149,7 @@ begin
                       filter (where ss.step_slug is not null), array[]::text[]) as pending_steps
     from pgflow.runs r
     left join pgflow.step_states ss
-      on ss.run_id = r.run_id and ss.status in ('created', 'started')
+      on ss.run_id = r.run_id and ss.status in ('created', 'waiting', 'started')
       and exists (select 1 from pgflow.steps s
                   where s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
                     and (p_queue_name is null or s.queue_name = p_queue_name))

@@ -110,6 +110,7 @@ begin
 
   if v_run_ids is not null then
     delete from pgflow.task_attempts a where a.run_id = any(v_run_ids);
+    delete from pgflow.signals sg where sg.run_id = any(v_run_ids);
     delete from pgflow.step_tasks t where t.run_id = any(v_run_ids);
     get diagnostics tasks = row_count;
     delete from pgflow.step_states ss where ss.run_id = any(v_run_ids);

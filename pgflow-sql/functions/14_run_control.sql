@@ -86,7 +86,7 @@ begin
 
     with open_steps as (
       select ss.ctid as row_ctid from pgflow.step_states ss
-      where ss.run_id = any(v_cancelled) and ss.status in ('created', 'started')
+      where ss.run_id = any(v_cancelled) and ss.status in ('created', 'waiting', 'started')
       order by ss.run_id, ss.step_slug
       for no key update
     )
@@ -94,6 +94,7 @@ begin
     set status = 'cancelled', cancelled_at = now()
     from open_steps
     where ss.ctid = open_steps.row_ctid;
+    delete from pgflow.waits w where w.run_id = any(v_cancelled);
   end if;
 
   return query
@@ -194,11 +195,13 @@ begin
     from requeued q;
 
     -- Steps with tasks run again with what is left of them; a step that failed before it
-    -- started is 'created' again (nothing left to wait for), for start_ready_steps.
+    -- started (or was left waiting for a signal when its run failed) is 'created' again
+    -- (nothing left to wait for), for start_ready_steps, which starts it or lets it wait
+    -- again with a new deadline.
     with open_steps as (
       select ss.ctid as row_ctid, ss.run_id, ss.step_slug, ss.initial_tasks
       from pgflow.step_states ss
-      where ss.run_id = any(v_retried) and ss.status in ('failed', 'started')
+      where ss.run_id = any(v_retried) and ss.status in ('failed', 'waiting', 'started')
       order by ss.run_id, ss.step_slug
       for no key update
     )
@@ -446,6 +449,10 @@ begin
   delete from pgflow.task_attempts a
   using pgflow.runs r
   where r.flow_slug = p_flow_slug and a.run_id = r.run_id;
+  delete from pgflow.signals sg
+  using pgflow.runs r
+  where r.flow_slug = p_flow_slug and sg.run_id = r.run_id;
+  delete from pgflow.waits w where w.flow_slug = p_flow_slug;
   delete from pgflow.step_tasks t where t.flow_slug = p_flow_slug;
   get diagnostics v_tasks = row_count;
   delete from pgflow.step_states ss where ss.flow_slug = p_flow_slug;

@@ -77,11 +77,11 @@ begin
                                 'stored_completions', 'requeue_stalled_tasks',
                                 'refresh_statistics', 'tables_to_vacuum', 'lock_namespace',
                                 'schedules_to_fire', 'fire_schedule', 'request_wakeups',
-                                'withdraw_wakeups') then
+                                'withdraw_wakeups', 'expire_waits', 'signal_payload') then
                array['pgflow_worker']
              when p.proname in ('start_flows', 'start_flow', 'start_alias_typed',
                                 'run_step_states', 'subscribe_events',
-                                'unsubscribe_events') then
+                                'unsubscribe_events', 'send_signal') then
                array['pgflow_client']
              when p.proname in ('set_alias', 'alias_state', 'drain_status', 'begin_rollout',
                                 'functions_serving_queues', 'rollout_progress',
@@ -125,7 +125,8 @@ begin
       to pgflow_worker, pgflow_client, pgflow_operator;
     -- Clients read runs and what they produced, and the definitions they ran.
     grant select on pgflow.runs, pgflow.step_states, pgflow.step_tasks, pgflow.task_attempts,
-                    pgflow.flows, pgflow.steps, pgflow.deps, pgflow.aliases
+                    pgflow.flows, pgflow.steps, pgflow.deps, pgflow.aliases, pgflow.waits,
+                    pgflow.signals
       to pgflow_client;
     -- Operators are clients too, and read the workers, rollouts and alias history.
     if not pg_has_role('pgflow_operator', 'pgflow_client', 'member') then

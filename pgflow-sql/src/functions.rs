@@ -46,6 +46,7 @@ pub static FUNCTION_FILES: &[FunctionFile] = function_files![
     "15_schedules.sql",
     "16_events.sql",
     "17_flow_control.sql",
+    "18_signals.sql",
     "99_privileges.sql",
 ];
 

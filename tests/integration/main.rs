@@ -42,6 +42,7 @@ mod retry_resume;
 mod roles;
 mod rollout;
 mod schedules;
+mod signals;
 mod snooze;
 mod stalled;
 mod starts;

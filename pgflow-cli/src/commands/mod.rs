@@ -16,6 +16,7 @@ mod workers;
 use pgflow::ConnectError;
 use pgflow_runtime::admin::inspect::{self, FlowName};
 
+use self::runs::JsonArg;
 use crate::args::{
     AliasCommand, Cli, Command, QueueCommand, RolloutCommand, SchedulesCommand, WorkersCommand,
 };
@@ -85,7 +86,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             at,
             after,
         } => {
-            let input = runs::read_input(input.as_deref(), input_file.as_deref())?;
+            let input = runs::read_json(input.as_deref(), input_file.as_deref(), JsonArg::INPUT)?;
             let start_at = match after {
                 Some(delay) => Some(
                     chrono::Utc::now()
@@ -103,6 +104,20 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
                 start_at,
             )
             .await
+        }
+        Command::Signal {
+            run_id,
+            name,
+            payload,
+            payload_file,
+        } => {
+            let payload = runs::read_json(
+                payload.as_deref(),
+                payload_file.as_deref(),
+                JsonArg::PAYLOAD,
+            )?;
+            let run_id = resolve_run_id(&pool, &run_id).await?;
+            runs::signal(&pool, &out, run_id, &name, &payload).await
         }
         Command::Graph { flow, format, run } => {
             graph::graph(&pool, &out, &flow, format, run.as_deref()).await

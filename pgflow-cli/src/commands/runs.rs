@@ -252,31 +252,83 @@ fn attempt_table(out: &Output, attempts: &[inspect::FailedAttempt]) -> String {
     crate::output::render(&table)
 }
 
-/// The flow input: `--input JSON`, `--input -` (stdin) or `--input-file PATH`; `null` without
-/// either.
-pub(super) fn read_input(
-    input: Option<&str>,
+/// A JSON argument of the command line: its flag (`--input`, with `--input-file` beside it)
+/// and what it holds, as errors name it.
+#[derive(Clone, Copy)]
+pub(super) struct JsonArg {
+    flag: &'static str,
+    what: &'static str,
+}
+
+impl JsonArg {
+    /// `pgflow start`'s `--input`.
+    pub(super) const INPUT: Self = Self {
+        flag: "input",
+        what: "input",
+    };
+    /// `pgflow signal`'s `--payload`.
+    pub(super) const PAYLOAD: Self = Self {
+        flag: "payload",
+        what: "payload",
+    };
+}
+
+/// A JSON argument's value: `--<flag> JSON`, `--<flag> -` (stdin) or `--<flag>-file PATH`;
+/// `null` without either.
+pub(super) fn read_json(
+    value: Option<&str>,
     file: Option<&Path>,
+    arg: JsonArg,
 ) -> Result<serde_json::Value, Failure> {
-    let (text, source) = match (input, file) {
+    let JsonArg { flag, what } = arg;
+    let (text, source) = match (value, file) {
         (_, Some(path)) => (
             std::fs::read_to_string(path).map_err(|e| {
-                Failure::usage(format!("cannot read --input-file {}: {e}", path.display()))
+                Failure::usage(format!("cannot read --{flag}-file {}: {e}", path.display()))
             })?,
-            format!("--input-file {}", path.display()),
+            format!("--{flag}-file {}", path.display()),
         ),
         (Some("-"), None) => {
             let mut text = String::new();
             std::io::stdin()
                 .read_to_string(&mut text)
-                .map_err(|e| Failure::usage(format!("cannot read the input from stdin: {e}")))?;
-            (text, "the input on stdin".to_owned())
+                .map_err(|e| Failure::usage(format!("cannot read the {what} from stdin: {e}")))?;
+            (text, format!("the {what} on stdin"))
         }
-        (Some(text), None) => (text.to_owned(), "--input".to_owned()),
+        (Some(text), None) => (text.to_owned(), format!("--{flag}")),
         (None, None) => return Ok(serde_json::Value::Null),
     };
     serde_json::from_str(&text)
         .map_err(|e| Failure::usage(format!("{source} is not valid JSON: {e}")))
+}
+
+/// Sends signal `name` with `payload` to run `run_id`.
+pub(super) async fn signal(
+    db: &pgflow::Db,
+    out: &Output,
+    run_id: uuid::Uuid,
+    name: &str,
+    payload: &serde_json::Value,
+) -> Result<(), Failure> {
+    let outcome = pgflow::engine::send_signal_value(db, run_id, name, payload).await?;
+    out.print(
+        json!({ "outcome": outcome.as_str(), "run_id": run_id, "signal": name }),
+        || match outcome {
+            pgflow::SignalOutcome::Delivered => {
+                format!(
+                    "signal `{name}` delivered to run {run_id}: the step that waited for it starts"
+                )
+            }
+            pgflow::SignalOutcome::Kept => format!(
+                "signal `{name}` kept for run {run_id}: the step that waits for it has not been \
+                 reached yet, and will start without waiting"
+            ),
+            _ => format!(
+                "run {run_id} already received signal `{name}` with this payload; nothing changed"
+            ),
+        },
+    );
+    Ok(())
 }
 
 /// Starts a run of an alias or a concrete flow.

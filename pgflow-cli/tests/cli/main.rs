@@ -27,6 +27,7 @@ mod rollout;
 mod run;
 mod run_control;
 mod schedules;
+mod signal;
 mod start;
 mod status;
 mod support;

@@ -8,8 +8,9 @@ pub use start::{Start, StartOptions};
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sqlx::PgPool;
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use std::sync::Arc;
@@ -162,6 +163,50 @@ impl Client {
     /// [`engine::resume_run`]); returns the new run, as it stands.
     pub async fn resume(&self, run_id: Uuid, step_slug: &str) -> Result<Run, EngineError> {
         engine::resume_run(&self.db, run_id, step_slug).await
+    }
+
+    /// Sends signal `name` with `payload` to run `run_id`: the step that waits for it starts
+    /// (or, when the run has not reached it yet, will start without waiting). Untyped: a flow
+    /// module's generated `signal_<name>` takes only the payload type its step declares;
+    /// here a payload the step cannot decode is refused only when the flow checks what comes
+    /// in (`check_input`), and otherwise fails the step when it runs.
+    ///
+    /// Refused, changing nothing: [`EngineError::UnknownRun`], or
+    /// [`EngineError::SignalRefused`] saying why. Sending the same signal with an equal
+    /// payload again is [`SignalOutcome::Duplicate`](engine::SignalOutcome::Duplicate) and
+    /// changes nothing.
+    pub async fn signal<T: Serialize + ?Sized>(
+        &self,
+        run_id: Uuid,
+        name: &str,
+        payload: &T,
+    ) -> Result<engine::SignalOutcome, EngineError> {
+        engine::send_signal(&self.db, run_id, name, payload).await
+    }
+
+    /// [`signal`](Self::signal) in the caller's transaction (or on a connection of theirs):
+    /// the signal is sent when the transaction commits, together with the caller's own writes,
+    /// and never when it rolls back.
+    ///
+    /// ```no_run
+    /// # use pgflow::{Client, EngineError};
+    /// # async fn demo(client: &Client, run_id: pgflow::sqlx::types::Uuid) -> Result<(), EngineError> {
+    /// let mut tx = client.pool().begin().await?;
+    /// // ... mark the refund approved in the application's own tables, in `tx` ...
+    /// client
+    ///     .signal_in(&mut *tx, run_id, "approval", &pgflow::serde_json::json!({ "by": "ana" }))
+    ///     .await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn signal_in<'c, T: Serialize + ?Sized>(
+        &self,
+        executor: impl PgExecutor<'c>,
+        run_id: Uuid,
+        name: &str,
+        payload: &T,
+    ) -> Result<engine::SignalOutcome, EngineError> {
+        engine::send_signal(executor, run_id, name, payload).await
     }
 }
 

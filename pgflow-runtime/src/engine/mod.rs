@@ -11,7 +11,7 @@
 //! One file per SQL area, named like the SQL files in `pgflow-sql/functions/`:
 //! [`definitions`], [`runs`], [`claims`], [`completion`], [`recovery`], [`workers`],
 //! [`maintenance`], [`aliases_rollouts`], [`events`], [`retention`], [`run_control`],
-//! [`schedules`]. Every item is also re-exported here, so `pgflow::engine::start_flow` is the
+//! [`schedules`], [`signals`]. Every item is also re-exported here, so `pgflow::engine::start_flow` is the
 //! path to use.
 //!
 //! Every function takes any executor (a pool, a connection or a transaction), so callers can
@@ -29,6 +29,7 @@ pub mod retention;
 pub mod run_control;
 pub mod runs;
 pub mod schedules;
+pub mod signals;
 pub mod workers;
 
 pub use aliases_rollouts::{
@@ -62,6 +63,9 @@ pub use runs::{
 pub use schedules::{
     ScheduleRow, ScheduleToFire, define_schedule, delete_schedule, fire_schedule, pause_schedule,
     schedule_list, schedules_to_fire, trigger_schedule,
+};
+pub use signals::{
+    ExpiredWaits, SignalOutcome, expire_waits, send_signal, send_signal_value, signal_payload,
 };
 pub use workers::{
     CoverageGap, Heartbeat, LostWorker, deprecate_workers, function_enabled, heartbeat,

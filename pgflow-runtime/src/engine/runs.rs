@@ -433,6 +433,8 @@ pub async fn run_error(
 pub enum StepStatus {
     /// Waiting for its dependencies (or for its condition to be decided).
     Created,
+    /// Its dependencies are done and it waits for its signal (no task exists yet).
+    Waiting,
     /// Its tasks are queued or running.
     Started,
     /// Every task completed; it has its output.
@@ -449,7 +451,7 @@ pub enum StepStatus {
 impl StepStatus {
     /// Whether the step has ended (completed, failed, skipped or cancelled).
     pub fn is_ended(self) -> bool {
-        !matches!(self, Self::Created | Self::Started)
+        !matches!(self, Self::Created | Self::Waiting | Self::Started)
     }
 }
 
@@ -461,7 +463,8 @@ pub struct StepState {
     pub step_slug: String,
     /// Where it stands.
     pub status: StepStatus,
-    /// Why it was skipped (`condition_unmet`, `handler_failed`, `dependency_skipped`).
+    /// Why it was skipped (`condition_unmet`, `handler_failed`, `dependency_skipped`,
+    /// `timed_out`).
     pub skip_reason: Option<String>,
     /// How many tasks it has (`None` until it started; a map step's element count).
     pub tasks: Option<i32>,

@@ -18,6 +18,7 @@ mod config;
 mod maintenance;
 pub(crate) mod notifier;
 mod schedules;
+mod waits;
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -97,15 +98,16 @@ impl Shared {
             .as_ref()
     }
 
-    /// Counts a running worker in: the first starts the maintenance loop and (unless the
-    /// config says not to) schedule firing; they stop when the last enlisted worker's guard
-    /// is dropped.
+    /// Counts a running worker in: the first starts the maintenance loop, the loop that ends
+    /// timed-out waits and (unless the config says not to) schedule firing; they stop when the
+    /// last enlisted worker's guard is dropped.
     pub(crate) fn enlist(self: &Arc<Self>) -> Enlisted {
         let mut services = lock(&self.services);
         services.workers += 1;
         if services.workers == 1 {
             let stop = CancellationToken::new();
             tokio::spawn(maintenance::maintain(Arc::clone(self), stop.clone()));
+            tokio::spawn(waits::expire_waits(Arc::clone(self), stop.clone()));
             if self.config.fire_schedules {
                 tokio::spawn(schedules::fire_schedules(Arc::clone(self), stop.clone()));
             }

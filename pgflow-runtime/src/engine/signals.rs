@@ -1,0 +1,125 @@
+//! Signals: a step that waits for a named signal runs once its run receives it. Sending one is
+//! a call that can be part of the caller's own transaction; timed-out waits are ended by the
+//! process's timer loop.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::PgExecutor;
+use uuid::Uuid;
+
+use crate::error::EngineError;
+
+/// What sending a signal did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum SignalOutcome {
+    /// The step was waiting for it and starts now.
+    Delivered,
+    /// The run has not reached the step yet: the signal is kept, and the step starts without
+    /// waiting once its dependencies are done.
+    Kept,
+    /// The run had already received this signal with an equal payload: nothing changed (a
+    /// sender may repeat a send it is unsure of).
+    Duplicate,
+}
+
+impl SignalOutcome {
+    /// The SQL core's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Delivered => "delivered",
+            Self::Kept => "kept",
+            Self::Duplicate => "duplicate",
+        }
+    }
+
+    fn from_sql(word: &str) -> Result<Self, EngineError> {
+        match word {
+            "delivered" => Ok(Self::Delivered),
+            "kept" => Ok(Self::Kept),
+            "duplicate" => Ok(Self::Duplicate),
+            other => Err(EngineError::InvalidArguments(format!(
+                "send_signal answered `{other}`, which this release does not know; upgrade pgflow"
+            ))),
+        }
+    }
+}
+
+/// Sends signal `name` with `payload` to run `run_id` (`pgflow.send_signal`). Through a
+/// transaction, the signal is sent when it commits and never when it rolls back.
+///
+/// Refused, changing nothing: [`EngineError::UnknownRun`], or
+/// [`EngineError::SignalRefused`] saying why (no step waits for this name, the run already
+/// received it with another payload, the run ended, the step stopped waiting, or the payload
+/// does not fit the signal's schema).
+pub async fn send_signal<T: Serialize + ?Sized>(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+    name: &str,
+    payload: &T,
+) -> Result<SignalOutcome, EngineError> {
+    let payload = serde_json::to_value(payload).map_err(|source| EngineError::Encode {
+        what: "signal payload",
+        source,
+    })?;
+    send_signal_value(executor, run_id, name, &payload).await
+}
+
+/// [`send_signal`] with a payload already in JSON.
+pub async fn send_signal_value(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+    name: &str,
+    payload: &Value,
+) -> Result<SignalOutcome, EngineError> {
+    let word: String = sqlx::query_scalar("select pgflow.send_signal($1, $2, $3)")
+        .bind(run_id)
+        .bind(name)
+        .bind(payload)
+        .fetch_one(executor)
+        .await?;
+    SignalOutcome::from_sql(&word)
+}
+
+/// The payload of the signal step `step_slug` of run `run_id` waited for
+/// (`pgflow.signal_payload`); `None` when the run has not received it.
+pub async fn signal_payload(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+    step_slug: &str,
+) -> Result<Option<Value>, EngineError> {
+    let payload = sqlx::query_scalar("select pgflow.signal_payload($1, $2)")
+        .bind(run_id)
+        .bind(step_slug)
+        .fetch_one(executor)
+        .await?;
+    Ok(payload)
+}
+
+/// What one pass of [`expire_waits`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpiredWaits {
+    /// How many waits it ended.
+    pub expired: u32,
+    /// The soonest deadline still ahead, if any wait has one.
+    pub next_deadline: Option<DateTime<Utc>>,
+}
+
+/// Ends the waits whose deadline passed, at most `limit` (`pgflow.expire_waits`), each as its
+/// step's `when_timed_out` says.
+pub async fn expire_waits(
+    executor: impl PgExecutor<'_>,
+    limit: i32,
+) -> Result<ExpiredWaits, EngineError> {
+    let (expired, next_deadline): (i32, Option<DateTime<Utc>>) =
+        sqlx::query_as("select expired, next_deadline from pgflow.expire_waits($1)")
+            .bind(limit)
+            .fetch_one(executor)
+            .await?;
+    Ok(ExpiredWaits {
+        expired: u32::try_from(expired).unwrap_or(0),
+        next_deadline,
+    })
+}

@@ -1,0 +1,236 @@
+-- Signals: a step that waits for a named signal starts once its run has received it
+-- (start_ready_steps makes it 'waiting' until then). send_signal delivers a signal, in the
+-- caller's transaction; expire_waits ends the waits whose deadline passed; a worker reads the
+-- payload of the signal its step waited for with signal_payload.
+
+-- Raises PF016: a signal refused, naming the run, the signal and why. Nothing was changed.
+create or replace function pgflow.refuse_signal(
+  p_run_id uuid, p_signal_name text, p_reason text, p_message text
+)
+returns void
+language plpgsql
+as $$
+begin
+  raise exception '%', p_message
+    using errcode = 'PF016',
+          detail = jsonb_build_object('run_id', p_run_id, 'signal_name', p_signal_name,
+                                      'reason', p_reason)::text;
+end;
+$$;
+
+-- send_signal: delivers signal p_signal_name with p_payload (SQL null is JSON null) to run
+-- p_run_id. The run keeps it (once per run and name); when the step of the run's flow that
+-- waits for this name is waiting, it starts now, and when the run has not reached that step
+-- yet, the step starts without waiting once it does. A retry of the run reuses the signals the
+-- run received.
+--
+-- Returns 'delivered' (the step was waiting and starts), 'kept' (the run has not reached the
+-- step yet) or 'duplicate' (the run already received this signal with an equal payload:
+-- nothing changed, so a sender may repeat a send it is unsure of).
+--
+-- Refused, changing nothing: PF011 when no run has the id; PF016 (detail: run_id,
+-- signal_name, reason) when
+--   unknown_signal  no step of the run's flow waits for this name (the message lists those
+--                   that do),
+--   already_sent    the run received this signal before, with another payload,
+--   run_ended       the run is completed, failed or cancelled,
+--   too_late        the step stopped waiting without it (its wait timed out, or it was
+--                   skipped or cancelled),
+--   payload_misfit  the payload does not fit the JSON Schema the step records for its signal
+--                   (flows with `check_input`), naming the field.
+--
+-- It runs in the caller's transaction: a signal sent in a transaction that rolls back was
+-- never sent, and one sent with the caller's own writes commits with them.
+-- Locks: the run (as completions do, so a completion that makes the step wait and this send
+-- cannot miss each other), then as start_ready_steps.
+create or replace function pgflow.send_signal(
+  p_run_id uuid,
+  p_signal_name text,
+  p_payload jsonb
+)
+returns text
+language plpgsql
+as $$
+declare
+  v_run pgflow.runs;
+  v_step pgflow.steps;
+  v_step_status text;
+  v_stored jsonb;
+  v_misfit jsonb;
+begin
+  if p_run_id is null or p_signal_name is null then
+    raise exception 'send_signal needs a run id and a signal name (got null)'
+      using errcode = '22004';
+  end if;
+  p_payload := coalesce(p_payload, 'null'::jsonb);
+
+  perform pgflow.lock_runs(array[p_run_id]);
+  select * into v_run from pgflow.runs r where r.run_id = p_run_id;
+  if not found then
+    raise exception 'run % does not exist', p_run_id
+      using errcode = 'PF011', detail = jsonb_build_object('run_id', p_run_id)::text;
+  end if;
+
+  select * into v_step from pgflow.steps s
+  where s.flow_slug = v_run.flow_slug and s.signal_name = p_signal_name;
+  if not found then
+    perform pgflow.refuse_signal(p_run_id, p_signal_name, 'unknown_signal', format(
+      'flow `%s` (run %s) has no step that waits for a signal `%s`; %s',
+      v_run.flow_slug, p_run_id, p_signal_name,
+      coalesce('its signals: ' || (select string_agg(s.signal_name, ', ' order by s.step_index)
+                                   from pgflow.steps s
+                                   where s.flow_slug = v_run.flow_slug
+                                     and s.signal_name is not null),
+               'it waits for no signal')));
+  end if;
+
+  select sg.payload into v_stored from pgflow.signals sg
+  where sg.run_id = p_run_id and sg.signal_name = p_signal_name;
+  if found then
+    if v_stored = p_payload then
+      return 'duplicate';
+    end if;
+    perform pgflow.refuse_signal(p_run_id, p_signal_name, 'already_sent', format(
+      'run %s already received signal `%s`, with another payload; a signal is delivered once '
+      || 'per run (sending the same payload again is accepted and changes nothing)',
+      p_run_id, p_signal_name));
+  end if;
+
+  if v_run.status <> 'started' then
+    perform pgflow.refuse_signal(p_run_id, p_signal_name, 'run_ended', format(
+      'run %s is %s; signal `%s` changes nothing (retry or resume the run to run it again)',
+      p_run_id, v_run.status, p_signal_name));
+  end if;
+
+  select ss.status into v_step_status from pgflow.step_states ss
+  where ss.run_id = p_run_id and ss.step_slug = v_step.step_slug;
+  if v_step_status in ('skipped', 'failed', 'cancelled') then
+    perform pgflow.refuse_signal(p_run_id, p_signal_name, 'too_late', format(
+      'step `%s` of run %s no longer waits for signal `%s`: it is %s%s',
+      v_step.step_slug, p_run_id, p_signal_name, v_step_status,
+      coalesce(' (' || (select ss.skip_reason from pgflow.step_states ss
+                        where ss.run_id = p_run_id and ss.step_slug = v_step.step_slug) || ')',
+               '')));
+  end if;
+
+  v_misfit := pgflow.input_misfit(v_step.signal_schema, p_payload);
+  if v_misfit is not null then
+    perform pgflow.refuse_signal(p_run_id, p_signal_name, 'payload_misfit', format(
+      'the payload of signal `%s` (type %s) does not fit%s: %s; run %s was not signalled',
+      p_signal_name, coalesce(v_step.signal_type, 'unrecorded'),
+      case when v_misfit ->> 'path' = '' then ''
+           else ' at ' || (v_misfit ->> 'path') end,
+      v_misfit ->> 'problem', p_run_id));
+  end if;
+
+  insert into pgflow.signals (run_id, signal_name, payload)
+  values (p_run_id, p_signal_name, p_payload);
+
+  delete from pgflow.waits w where w.run_id = p_run_id and w.step_slug = v_step.step_slug;
+  if found then
+    perform pgflow.start_ready_steps(array[p_run_id]);
+    return 'delivered';
+  end if;
+  return 'kept';
+end;
+$$;
+
+-- signal_payload: the payload of the signal step p_step_slug of run p_run_id waited for (null
+-- when the run has not received it). A worker reads it for the handler of that step.
+-- Locks: none (reads only).
+create or replace function pgflow.signal_payload(p_run_id uuid, p_step_slug text)
+returns jsonb
+language sql
+stable
+as $$
+  select sg.payload
+  from pgflow.runs r
+  join pgflow.steps s on s.flow_slug = r.flow_slug and s.step_slug = p_step_slug
+  join pgflow.signals sg on sg.run_id = r.run_id and sg.signal_name = s.signal_name
+  where r.run_id = p_run_id
+$$;
+
+-- expire_waits: ends the waits whose deadline has passed (at most p_limit, oldest deadline
+-- first), each as its step's when_timed_out says: `fail` fails the step (its error names the
+-- signal and how long it waited) and its run; `skip` and `skip_cascade` skip it (reason
+-- timed_out, and with skip_cascade everything downstream), and the run goes on. The deadline is
+-- the database's clock, so a wait ends on time whichever process looks, and late (at the next
+-- look) when none does. Any number of processes may call it at once: a wait ends once.
+-- Returns how many waits it ended and the soonest deadline still ahead (null: none), so the
+-- caller knows when to look again.
+-- Locks: the runs of the due waits (order), then their waits, then as fail_runs and skip_steps.
+create or replace function pgflow.expire_waits(p_limit integer default 1000)
+returns table (expired integer, next_deadline timestamptz)
+language plpgsql
+as $$
+declare
+  v_due uuid[];
+  v_fail_runs uuid[];
+  v_skip_runs uuid[];
+  v_skip_steps text[];
+  v_skip_cascade boolean[];
+  v_count integer := 0;
+begin
+  select array_agg(distinct w.run_id) into v_due
+  from (select w.run_id from pgflow.waits w
+        where w.deadline <= now()
+        order by w.deadline
+        limit p_limit) w;
+
+  if v_due is not null then
+    perform pgflow.lock_runs(v_due);
+    with due as (
+      select w.ctid as row_ctid, w.run_id, w.step_slug, w.signal_name, w.waiting_since,
+             s.when_timed_out
+      from pgflow.waits w
+      join pgflow.runs r on r.run_id = w.run_id and r.status = 'started'
+      join pgflow.steps s on s.flow_slug = w.flow_slug and s.step_slug = w.step_slug
+      where w.run_id = any(v_due) and w.deadline <= now()
+      order by w.run_id, w.step_slug
+      for update of w
+    ),
+    ended as (
+      delete from pgflow.waits w using due
+      where w.ctid = due.row_ctid
+      returning due.*
+    ),
+    failed as (
+      update pgflow.step_states ss
+      set status = 'failed', failed_at = now(),
+          error_message = format(
+            'step `%s` waited %s for signal `%s` and timed out (when_timed_out = fail)',
+            e.step_slug, date_trunc('second', now() - e.waiting_since), e.signal_name)
+      from ended e
+      where e.when_timed_out = 'fail' and ss.run_id = e.run_id and ss.step_slug = e.step_slug
+        and ss.status = 'waiting'
+      returning ss.run_id
+    )
+    select (select count(*) from ended)::integer,
+           (select array_agg(distinct f.run_id) from failed f),
+           (select array_agg(e.run_id order by e.run_id, e.step_slug) from ended e
+            where e.when_timed_out <> 'fail'),
+           (select array_agg(e.step_slug order by e.run_id, e.step_slug) from ended e
+            where e.when_timed_out <> 'fail'),
+           (select array_agg(e.when_timed_out = 'skip_cascade' order by e.run_id, e.step_slug)
+            from ended e where e.when_timed_out <> 'fail')
+    into v_count, v_fail_runs, v_skip_runs, v_skip_steps, v_skip_cascade;
+
+    if v_fail_runs is not null then
+      perform pgflow.fail_runs(v_fail_runs, 'run failed: a step timed out waiting for a signal');
+    end if;
+    if v_skip_runs is not null then
+      perform pgflow.skip_steps(v_skip_runs, v_skip_steps,
+                                array_fill('timed_out'::text, array[cardinality(v_skip_runs)]),
+                                v_skip_cascade, null);
+    end if;
+    -- Waits of runs that ended without them (failed or cancelled meanwhile) go too.
+    delete from pgflow.waits w
+    where w.run_id = any(v_due) and w.deadline <= now()
+      and not exists (select 1 from pgflow.runs r
+                      where r.run_id = w.run_id and r.status = 'started');
+  end if;
+
+  return query
+  select v_count, (select min(w.deadline) from pgflow.waits w where w.deadline > now());
+end;
+$$;
