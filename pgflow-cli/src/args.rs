@@ -92,6 +92,21 @@ pub(crate) enum Command {
         #[arg(long, value_name = "PATH")]
         payload_file: Option<PathBuf>,
     },
+    /// Deliver an event by key: every run waiting for a signal of this name by this key (any
+    /// flow) receives the payload, and its step runs.
+    Emit {
+        /// The event's (the signal's) name.
+        name: String,
+        /// The key the runs wait by (compared as text).
+        #[arg(long)]
+        key: String,
+        /// The payload as JSON, or `-` to read it from stdin (default: null).
+        #[arg(long, conflicts_with = "payload_file")]
+        payload: Option<String>,
+        /// Read the payload (JSON) from this file.
+        #[arg(long, value_name = "PATH")]
+        payload_file: Option<PathBuf>,
+    },
     /// A flow's DAG with its queues, as Mermaid or DOT (coloured by state with --run).
     Graph {
         /// The concrete flow, or an alias (its active flow).

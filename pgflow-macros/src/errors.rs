@@ -301,6 +301,27 @@ pub(crate) mod msg {
             .to_owned()
     }
 
+    pub(crate) fn key_path_value() -> String {
+        "`key` takes where an event's key is read: `key = input.order_id` (the flow input's \
+         field) or `key = charge.order_id` (a dependency's output's field)"
+            .to_owned()
+    }
+
+    pub(crate) fn key_root(step: &str, root: &str, deps: &[String]) -> String {
+        let deps = if deps.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " or one of its dependencies ({})",
+                deps.iter()
+                    .map(|d| format!("`{d}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        format!("the `key` of step `{step}` starts at `{root}`; start it at `input`{deps}")
+    }
+
     pub(crate) fn wait_without_signal(step: &str, key: &str) -> String {
         format!(
             "step `{step}` sets `{key}` but waits for no signal; add `signal = name`, or remove \

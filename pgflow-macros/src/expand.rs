@@ -231,13 +231,63 @@ fn generated_items(
     }
 }
 
+/// A step reached by key reads its key at a field path of the flow input or of a dependency's
+/// output: a function that reads those fields compiles only when they exist, and a misspelt
+/// field is reported at its name in `key = ...`. (Nothing to check for a path without fields,
+/// or a root whose type is `serde_json::Value`.)
+fn key_path_check(
+    flow: &Flow,
+    step: &Step,
+    output_of: &dyn Fn(&Ident) -> Option<TokenStream>,
+) -> Option<TokenStream> {
+    let path = step.signal_key.as_ref()?;
+    let (root, fields) = path.split_first()?;
+    if fields.is_empty() {
+        return None;
+    }
+    let root_ty = if root == "input" {
+        let ty = flow.input.as_ref()?;
+        quote!(#ty)
+    } else {
+        let dep = flow.step_named(root)?;
+        if ok_type(dep).is_none_or(crate::model::is_json_value) {
+            return None;
+        }
+        output_of(root)?
+    };
+    Some(quote! {
+        const _: () = {
+            #[allow(dead_code)]
+            fn key_fields(root: &#root_ty) {
+                let _ = &root #(.#fields)*;
+            }
+        };
+    })
+}
+
+/// The `T` of a step's declared `Result<T, E>`, as written.
+fn ok_type(step: &Step) -> Option<&Type> {
+    let Some(Type::Path(path)) = &step.output else {
+        return None;
+    };
+    let syn::PathArguments::AngleBracketed(args) = &path.path.segments.last()?.arguments else {
+        return None;
+    };
+    match args.args.first()? {
+        syn::GenericArgument::Type(ty) => Some(ty),
+        _ => None,
+    }
+}
+
 /// The typed functions that send a step's signal: `signal_<name>` through a client and
-/// `signal_<name>_in` through any executor (the caller's transaction). The payload parameter
-/// has the type the step's handler takes, so a wrong payload does not compile.
+/// `signal_<name>_in` through any executor (the caller's transaction), and for a step reached
+/// by key `emit_<name>` and `emit_<name>_in`. The payload parameter has the type the step's
+/// handler takes, so a wrong payload does not compile.
 fn signal_senders(step: &Step) -> Option<TokenStream> {
     let signal = step.signal.as_ref()?;
     let payload_ty = &step.signal_param()?.ty;
-    let [send, send_in] = step.signal_senders()?;
+    let names = step.signal_senders();
+    let (send, send_in) = (&names[0], &names[1]);
     let name = signal.to_string();
     let name = name.trim_start_matches("r#");
     let step_slug = &step.slug;
@@ -254,7 +304,50 @@ fn signal_senders(step: &Step) -> Option<TokenStream> {
         "Sends signal `{name}` through `executor` (for example the caller's transaction: sent \
          when it commits, never when it rolls back); otherwise as `{send}`."
     );
+    let emitters = match names.get(2..4) {
+        Some([emit, emit_in]) => {
+            let doc = format!(
+                "Delivers event `{name}` with `payload` to every run waiting for it by `key` \
+                 (step `{step_slug}` of this flow, and any other flow's step that waits for \
+                 `{name}` by key); returns the runs it reached (see `Client::emit_event`)."
+            );
+            let doc_in = format!(
+                "Delivers event `{name}` through `executor` (for example the caller's \
+                 transaction); otherwise as `{emit}`."
+            );
+            quote! {
+                #[doc = #doc]
+                #[allow(dead_code)]
+                pub async fn #emit<K: ::pgflow::__private::serde::Serialize + ?::core::marker::Sized>(
+                    client: &::pgflow::__private::Client,
+                    key: &K,
+                    payload: &#payload_ty,
+                ) -> ::core::result::Result<
+                    ::std::vec::Vec<::pgflow::__private::EventDelivery>,
+                    ::pgflow::__private::EngineError,
+                > {
+                    ::pgflow::__private::emit_event(client.db(), #name, key, #encode).await
+                }
+
+                #[doc = #doc_in]
+                #[allow(dead_code)]
+                pub async fn #emit_in<'c, K: ::pgflow::__private::serde::Serialize + ?::core::marker::Sized>(
+                    executor: impl ::pgflow::__private::PgExecutor<'c>,
+                    key: &K,
+                    payload: &#payload_ty,
+                ) -> ::core::result::Result<
+                    ::std::vec::Vec<::pgflow::__private::EventDelivery>,
+                    ::pgflow::__private::EngineError,
+                > {
+                    ::pgflow::__private::emit_event(executor, #name, key, #encode).await
+                }
+            }
+        }
+        _ => TokenStream::new(),
+    };
     Some(quote! {
+        #emitters
+
         #[doc = #doc]
         #[allow(dead_code)]
         pub async fn #send(
@@ -401,6 +494,15 @@ fn signal_field(flow: &Flow, step: &Step) -> TokenStream {
     let ty = &param.ty;
     let timeout = option_tokens(step.wait_timeout);
     let mode = Ident::new(step.when_timed_out.variant(), Span::call_site());
+    let key = match &step.signal_key {
+        Some(path) => {
+            let parts = path
+                .iter()
+                .map(|part| part.to_string().trim_start_matches("r#").to_owned());
+            quote!(::core::option::Option::Some(&[#(#parts),*]))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     // Spanned at the payload type, so that a type without `JsonSchema` is reported there.
     let schema = if flow.check_input {
         quote_spanned! {ty.span()=>
@@ -419,6 +521,7 @@ fn signal_field(flow: &Flow, step: &Step) -> TokenStream {
             schema: #schema,
             timeout: #timeout,
             when_timed_out: ::pgflow::__private::WhenTimedOut::#mode,
+            key: #key,
         }),
     }
 }
@@ -596,6 +699,9 @@ fn static_checks(flow: &Flow, step: &Step, input_ty: &Type) -> TokenStream {
             .and_then(step_output_type)
     };
     let mut checks = Vec::new();
+    if let Some(check) = key_path_check(flow, step, &output_of) {
+        checks.push(check);
+    }
     if let Some(ret) = &step.output {
         checks.push(quote_spanned! {ret.span()=>
             const _: () = <#ret as ::pgflow::__private::StepResult>::HOLDS;

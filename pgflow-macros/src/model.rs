@@ -69,6 +69,9 @@ pub(crate) struct Step {
     /// The signal the step waits for, with its timeout (seconds) and what passing it does
     /// (default `fail`).
     pub signal: Option<Ident>,
+    /// Where an event's key is read when the step begins to wait: `input` or a dependency,
+    /// then field names.
+    pub signal_key: Option<Vec<Ident>>,
     pub wait_timeout: Option<u64>,
     pub when_timed_out: SkipMode,
     /// Parameters that name no dependency: reported only when every dependency of the step
@@ -132,15 +135,23 @@ impl Step {
         self.signal.is_some() && self.wait_timeout.is_some()
     }
 
-    /// The generated functions that send the step's signal, if it waits for one.
-    pub(crate) fn signal_senders(&self) -> Option<[Ident; 2]> {
-        let signal = self.signal.as_ref()?;
+    /// The generated functions that send the step's signal, if it waits for one: by run id,
+    /// and for a step reached by key, by key.
+    pub(crate) fn signal_senders(&self) -> Vec<Ident> {
+        let Some(signal) = &self.signal else {
+            return Vec::new();
+        };
         let name = signal.to_string();
         let name = name.trim_start_matches("r#");
-        Some([
+        let mut names = vec![
             quote::format_ident!("signal_{}", name),
             quote::format_ident!("signal_{}_in", name),
-        ])
+        ];
+        if self.signal_key.is_some() {
+            names.push(quote::format_ident!("emit_{}", name));
+            names.push(quote::format_ident!("emit_{}_in", name));
+        }
+        names
     }
 
     /// The parameter that receives the signal's payload.
@@ -278,9 +289,7 @@ fn check_signals(steps: &[Step], module: &ItemMod, errors: &mut Errors) {
         {
             errors.at(signal, msg::signal_twice(&signal.to_string(), &other.slug));
         }
-        let Some(senders) = step.signal_senders() else {
-            continue;
-        };
+        let senders = step.signal_senders();
         let Some((_, items)) = &module.content else {
             continue;
         };
@@ -311,7 +320,7 @@ fn typed_input_without_declaration(steps: &[Step], errors: &mut Errors) -> Optio
 
 /// Whether `ty` reads as `serde_json::Value` (`Value`, `serde_json::Value`,
 /// `pgflow::serde_json::Value`).
-fn is_json_value(ty: &Type) -> bool {
+pub(crate) fn is_json_value(ty: &Type) -> bool {
     let Type::Path(path) = ty else {
         return false;
     };
@@ -493,6 +502,7 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
         wait_timeout: args.wait_timeout.map(|v| v.value),
         when_timed_out: args.when_timed_out.map_or(SkipMode::Fail, |m| m.value),
         signal: args.signal,
+        signal_key: args.key,
         unmatched_params,
     }
 }
@@ -509,8 +519,18 @@ fn check_signal_args(slug: &str, args: &StepArgs, deps: &[Ident], errors: &mut E
             if deps.contains(signal) {
                 errors.at(signal, msg::signal_names_dependency(slug, &name));
             }
+            if let Some(root) = args.key.as_ref().and_then(|path| path.first())
+                && root != "input"
+                && !deps.contains(root)
+            {
+                let dep_names: Vec<String> = deps.iter().map(Ident::to_string).collect();
+                errors.at(root, msg::key_root(slug, &root.to_string(), &dep_names));
+            }
         }
         None => {
+            if let Some(root) = args.key.as_ref().and_then(|path| path.first()) {
+                errors.at(root, msg::wait_without_signal(slug, "key"));
+            }
             if let Some(timeout) = &args.wait_timeout {
                 errors.push(syn::Error::new(
                     timeout.span,

@@ -63,6 +63,8 @@ pub(crate) struct StepArgs {
     pub when_exhausted: Option<Located<SkipMode>>,
     /// `signal = name`: the signal the step waits for.
     pub signal: Option<Ident>,
+    /// `key = input.order_id`: where an event's key is read (the root, then fields).
+    pub key: Option<Vec<Ident>>,
     pub wait_timeout: Option<Located<u64>>,
     pub when_timed_out: Option<Located<SkipMode>>,
 }
@@ -119,6 +121,7 @@ const STEP_KEYS: &[&str] = &[
     "when_unmet",
     "when_exhausted",
     "signal",
+    "key",
     "wait_timeout",
     "when_timed_out",
 ];
@@ -200,6 +203,7 @@ pub(crate) fn step_args(tokens: TokenStream, errors: &mut Errors) -> StepArgs {
                 skip_mode_value,
             ),
             "signal" => set_once(&mut args.signal, &meta, &key, errors, signal_value),
+            "key" => set_once(&mut args.key, &meta, &key, errors, key_path_value),
             "wait_timeout" => set_once(&mut args.wait_timeout, &meta, &key, errors, |m, k, e| {
                 duration_value(m, k, e, 1)
             }),
@@ -548,6 +552,43 @@ fn signal_value(
             Ok(None)
         }
     }
+}
+
+/// `key = input.order_id`, `key = order.id`, `key = input`: a root and field names.
+fn key_path_value(
+    meta: &ParseNestedMeta<'_>,
+    _key: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<Vec<Ident>>> {
+    if !meta.input.peek(Token![=]) {
+        errors.at(&meta.path, msg::key_path_value());
+        return Ok(None);
+    }
+    let expr = expr_value(meta)?;
+    let mut fields = Vec::new();
+    let mut at = &expr;
+    loop {
+        match at {
+            Expr::Field(field) => match &field.member {
+                syn::Member::Named(name) => {
+                    fields.push(name.clone());
+                    at = &field.base;
+                }
+                syn::Member::Unnamed(_) => break,
+            },
+            Expr::Path(path) if path.qself.is_none() => {
+                if let Some(root) = path.path.get_ident() {
+                    fields.push(root.clone());
+                    fields.reverse();
+                    return Ok(Some(fields));
+                }
+                break;
+            }
+            _ => break,
+        }
+    }
+    errors.at(&expr, msg::key_path_value());
+    Ok(None)
 }
 
 fn map_value(

@@ -170,6 +170,10 @@ pub struct StepSignal {
     pub timeout: Option<Duration>,
     /// What passing the timeout does.
     pub when_timed_out: WhenTimedOut,
+    /// Where the key an event reaches the step by is read when it begins to wait: `input`
+    /// (the flow input) or one of its dependencies, then field names (`["input",
+    /// "order_id"]`). `None`: the step is signalled by run id only.
+    pub key_path: Option<Vec<String>>,
 }
 
 impl StepSignal {
@@ -181,6 +185,7 @@ impl StepSignal {
             schema: None,
             timeout: None,
             when_timed_out: WhenTimedOut::Fail,
+            key_path: None,
         }
     }
 
@@ -444,6 +449,7 @@ impl FlowDefinition {
                         "wait_timeout": step.signal.as_ref()
                             .and_then(|s| s.timeout).map(|d| d.as_secs().max(1)),
                         "when_timed_out": step.signal.as_ref().map(|s| s.when_timed_out.as_str()),
+                        "signal_key": step.signal.as_ref().and_then(|s| s.key_path.clone()),
                     })
                 })
                 .collect(),

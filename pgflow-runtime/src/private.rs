@@ -24,7 +24,7 @@ use crate::definition::{
     FlowOptions, StepCondition, StepDefinition, StepOptions, StepSignal, StepType,
 };
 pub use crate::definition::{WhenExhausted, WhenTimedOut, WhenUnmet};
-pub use crate::engine::SignalOutcome;
+pub use crate::engine::{EventDelivery, SignalOutcome};
 use crate::names::{FlowSlug, QueueName, StepSlug};
 pub use sqlx::PgExecutor;
 pub use uuid::Uuid;
@@ -119,6 +119,8 @@ pub struct SignalDecl {
     pub timeout: Option<u64>,
     /// `when_timed_out`.
     pub when_timed_out: WhenTimedOut,
+    /// `key`: where the step's event key is read (`input` or a dependency, then fields).
+    pub key: Option<&'static [&'static str]>,
 }
 
 impl StepDecl {
@@ -199,6 +201,9 @@ pub fn definition(decl: &FlowDecl) -> FlowDefinition {
                 schema: signal.schema.map(|schema| schema()),
                 timeout: signal.timeout.map(Duration::from_secs),
                 when_timed_out: signal.when_timed_out,
+                key_path: signal
+                    .key
+                    .map(|path| path.iter().map(|part| (*part).to_owned()).collect()),
             }),
         });
     }
@@ -257,6 +262,18 @@ pub async fn send_signal<'c>(
     payload: Result<Value, EngineError>,
 ) -> Result<SignalOutcome, EngineError> {
     crate::engine::send_signal_value(executor, run_id, name, &payload?).await
+}
+
+/// Delivers event `name` by `key` with `payload` (encoded by [`SignalPayload::to_json`])
+/// through `executor` (the generated `emit_<name>` and `emit_<name>_in` of a flow module).
+pub async fn emit_event<'c, K: Serialize + ?Sized>(
+    executor: impl PgExecutor<'c>,
+    name: &str,
+    key: &K,
+    payload: Result<Value, EngineError>,
+) -> Result<Vec<EventDelivery>, EngineError> {
+    let events = [(crate::engine::event_key(key)?, payload?)];
+    crate::engine::emit_events(executor, name, &events).await
 }
 
 /// What a step handler returns: `Result<T, E>` with a JSON-able `T` and a displayable `E`.

@@ -3,7 +3,8 @@
 
 -- The shape of a stored flow in the normalized form that `define_flow` compares:
 -- [{"slug", "type", "deps": [sorted], "queue", "skip": {"when", "unless", "when_unmet",
--- "when_exhausted"}, "wait": {"signal", "when_timed_out"} or null}] in step_index order.
+-- "when_exhausted"}, "wait": {"signal", "when_timed_out", "key"} or null}] in step_index
+-- order.
 create or replace function pgflow.flow_shape(p_flow_slug text)
 returns jsonb
 language sql
@@ -22,7 +23,8 @@ as $$
                                       'when_exhausted', s.when_exhausted),
            'wait', case when s.signal_name is not null then
                      jsonb_build_object('signal', s.signal_name,
-                                        'when_timed_out', s.when_timed_out) end)
+                                        'when_timed_out', s.when_timed_out,
+                                        'key', to_jsonb(s.signal_key_path)) end)
            order by s.step_index), '[]'::jsonb)
   from pgflow.steps s
   where s.flow_slug = p_flow_slug
@@ -156,7 +158,7 @@ $$;
 -- p_steps:   [{"slug", "type": "single"|"map", "deps": [slug], "queue",
 --              "max_attempts", "base_delay", "max_delay", "jitter", "timeout", "start_delay",
 --              "when", "unless", "when_unmet", "when_exhausted", "signal", "signal_type",
---              "signal_schema", "wait_timeout", "when_timed_out"}]
+--              "signal_schema", "wait_timeout", "when_timed_out", "signal_key"}]
 --            in topological order
 --            (every dependency listed before its dependents). "queue" defaults to the
 --            lowercased flow slug; "type" to "single"; "deps" to []. "when"/"unless" are
@@ -168,8 +170,11 @@ $$;
 --            type's JSON Schema, against which untyped signals are checked (null: no check);
 --            "wait_timeout" is how long, in seconds, the step may wait (null: for ever) and
 --            "when_timed_out" what passing it does: "fail" (default), "skip" or
---            "skip_cascade". The signal and when_timed_out are part of the shape; the type,
---            schema and timeout are settings.
+--            "skip_cascade". "signal_key" is where the key an event reaches the step by is
+--            read when it begins to wait: a path whose first element is "input" (the flow
+--            input) or one of the step's dependencies, then field names (see emit_events).
+--            The signal, its key and when_timed_out are part of the shape; the type, schema
+--            and timeout are settings.
 --
 -- p_input_type, p_output_type: the Rust type names of the flow's input and output as the
 --            caller's code names them (null: not known); recorded on compile and brought up to
@@ -229,6 +234,7 @@ declare
   v_signal text;
   v_signals text[] := array[]::text[];
   v_wait jsonb;
+  v_key jsonb;
 begin
   -- 1. Validate the definition completely before touching anything.
   if not pgflow.is_valid_slug(p_flow_slug) then
@@ -355,15 +361,27 @@ begin
           'step `%s`: the signal schema must be a JSON Schema: a JSON object (or true or false)',
           v_slug));
       end if;
+      v_key := nullif(v_step -> 'signal_key', 'null'::jsonb);
+      if v_key is not null and (
+           jsonb_typeof(v_key) <> 'array' or jsonb_array_length(v_key) = 0
+           or exists (select 1 from jsonb_array_elements(v_key) e
+                      where jsonb_typeof(e) <> 'string')
+           or not (v_key ->> 0 = 'input' or v_key ->> 0 = any(v_deps))) then
+        perform pgflow.raise_invalid_definition(p_flow_slug, format(
+          'step `%s`: signal_key must be a path of field names whose first element is `input` '
+          || 'or one of the step''s dependencies, got %s', v_slug, v_key));
+      end if;
       v_signals := v_signals || v_signal;
       v_wait := jsonb_build_object('signal', v_signal,
         'when_timed_out', pgflow.skip_mode_option(p_flow_slug, v_slug, v_step, 'when_timed_out',
-                                                  array['fail', 'skip', 'skip_cascade'], 'fail'));
+                                                  array['fail', 'skip', 'skip_cascade'], 'fail'),
+        'key', v_key);
     elsif coalesce(v_step -> 'wait_timeout', 'null'::jsonb) <> 'null'::jsonb
-          or coalesce(v_step -> 'when_timed_out', 'null'::jsonb) <> 'null'::jsonb then
+          or coalesce(v_step -> 'when_timed_out', 'null'::jsonb) <> 'null'::jsonb
+          or coalesce(v_step -> 'signal_key', 'null'::jsonb) <> 'null'::jsonb then
       perform pgflow.raise_invalid_definition(p_flow_slug, format(
-        'step `%s` sets `wait_timeout` or `when_timed_out` but waits for nothing; add `signal`, '
-        || 'or drop them', v_slug));
+        'step `%s` sets `wait_timeout`, `when_timed_out` or `signal_key` but waits for nothing; '
+        || 'add `signal`, or drop them', v_slug));
     end if;
 
     v_seen := v_seen || v_slug;
@@ -511,7 +529,7 @@ begin
                               opt_max_attempts, opt_base_delay, opt_max_delay, opt_jitter,
                               opt_timeout, opt_start_delay, condition_when, condition_unless,
                               when_unmet, when_exhausted, signal_name, when_timed_out,
-                              wait_timeout, signal_type, signal_schema)
+                              wait_timeout, signal_type, signal_schema, signal_key_path)
     select p_flow_slug,
            shape.value ->> 'slug',
            (shape.ordinality - 1)::integer,
@@ -532,7 +550,10 @@ begin
            coalesce(shape.value -> 'wait' ->> 'when_timed_out', 'fail'),
            (settings ->> 'wait_timeout')::integer,
            settings ->> 'signal_type',
-           nullif(settings -> 'signal_schema', 'null'::jsonb)
+           nullif(settings -> 'signal_schema', 'null'::jsonb),
+           (select array_agg(k order by n)
+            from jsonb_array_elements_text(nullif(shape.value -> 'wait' -> 'key', 'null'::jsonb))
+              with ordinality as p(k, n))
     from jsonb_array_elements(v_shape) with ordinality as shape(value, ordinality)
     join lateral (select v_settings -> (shape.ordinality::integer - 1) as settings) s on true;
 

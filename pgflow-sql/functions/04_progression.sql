@@ -384,9 +384,11 @@ $$;
 --
 -- A step that waits for a signal (steps.signal_name) starts only once the run has received it
 -- (pgflow.signals); until then it becomes 'waiting', with a row in pgflow.waits carrying its
--- deadline (now plus its wait_timeout, if it has one), and holds no task. A waiting step whose
--- signal has arrived since (send_signal calls this) starts as any other. Its condition, if it
--- has one, is decided before it waits.
+-- deadline (now plus its wait_timeout, if it has one) and, for a step reached by key, its key
+-- (read at signal_key_path from the flow input or a dependency's output, as text; null when
+-- absent), and holds no task. A waiting step whose signal has arrived since (send_signal and
+-- emit_events call this) starts as any other. Its condition, if it has one, is decided before
+-- it waits.
 --
 -- A step with a condition is decided here. Its input is the flow input (a root step) or the
 -- object of its dependencies' outputs, keyed by step slug (null for a skipped one); the
@@ -412,7 +414,7 @@ declare
 begin
   with ready as (
     select ss.ctid as row_ctid, ss.run_id, ss.step_slug, s.step_type, s.queue_name,
-           s.when_unmet, s.signal_name, s.wait_timeout, sig.has_signal,
+           s.when_unmet, s.signal_name, s.wait_timeout, sig.has_signal, sig.signal_key,
            coalesce(s.opt_start_delay, 0)
              + greatest(0, ceil(extract(epoch from r.scheduled_for - clock_timestamp())))::integer
              as start_delay,
@@ -458,7 +460,14 @@ begin
       select s.signal_name is null
              or exists (select 1 from pgflow.signals sg
                         where sg.run_id = ss.run_id and sg.signal_name = s.signal_name)
-             as has_signal
+             as has_signal,
+             case when s.signal_key_path is null then null
+                  when s.signal_key_path[1] = 'input'
+                    then r.input #>> s.signal_key_path[2:]
+                  else (select dss.output from pgflow.step_states dss
+                        where dss.run_id = ss.run_id and dss.step_slug = s.signal_key_path[1])
+                       #>> s.signal_key_path[2:]
+             end as signal_key
     ) sig
     where ss.run_id = any(p_run_ids) and ss.remaining_deps = 0
       and (ss.status = 'created' or (ss.status = 'waiting' and sig.has_signal))
@@ -500,12 +509,12 @@ begin
       and (d.outcome in ('unmet', 'bad_map')
            or (d.outcome in ('start', 'wait') and not d.run_fails))
     returning ss.run_id, ss.step_slug, ss.status, d.outcome, d.task_count, ss.flow_slug,
-              d.queue_name, d.start_delay, d.signal_name, d.wait_timeout
+              d.queue_name, d.start_delay, d.signal_name, d.wait_timeout, d.signal_key
   ),
   waiting as (
-    insert into pgflow.waits (run_id, step_slug, flow_slug, signal_name, deadline)
+    insert into pgflow.waits (run_id, step_slug, flow_slug, signal_name, deadline, signal_key)
     select c.run_id, c.step_slug, c.flow_slug, c.signal_name,
-           now() + make_interval(secs => c.wait_timeout)
+           now() + make_interval(secs => c.wait_timeout), c.signal_key
     from changed c
     where c.outcome = 'wait'
     on conflict (run_id, step_slug) do nothing

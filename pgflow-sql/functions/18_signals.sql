@@ -234,3 +234,115 @@ begin
   select v_count, (select min(w.deadline) from pgflow.waits w where w.deadline > now());
 end;
 $$;
+
+-- emit_events: delivers event p_event_name, by key, to every run waiting for it: each
+-- (p_keys[i], p_payloads[i]) resolves the waits of steps that wait for a signal of that name
+-- by key (steps.signal_key_path) whose run's key is p_keys[i], in any flow, as send_signal
+-- would with that payload (the step starts, and the signal is kept as the run's). A key given
+-- twice delivers its last payload. Waits are matched as they are now: a run that reaches its
+-- wait later is not resolved by an event emitted before (send it the signal by run id), and
+-- a run waiting for the name without a key is only reached by run id.
+--
+-- Returns a row per resolved run: the run, its step and the key. Nothing waiting for a key is
+-- no error (no rows). A payload that does not fit the schema of a step it would reach (flows
+-- with `check_input`) refuses the whole call with PF016 (payload_misfit), delivering nothing.
+--
+-- It runs in the caller's transaction, like send_signal.
+-- Locks: the runs of the matching waits (order), then their waits, then as start_ready_steps.
+create or replace function pgflow.emit_events(
+  p_event_name text,
+  p_keys text[],
+  p_payloads jsonb[]
+)
+returns table (run_id uuid, step_slug text, event_key text)
+language plpgsql
+as $$
+declare
+  v_runs uuid[];
+  v_misfit record;
+  v_run_ids uuid[];
+  v_steps text[];
+  v_keys text[];
+  v_payloads jsonb[];
+begin
+  if p_event_name is null or p_keys is null or p_payloads is null
+     or cardinality(p_keys) <> cardinality(p_payloads) then
+    raise exception 'emit_events needs an event name and as many payloads as keys (got % keys '
+      'and % payloads)', coalesce(cardinality(p_keys), 0), coalesce(cardinality(p_payloads), 0)
+      using errcode = 'PF005';
+  end if;
+
+  select array_agg(distinct w.run_id order by w.run_id) into v_runs
+  from pgflow.waits w
+  where w.signal_name = p_event_name and w.signal_key = any(p_keys);
+  if v_runs is null then
+    return;
+  end if;
+  perform pgflow.lock_runs(v_runs);
+
+  -- The waits to resolve, locked, with their payloads (a key given twice: its last payload).
+  with events as (
+    select distinct on (e.key) e.key, coalesce(e.payload, 'null'::jsonb) as payload
+    from unnest(p_keys, p_payloads) with ordinality as e(key, payload, n)
+    where e.key is not null
+    order by e.key, e.n desc
+  ),
+  due as (
+    select w.run_id, w.step_slug, w.signal_key, e.payload
+    from pgflow.waits w
+    join events e on e.key = w.signal_key
+    join pgflow.runs r on r.run_id = w.run_id and r.status = 'started'
+    where w.run_id = any(v_runs) and w.signal_name = p_event_name
+    order by w.run_id, w.step_slug
+    for update of w
+  )
+  select array_agg(d.run_id), array_agg(d.step_slug), array_agg(d.signal_key),
+         array_agg(d.payload)
+  into v_run_ids, v_steps, v_keys, v_payloads
+  from due d;
+  if v_run_ids is null then
+    return;
+  end if;
+
+  select u.run_id, u.key, s.signal_type, pgflow.input_misfit(s.signal_schema, u.payload) as misfit
+  into v_misfit
+  from unnest(v_run_ids, v_steps, v_keys, v_payloads) as u(run_id, step_slug, key, payload)
+  join pgflow.runs r on r.run_id = u.run_id
+  join pgflow.steps s on s.flow_slug = r.flow_slug and s.step_slug = u.step_slug
+  where s.signal_schema is not null
+    and pgflow.input_misfit(s.signal_schema, u.payload) is not null
+  limit 1;
+  if found then
+    perform pgflow.refuse_signal(v_misfit.run_id, p_event_name, 'payload_misfit', format(
+      'the payload of event `%s` for key `%s` (type %s) does not fit%s: %s; nothing was delivered',
+      p_event_name, v_misfit.key, coalesce(v_misfit.signal_type, 'unrecorded'),
+      case when v_misfit.misfit ->> 'path' = '' then ''
+           else ' at ' || (v_misfit.misfit ->> 'path') end,
+      v_misfit.misfit ->> 'problem'));
+  end if;
+
+  delete from pgflow.waits w
+  using unnest(v_run_ids, v_steps) as u(run_id, step_slug)
+  where w.run_id = u.run_id and w.step_slug = u.step_slug;
+  insert into pgflow.signals (run_id, signal_name, payload)
+  select u.run_id, p_event_name, u.payload
+  from unnest(v_run_ids, v_payloads) as u(run_id, payload)
+  on conflict do nothing;
+
+  perform pgflow.start_ready_steps(v_run_ids);
+
+  return query
+  select u.run_id, u.step_slug, u.key
+  from unnest(v_run_ids, v_steps, v_keys) as u(run_id, step_slug, key)
+  order by u.run_id, u.step_slug;
+end;
+$$;
+
+-- emit_event: emit_events for one key.
+-- Locks: as emit_events.
+create or replace function pgflow.emit_event(p_event_name text, p_key text, p_payload jsonb)
+returns table (run_id uuid, step_slug text, event_key text)
+language sql
+as $$
+  select * from pgflow.emit_events(p_event_name, array[p_key], array[p_payload])
+$$;

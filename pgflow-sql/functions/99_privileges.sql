@@ -81,7 +81,8 @@ begin
                array['pgflow_worker']
              when p.proname in ('start_flows', 'start_flow', 'start_alias_typed',
                                 'run_step_states', 'subscribe_events',
-                                'unsubscribe_events', 'send_signal') then
+                                'unsubscribe_events', 'send_signal', 'emit_events',
+                                'emit_event') then
                array['pgflow_client']
              when p.proname in ('set_alias', 'alias_state', 'drain_status', 'begin_rollout',
                                 'functions_serving_queues', 'rollout_progress',

@@ -204,6 +204,16 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
         )
         .await;
     assert!(through_alias.is_ok(), "{through_alias:?}");
+    // ... and signals runs and emits events (this flow waits for none: the refusal is the SQL
+    // core's, not a permission's).
+    match client.signal(run.run_id(), "approval", &true).await {
+        Err(EngineError::SignalRefused(refused)) => {
+            assert_eq!(refused.reason, pgflow::SignalRefusal::UnknownSignal)
+        }
+        other => panic!("a client may signal: {other:?}"),
+    }
+    let reached = client.emit_event("paid", "o-1", &true).await.unwrap();
+    assert!(reached.is_empty());
 
     // The operator login manages aliases, drains, rollouts, workers and retention.
     engine::set_alias(&operator_pool, "guarded", "guarded_v1")
@@ -298,6 +308,9 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
             "pause_schedule",
             "delete_schedule",
             "trigger_schedule",
+            "send_signal",
+            "emit_event",
+            "emit_events",
         ],
     )
     .await;
@@ -329,6 +342,8 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
             "define_schedule",
             "fire_schedule",
             "pause_schedule",
+            "expire_waits",
+            "signal_payload",
         ],
     )
     .await;

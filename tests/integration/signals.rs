@@ -568,3 +568,161 @@ async fn retention_leaves_waiting_runs_alone(pool: PgPool) {
     worker.shutdown();
     worker.wait().await.unwrap();
 }
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Order {
+    pub order_id: String,
+    pub cents: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Paid {
+    pub provider_ref: String,
+}
+
+/// A payment waits for the provider's webhook, matched by the order id its first step returns.
+#[pgflow::flow(slug = "payment_v1", alias = "payment", input = Order)]
+pub mod payment_v1 {
+    use super::*;
+
+    #[step(queue = "signals_payment")]
+    pub async fn charge(input: Order) -> Result<Order, String> {
+        Ok(input)
+    }
+
+    #[step(depends_on = [charge], signal = paid, key = charge.order_id, queue = "signals_payment")]
+    pub async fn settle(charge: Order, paid: Paid) -> Result<String, String> {
+        Ok(format!(
+            "{} settled by {}",
+            charge.order_id, paid.provider_ref
+        ))
+    }
+}
+
+/// Another flow waits for the same event, keyed by its input's order id, at its root.
+#[pgflow::flow(slug = "shipping_v1", alias = "shipping", input = Order)]
+pub mod shipping_v1 {
+    use super::*;
+
+    #[step(signal = paid, key = input.order_id, queue = "signals_shipping")]
+    pub async fn ship(input: Order, paid: Paid) -> Result<String, String> {
+        Ok(format!(
+            "{} shipped after {}",
+            input.order_id, paid.provider_ref
+        ))
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_event_by_key_resolves_every_run_waiting_for_that_key_in_one_call(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let payments = Worker::start_with(
+        payment_v1::deployment(),
+        worker_config(payment_v1::Queue::SignalsPayment, &pool),
+    )
+    .await
+    .unwrap();
+    let shipping = Worker::start_with(
+        shipping_v1::deployment(),
+        worker_config(shipping_v1::Queue::SignalsShipping, &pool),
+    )
+    .await
+    .unwrap();
+    let order = |n: u64| Order {
+        order_id: format!("o-{n}"),
+        cents: n,
+    };
+    let inputs: Vec<Order> = (0..50).map(order).collect();
+    let runs = client
+        .start_many(Start::flow::<payment_v1::Flow>(), &inputs, &[])
+        .await
+        .unwrap();
+    let ship = shipping_v1::start(&client, &order(7)).await.unwrap();
+    let all_waiting = eventually(30, async || {
+        let keys: i64 = sqlx::query_scalar(
+            "select count(*) from pgflow.waits where signal_name = 'paid' and signal_key like 'o-%'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        keys == 51
+    })
+    .await;
+    assert!(
+        all_waiting,
+        "51 runs wait for `paid`, each with its order id as key"
+    );
+
+    // No run waits for this key: nothing happens, and that is no error.
+    let none = client
+        .emit_event(
+            "paid",
+            "o-999",
+            &Paid {
+                provider_ref: "x".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+
+    // One key reaches both flows' runs for order o-7.
+    let reached = payment_v1::emit_paid(
+        &client,
+        "o-7",
+        &Paid {
+            provider_ref: "pr-7".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let mut reached: Vec<(Uuid, String)> = reached
+        .into_iter()
+        .map(|d| (d.run_id, d.step_slug))
+        .collect();
+    reached.sort();
+    let mut expected = vec![
+        (runs[7].run_id(), "settle".to_owned()),
+        (ship.run_id(), "ship".to_owned()),
+    ];
+    expected.sort();
+    assert_eq!(reached, expected);
+    let shipped = ship.wait(&client, Duration::from_secs(20)).await.unwrap();
+    assert_eq!(shipped.ship, "o-7 shipped after pr-7");
+
+    // The other 49 in one call.
+    let events: Vec<(String, serde_json::Value)> = (0..50)
+        .filter(|n| *n != 7)
+        .map(|n| {
+            (
+                format!("o-{n}"),
+                serde_json::json!({ "provider_ref": format!("pr-{n}") }),
+            )
+        })
+        .collect();
+    let reached = pgflow::engine::emit_events(&pool, "paid", &events)
+        .await
+        .unwrap();
+    assert_eq!(reached.len(), 49);
+    for (n, run) in runs.iter().enumerate() {
+        let output = run.wait(&client, Duration::from_secs(30)).await.unwrap();
+        assert_eq!(output.settle, format!("o-{n} settled by pr-{n}"));
+    }
+    // Emitted again, the event reaches nobody: the runs no longer wait.
+    let again = payment_v1::emit_paid(
+        &client,
+        "o-7",
+        &Paid {
+            provider_ref: "pr-7".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(again.is_empty());
+
+    for worker in [payments, shipping] {
+        worker.shutdown();
+        worker.wait().await.unwrap();
+    }
+}

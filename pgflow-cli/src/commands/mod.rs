@@ -119,6 +119,19 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             let run_id = resolve_run_id(&pool, &run_id).await?;
             runs::signal(&pool, &out, run_id, &name, &payload).await
         }
+        Command::Emit {
+            name,
+            key,
+            payload,
+            payload_file,
+        } => {
+            let payload = runs::read_json(
+                payload.as_deref(),
+                payload_file.as_deref(),
+                JsonArg::PAYLOAD,
+            )?;
+            runs::emit(&pool, &out, &name, &key, payload).await
+        }
         Command::Graph { flow, format, run } => {
             graph::graph(&pool, &out, &flow, format, run.as_deref()).await
         }

@@ -331,6 +331,35 @@ pub(super) async fn signal(
     Ok(())
 }
 
+/// Delivers event `name` with `payload` to the runs waiting for it by `key`.
+pub(super) async fn emit(
+    db: &pgflow::Db,
+    out: &Output,
+    name: &str,
+    key: &str,
+    payload: serde_json::Value,
+) -> Result<(), Failure> {
+    let reached = pgflow::engine::emit_events(db, name, &[(key.to_owned(), payload)]).await?;
+    out.print(
+        json!({ "event": name, "key": key, "runs": reached }),
+        || match reached.as_slice() {
+            [] => format!("no run waits for event `{name}` with key `{key}`; nothing changed"),
+            runs => {
+                let mut text = format!(
+                    "event `{name}` with key `{key}` reached {} run{}:",
+                    runs.len(),
+                    if runs.len() == 1 { "" } else { "s" }
+                );
+                for run in runs {
+                    text.push_str(&format!("\n  {} (step {})", run.run_id, run.step_slug));
+                }
+                text
+            }
+        },
+    );
+    Ok(())
+}
+
 /// Starts a run of an alias or a concrete flow.
 pub(super) async fn start(
     pool: &pgflow::Db,

@@ -1,5 +1,6 @@
 //! `pgflow signal`: a signal sent from the command line, with its payload inline, from a file
 //! or from stdin, saying what it did; a refused one exits 1 naming why, changing nothing.
+//! `pgflow emit`: an event by key, reaching every run that waits for it by that key.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -123,4 +124,60 @@ async fn signal_refuses_an_unknown_name_and_bad_json(pool: PgPool) {
         stderr(&output)
     );
     assert_eq!(payload_of(&pool, run_id).await, None);
+}
+
+#[pgflow::flow(slug = "keyed_v1")]
+pub mod keyed_v1 {
+    use serde_json::Value;
+
+    #[step(signal = paid, key = input)]
+    pub async fn settle(input: Value, paid: Value) -> Result<Value, String> {
+        Ok(serde_json::json!({ "order": input, "paid": paid }))
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn emit_reaches_every_run_waiting_by_the_key(pool: PgPool) {
+    install(&pool).await;
+    Client::new(pool.clone())
+        .deploy(&keyed_v1::deployment())
+        .await
+        .unwrap();
+    let mut runs = Vec::new();
+    for order in ["k-1", "k-1", "k-2"] {
+        let run = pgflow::engine::start_flow(&pool, "keyed_v1", &json!(order))
+            .await
+            .unwrap();
+        runs.push(run.run_id);
+    }
+
+    let output = pgflow(&pool, &["emit", "paid", "--key", "k-9", "--payload", "1"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("no run waits for event `paid` with key `k-9`"),
+        "{}",
+        stdout(&output)
+    );
+
+    let output = pgflow(
+        &pool,
+        &["emit", "paid", "--key", "k-1", "--payload", "{\"ref\": 1}"],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("reached 2 runs"), "{text}");
+    assert!(
+        text.contains(&runs[0].to_string()) && text.contains(&runs[1].to_string()),
+        "{text}"
+    );
+    for run_id in &runs[..2] {
+        assert_eq!(payload_of(&pool, *run_id).await, Some(json!({"ref": 1})));
+    }
+    assert_eq!(payload_of(&pool, runs[2]).await, None, "k-2 is not reached");
+
+    let output = pgflow(&pool, &["--json", "emit", "paid", "--key", "k-2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let answer: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(answer["runs"][0]["run_id"], json!(runs[2]));
+    assert_eq!(payload_of(&pool, runs[2]).await, Some(Value::Null));
 }

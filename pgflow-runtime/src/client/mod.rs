@@ -184,6 +184,35 @@ impl Client {
         engine::send_signal(&self.db, run_id, name, payload).await
     }
 
+    /// Delivers event `name` with `payload` to every run, of any flow, whose step waits for a
+    /// signal of that name by `key` (`#[step(signal = name, key = input.order_id)]`), in one
+    /// statement; returns the runs it reached (none is no error). A key is compared as text: a
+    /// string's text, or a number's JSON text. Only runs waiting now are reached: an event is
+    /// not kept for a run that reaches its wait later (signal that run by id).
+    ///
+    /// [`EngineError::SignalRefused`] when the payload does not fit the schema of a step it
+    /// would reach (flows with `check_input`); nothing is delivered then.
+    pub async fn emit_event<K: Serialize + ?Sized, P: Serialize + ?Sized>(
+        &self,
+        name: &str,
+        key: &K,
+        payload: &P,
+    ) -> Result<Vec<engine::EventDelivery>, EngineError> {
+        self.emit_event_in(&self.db, name, key, payload).await
+    }
+
+    /// [`emit_event`](Self::emit_event) in the caller's transaction (or on a connection of
+    /// theirs): delivered when it commits, never when it rolls back.
+    pub async fn emit_event_in<'c, K: Serialize + ?Sized, P: Serialize + ?Sized>(
+        &self,
+        executor: impl PgExecutor<'c>,
+        name: &str,
+        key: &K,
+        payload: &P,
+    ) -> Result<Vec<engine::EventDelivery>, EngineError> {
+        engine::emit_event(executor, name, &engine::event_key(key)?, payload).await
+    }
+
     /// [`signal`](Self::signal) in the caller's transaction (or on a connection of theirs):
     /// the signal is sent when the transaction commits, together with the caller's own writes,
     /// and never when it rolls back.

@@ -65,7 +65,8 @@ pub use schedules::{
     schedule_list, schedules_to_fire, trigger_schedule,
 };
 pub use signals::{
-    ExpiredWaits, SignalOutcome, expire_waits, send_signal, send_signal_value, signal_payload,
+    EventDelivery, ExpiredWaits, SignalOutcome, emit_event, emit_events, event_key, expire_waits,
+    send_signal, send_signal_value, signal_payload,
 };
 pub use workers::{
     CoverageGap, Heartbeat, LostWorker, deprecate_workers, function_enabled, heartbeat,

@@ -123,3 +123,70 @@ pub async fn expire_waits(
         next_deadline,
     })
 }
+
+/// A run an event reached (see [`emit_events`]).
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct EventDelivery {
+    /// The run.
+    pub run_id: Uuid,
+    /// Its step that waited, and starts now.
+    pub step_slug: String,
+    /// The key it waited by.
+    pub event_key: String,
+}
+
+/// An event's key as the SQL core compares it: a JSON string's text, or any other value's JSON
+/// text (`42` for the number 42), as `#>>` reads the key of a waiting run.
+pub fn event_key<K: Serialize + ?Sized>(key: &K) -> Result<String, EngineError> {
+    let value = serde_json::to_value(key).map_err(|source| EngineError::Encode {
+        what: "event key",
+        source,
+    })?;
+    Ok(match value {
+        Value::String(text) => text,
+        other => other.to_string(),
+    })
+}
+
+/// Delivers event `name` with `payload` to every run waiting for it by `key`
+/// (`pgflow.emit_event`), in one statement; through a transaction, when it commits. Returns the
+/// runs it reached (none is no error). Only runs waiting now are reached: an event is not kept
+/// for runs that reach their wait later.
+///
+/// [`EngineError::SignalRefused`] (payload misfit) when the payload does not fit the schema of
+/// a step it would reach; nothing is delivered then.
+pub async fn emit_event<P: Serialize + ?Sized>(
+    executor: impl PgExecutor<'_>,
+    name: &str,
+    key: &str,
+    payload: &P,
+) -> Result<Vec<EventDelivery>, EngineError> {
+    let payload = serde_json::to_value(payload).map_err(|source| EngineError::Encode {
+        what: "event payload",
+        source,
+    })?;
+    emit_events(executor, name, &[(key.to_owned(), payload)]).await
+}
+
+/// [`emit_event`] for many keys at once (`pgflow.emit_events`), each with its payload; a key
+/// given twice delivers its last payload.
+pub async fn emit_events(
+    executor: impl PgExecutor<'_>,
+    name: &str,
+    events: &[(String, Value)],
+) -> Result<Vec<EventDelivery>, EngineError> {
+    let (keys, payloads): (Vec<&str>, Vec<&Value>) = events
+        .iter()
+        .map(|(key, payload)| (key.as_str(), payload))
+        .unzip();
+    let delivered = sqlx::query_as::<_, EventDelivery>(
+        "select run_id, step_slug, event_key from pgflow.emit_events($1, $2, $3)",
+    )
+    .bind(name)
+    .bind(keys)
+    .bind(payloads)
+    .fetch_all(executor)
+    .await?;
+    Ok(delivered)
+}

@@ -60,6 +60,20 @@ mod misused {
     fn signal_go() {}
 }
 
+// A key starts at the flow input or a dependency, and needs a signal.
+#[pgflow::flow(slug = "keyed")]
+mod keyed {
+    #[step(signal = closed, key = order.order_id)]
+    async fn c(input: serde_json::Value, closed: bool) -> Result<bool, String> {
+        Ok(input.is_null() && closed)
+    }
+
+    #[step(depends_on = [c], key = c)]
+    async fn d(c: bool) -> Result<bool, String> {
+        Ok(c)
+    }
+}
+
 // A payload must be JSON both ways.
 #[pgflow::flow(slug = "opaque")]
 mod opaque {

@@ -29,11 +29,34 @@ pub mod refund_v1 {
     }
 }
 
+#[derive(Debug, serde::Serialize, serde::Deserialize, JsonSchema)]
+pub struct Order {
+    pub id: u64,
+}
+
+/// Reached by key: from the flow input, and from a dependency's output.
+#[pgflow::flow(slug = "orders_v1", input = Order)]
+pub mod orders_v1 {
+    use super::{Approval, Order};
+
+    #[step(signal = paid, key = input.id)]
+    pub async fn pay(input: Order, paid: bool) -> Result<Order, String> {
+        Ok(Order { id: if paid { input.id } else { 0 } })
+    }
+
+    #[step(depends_on = [pay], signal = approved, key = pay.id)]
+    pub async fn approve(pay: Order, approved: Approval) -> Result<String, String> {
+        Ok(format!("{} by {}", pay.id, approved.by))
+    }
+}
+
 async fn send(client: &pgflow::Client, run_id: pgflow::sqlx::types::Uuid) {
     let _ = refund_v1::signal_vetted(client, run_id, &true).await;
     let _ = refund_v1::signal_approval(client, run_id, &Approval { by: "ana".into() }).await;
     let mut tx = client.pool().begin().await.unwrap();
     let _ = refund_v1::signal_approval_in(&mut *tx, run_id, &Approval { by: "bo".into() }).await;
+    let _ = orders_v1::emit_paid(client, &7, &true).await;
+    let _ = orders_v1::emit_approved_in(&mut *tx, "7", &Approval { by: "cy".into() }).await;
 }
 
 fn main() {
