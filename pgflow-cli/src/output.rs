@@ -97,6 +97,7 @@ impl Output {
             "started" | "queued" | "scheduled" | "snoozed" | "draining" | "open" | "created"
             | "paused" => cell.fg(Color::Yellow),
             "skipped" => cell.fg(Color::Cyan),
+            "waiting" => cell.fg(Color::Magenta),
             _ => cell,
         }
     }

@@ -17,6 +17,7 @@ fn colours(status: Option<&str>) -> (&'static str, &'static str) {
     match status {
         Some("completed") => ("#d3f4dc", "#1f7a3a"),
         Some("started") => ("#d6e6ff", "#1f57c4"),
+        Some("waiting") => ("#f3e8ff", "#6b3fa0"),
         Some("failed") => ("#ffd9d9", "#b3261e"),
         Some("cancelled") => ("#ffe8cc", "#a35200"),
         Some("skipped") => ("#eeeeee", "#777777"),

@@ -19,6 +19,10 @@ pub(crate) enum PageError {
     /// A filter or form field is not valid.
     #[error("{0}")]
     BadRequest(String),
+    /// The engine refused the action in the state the run is in (a signal it does not wait
+    /// for, or one it already received).
+    #[error("{0}")]
+    Conflict(String),
     /// An action was refused.
     #[error(transparent)]
     Refused(#[from] Refusal),
@@ -31,6 +35,7 @@ impl From<EngineError> for PageError {
             EngineError::UnknownFlow { flow_slug } => {
                 Self::NotFound(format!("no flow or alias named `{flow_slug}`"))
             }
+            EngineError::SignalRefused(refused) => Self::Conflict(refused.message),
             other => Self::Engine(other),
         }
     }
@@ -45,6 +50,7 @@ impl IntoResponse for PageError {
             }
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Conflict(_) => StatusCode::CONFLICT,
             Self::Refused(_) => StatusCode::FORBIDDEN,
         };
         let title = status.canonical_reason().unwrap_or("Error");

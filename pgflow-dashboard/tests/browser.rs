@@ -69,6 +69,7 @@ async fn the_dashboard_works_in_a_real_browser(pool: PgPool) {
     let to_cancel = support::start(&client, Order::waiting(120_000)).await;
     // Long enough for the browser to open its page while it runs.
     let running = support::start(&client, Order::waiting(6_000)).await;
+    let (_approver, to_approve) = support::waiting_for_approval(&pool).await;
 
     let token = ActionToken::generate();
     let mut config = DashboardConfig::new(Access::Token(token.clone()));
@@ -86,6 +87,7 @@ async fn the_dashboard_works_in_a_real_browser(pool: PgPool) {
         .env("RUN_RUNNING", running.to_string())
         .env("RUN_FAILED", failed.to_string())
         .env("RUN_TO_CANCEL", to_cancel.to_string())
+        .env("RUN_TO_SIGNAL", to_approve.to_string())
         .env("FAILED_ERROR", DECLINED)
         .env("ACTION_TOKEN", token.expose())
         .env("SCREENSHOT_DIR", &screenshots)
@@ -110,5 +112,14 @@ async fn the_dashboard_works_in_a_real_browser(pool: PgPool) {
     assert_eq!(
         cancelled.cancel_reason.as_deref(),
         Some("cancelled from the browser test")
+    );
+    assert_eq!(
+        support::ended(&client, to_approve).await,
+        RunStatus::Completed
+    );
+    let approved = pgflow::engine::run(&pool, to_approve).await.unwrap();
+    assert_eq!(
+        approved.output,
+        Some(serde_json::json!({ "approve": "the browser" }))
     );
 }

@@ -58,6 +58,9 @@ pub mod names {
     pub const TASKS_IN_FLIGHT: &str = "pgflow_tasks_in_flight";
     /// Gauge, read from Postgres: live workers polling a queue (`queue`).
     pub const LIVE_WORKERS: &str = "pgflow_live_workers";
+    /// Gauge, read from Postgres: steps waiting (`flow`, `reason`: `signal` for a step waiting
+    /// for a signal by run id, `event` for one an event reaches by key).
+    pub const WAITING_STEPS: &str = "pgflow_waiting_steps";
 }
 
 /// The labels of a task's metrics.
@@ -117,7 +120,7 @@ pub(crate) fn slots_busy(queue: &str, worker: &str, busy: usize) {
 }
 
 /// Reads the gauges only Postgres knows (queue depth, oldest message age, tasks in flight, live
-/// workers per queue) and sets them on the installed recorder. Whoever serves metrics calls it
+/// workers per queue; waiting steps per flow) and sets them on the installed recorder. Whoever serves metrics calls it
 /// before each scrape (`serve_prometheus` does); it reads `pgflow.queue_overview()`, which an
 /// operator login may (`pgflow_operator`).
 pub async fn record_database_gauges(db: &Db) -> Result<(), EngineError> {
@@ -128,6 +131,10 @@ pub async fn record_database_gauges(db: &Db) -> Result<(), EngineError> {
             .set(f64::from(queue.oldest_message_age_seconds.unwrap_or(0)));
         metrics::gauge!(names::TASKS_IN_FLIGHT, &label).set(queue.in_flight_tasks as f64);
         metrics::gauge!(names::LIVE_WORKERS, &label).set(queue.live_workers as f64);
+    }
+    for waiting in crate::admin::inspect::waiting_steps(db).await? {
+        let labels = [("flow", waiting.flow_slug), ("reason", waiting.reason)];
+        metrics::gauge!(names::WAITING_STEPS, &labels).set(waiting.steps as f64);
     }
     Ok(())
 }

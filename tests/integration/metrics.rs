@@ -29,6 +29,15 @@ pub mod metered_v1 {
     }
 }
 
+/// A flow whose only step waits for a signal.
+#[pgflow::flow(slug = "gated_v1", input = u32)]
+pub mod gated_v1 {
+    #[step(signal = open, queue = "gated")]
+    pub async fn pass(input: u32, open: bool) -> Result<u32, String> {
+        Ok(if open { input } else { 0 })
+    }
+}
+
 /// `GET /metrics` over a plain TCP connection.
 async fn scrape(addr: std::net::SocketAddr) -> String {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -151,6 +160,22 @@ async fn the_prometheus_endpoint_shows_what_the_runs_did(pool: PgPool) {
         value(&text, "pgflow_tasks_in_flight", &[("queue", "metered")]),
         Some(0.0)
     );
+    // Steps waiting, per flow and reason, also zero.
+    client.deploy(&gated_v1::deployment()).await.unwrap();
+    for input in [1, 2] {
+        gated_v1::start(&client, &input).await.unwrap();
+    }
+    let text = scrape(server.local_addr()).await;
+    let waiting = |flow, reason| {
+        value(
+            &text,
+            "pgflow_waiting_steps",
+            &[("flow", flow), ("reason", reason)],
+        )
+    };
+    assert_eq!(waiting("gated_v1", "signal"), Some(2.0));
+    assert_eq!(waiting("gated_v1", "event"), Some(0.0));
+    assert_eq!(waiting("metered_v1", "signal"), Some(0.0));
     // No series is labelled by run.
     assert!(!text.contains("run_id"), "{text}");
 

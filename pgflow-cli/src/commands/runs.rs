@@ -106,6 +106,7 @@ pub(super) async fn show(
     let run_id = resolve_run_id(pool, run_id).await?;
     let run = pgflow::engine::run(pool, run_id).await?;
     let steps = inspect::run_steps(pool, run_id).await?;
+    let waits = inspect::run_waits(pool, run_id).await?;
     let tasks = inspect::troubled_tasks(pool, run_id, TASKS_SHOWN).await?;
     let mut attempts = inspect::failed_attempts(pool, run_id, ATTEMPTS_SHOWN + 1).await?;
     let more_attempts = attempts.len() > ATTEMPTS_SHOWN as usize;
@@ -120,7 +121,7 @@ pub(super) async fn show(
             "resumed_from": run.resumed_from, "resumed_at_step": run.resumed_at_step,
             "idempotency_key": run.idempotency_key,
             "input": run.input, "output": run.output,
-            "steps": steps, "retried_tasks": tasks, "failed_attempts": attempts,
+            "steps": steps, "waits": waits, "retried_tasks": tasks, "failed_attempts": attempts,
         }),
         || {
             let now = chrono::Utc::now();
@@ -180,6 +181,23 @@ pub(super) async fn show(
                 ]);
             }
             text.push_str(&crate::output::render(&table));
+            if !waits.is_empty() {
+                text.push_str("\n\nwaiting for signals (`pgflow signal <run> <name>` sends one)\n");
+                let mut table = out.table(&["step", "signal", "key", "since", "times out"]);
+                for w in &waits {
+                    table.add_row(vec![
+                        Cell::new(&w.step_slug),
+                        Cell::new(&w.signal_name),
+                        Cell::new(w.signal_key.as_deref().unwrap_or("-")),
+                        Cell::new(human::ago(w.waiting_since)),
+                        Cell::new(w.deadline.map_or_else(
+                            || "never".to_owned(),
+                            |at| format!("{} (in {})", human::timestamp(at), human::between(now, at)),
+                        )),
+                    ]);
+                }
+                text.push_str(&crate::output::render(&table));
+            }
             let outputs: Vec<_> = steps
                 .iter()
                 .filter_map(|s| Some((&s.step_slug, s.output.as_ref()?)))

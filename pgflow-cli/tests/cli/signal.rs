@@ -46,6 +46,17 @@ async fn signal_delivers_a_payload_and_says_what_it_did(pool: PgPool) {
     let run_id = started(&pool).await;
     let id = run_id.to_string();
 
+    // `pgflow run` says what the run waits for.
+    let output = pgflow(&pool, &["run", &id]);
+    let text = stdout(&output);
+    assert!(text.contains("waiting for signals"), "{text}");
+    let row = crate::support::row_of(&text, "decide");
+    assert_eq!(row.get(1), Some(&"waiting"), "{text}");
+    let output = pgflow(&pool, &["--json", "run", &id]);
+    let shown: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(shown["waits"][0]["signal_name"], "verdict");
+    assert_eq!(shown["waits"][0]["deadline"], Value::Null);
+
     let output = pgflow(
         &pool,
         &["signal", &id[..8], "verdict", "--payload", "{\"ok\": true}"],

@@ -1,5 +1,5 @@
-//! Cancel and retry, each behind a confirmation form that asks for the action token. The form
-//! carries a CSRF token matching its cookie; see [`crate::security`].
+//! Cancel, retry and sending a signal, each behind a confirmation form that asks for the action
+//! token. The form carries a CSRF token matching its cookie; see [`crate::security`].
 
 use axum::Form;
 use axum::Router;
@@ -25,6 +25,9 @@ pub(crate) struct ActionForm {
     token: String,
     #[serde(default)]
     reason: String,
+    /// A signal's payload, as JSON text (empty: `null`).
+    #[serde(default)]
+    payload: String,
 }
 
 #[derive(Clone, Copy)]
@@ -42,18 +45,76 @@ impl Action {
     }
 }
 
-/// Cancel and retry: a confirmation form and its POST, or, on a read-only dashboard, the
-/// refusal for both.
+/// Cancel, retry and sending a signal: a confirmation form and its POST, or, on a read-only
+/// dashboard, the refusal for each.
 pub(crate) fn routes(actions_enabled: bool) -> Router<AppState> {
     if actions_enabled {
         Router::new()
             .route("/runs/{run_id}/cancel", get(confirm_cancel).post(cancel))
             .route("/runs/{run_id}/retry", get(confirm_retry).post(retry))
+            .route(
+                "/runs/{run_id}/signal/{name}",
+                get(confirm_signal).post(signal),
+            )
     } else {
         Router::new()
             .route("/runs/{run_id}/cancel", get(read_only).post(read_only))
             .route("/runs/{run_id}/retry", get(read_only).post(read_only))
+            .route(
+                "/runs/{run_id}/signal/{name}",
+                get(read_only).post(read_only),
+            )
     }
+}
+
+/// `GET /runs/{id}/signal/{name}`: the payload to send, and the action token.
+pub(crate) async fn confirm_signal(
+    State(app): State<AppState>,
+    Path((run_id, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, PageError> {
+    let run_id = super::run_id_of(&run_id)?;
+    let run = pgflow_runtime::engine::run(app.db(), run_id).await?;
+    let (csrf, set_cookie) = security::csrf_for_form(&headers);
+    let title = format!("Send signal {name}?");
+    let content = html! {
+        h1 { "Send signal " span.mono { (name) } "?" }
+        p { "Run " a.mono href=(format!("/runs/{run_id}")) { (run_id) } " of "
+            (run.flow_slug) " is " (super::badge(run.shown_status())) "." }
+        p { "The step that waits for it runs with this payload (JSON; empty is null). A run \
+             receives a signal once: this cannot be undone." }
+        form.confirm method="post" action=(format!("/runs/{run_id}/signal/{name}")) {
+            input type="hidden" name="csrf" value=(csrf);
+            label { "Payload " textarea name="payload" rows="6" cols="60" spellcheck="false" {} }
+            label { "Action token "
+                input type="password" name="token" required autocomplete="current-password"; }
+            button type="submit" { "Send the signal" }
+            " " a href=(format!("/runs/{run_id}")) { "Back" }
+        }
+    };
+    let mut response = Html(frame(&app, &title, content).into_string()).into_response();
+    if let Some(cookie) = set_cookie {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    Ok(response)
+}
+
+/// `POST /runs/{id}/signal/{name}`.
+pub(crate) async fn signal(
+    State(app): State<AppState>,
+    Path((run_id, name)): Path<(Uuid, String)>,
+    headers: HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Result<Response, PageError> {
+    security::check_action(&app.config.access, &headers, &form.csrf, &form.token)?;
+    let payload: serde_json::Value = match form.payload.trim() {
+        "" => serde_json::Value::Null,
+        text => serde_json::from_str(text)
+            .map_err(|e| PageError::BadRequest(format!("the payload is not valid JSON: {e}")))?,
+    };
+    let outcome = app.client.signal(run_id, &name, &payload).await?;
+    tracing::info!(%run_id, signal = name.as_str(), outcome = outcome.as_str(), "signal from the dashboard");
+    Ok(Redirect::to(&format!("/runs/{run_id}")).into_response())
 }
 
 /// `GET /runs/{id}/cancel`.

@@ -64,6 +64,7 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
     let db = app.db();
     let run = engine::run(db, run_id).await?;
     let steps = inspect::run_steps(db, run_id).await?;
+    let waits = inspect::run_waits(db, run_id).await?;
     let graph = inspect::flow_graph(db, &run.flow_slug).await?;
     let counts = browse::step_task_counts(db, run_id).await?;
     let attempts = inspect::failed_attempts(db, run_id, ATTEMPTS_SHOWN).await?;
@@ -152,6 +153,31 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
                             td.error { @if let Some(error) = &step.error { (truncate(error, ERROR_CHARS)) } }
                         }
                     } }
+                }
+            }
+            @if !waits.is_empty() {
+                section #waits {
+                    h2 { "Waiting for signals" }
+                    table {
+                        thead { tr {
+                            th { "Step" } th { "Signal" } th { "Key" } th { "Since" }
+                            th { "Times out" } @if actions { th {} }
+                        } }
+                        tbody { @for wait in &waits {
+                            tr data-signal=(wait.signal_name) {
+                                td { (wait.step_slug) }
+                                td.mono { (wait.signal_name) }
+                                td.mono { (wait.signal_key.as_deref().unwrap_or("–")) }
+                                td { (time(wait.waiting_since)) }
+                                td { (maybe_time(wait.deadline)) }
+                                @if actions {
+                                    td { a.button id=(format!("signal-{}", wait.signal_name))
+                                           href=(format!("/runs/{run_id}/signal/{}", wait.signal_name)) {
+                                        "Send signal…" } }
+                                }
+                            }
+                        } }
+                    }
                 }
             }
             @if !attempts.is_empty() {

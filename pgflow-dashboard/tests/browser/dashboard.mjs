@@ -15,6 +15,7 @@ const queue = env("QUEUE");
 const runningRun = env("RUN_RUNNING");
 const failedRun = env("RUN_FAILED");
 const cancelRun = env("RUN_TO_CANCEL");
+const signalRun = env("RUN_TO_SIGNAL");
 const failedError = env("FAILED_ERROR");
 const token = env("ACTION_TOKEN");
 const shots = env("SCREENSHOT_DIR");
@@ -117,6 +118,31 @@ await check("cancel refuses a wrong token, then cancels with the right one", asy
                      page.click("form.confirm button[type=submit]")]);
   await page.locator('#run-body[data-status="cancelled"]').waitFor({ timeout: 10000 });
   await page.screenshot({ path: `${shots}/cancelled-run.png`, fullPage: true });
+});
+
+await check("a waiting run shows its signal, refuses bad JSON, and takes the signal", async () => {
+  await page.goto(`${base}/runs/${signalRun}`);
+  const waiting = await page.locator('#waits tr[data-signal="approval"]').innerText();
+  expect(waiting.includes("approval"), `the waits table reads "${waiting}"`);
+  const step = await page.locator('#steps tr[data-step="approve"]').getAttribute("data-status");
+  expect(step === "waiting", `the step is ${step}`);
+  await page.screenshot({ path: `${shots}/waiting-run.png`, fullPage: true });
+
+  await Promise.all([page.waitForURL(/\/signal\/approval$/), page.click("#signal-approval")]);
+  await page.fill('textarea[name="payload"]', "{not json");
+  await page.fill('input[name="token"]', token);
+  const refused = page.waitForResponse((r) => r.request().method() === "POST");
+  await page.click("form.confirm button[type=submit]");
+  const response = await refused;
+  expect(response.status() === 400, `bad JSON got ${response.status()}`);
+
+  await page.goto(`${base}/runs/${signalRun}/signal/approval`);
+  await page.fill('textarea[name="payload"]', '{"by": "the browser"}');
+  await page.fill('input[name="token"]', token);
+  await Promise.all([page.waitForURL(new RegExp(`/runs/${signalRun}$`)),
+                     page.click("form.confirm button[type=submit]")]);
+  await page.locator('#run-body[data-status="completed"]').waitFor({ timeout: 15000 });
+  await page.screenshot({ path: `${shots}/signalled-run.png`, fullPage: true });
 });
 
 await browser.close();

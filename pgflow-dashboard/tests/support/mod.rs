@@ -110,3 +110,33 @@ pub async fn ended(client: &Client, run_id: Uuid) -> pgflow::engine::RunStatus {
     }
     panic!("run {run_id} did not end within 20 s");
 }
+
+/// A flow whose only step waits for the signal `approval`, and returns who approved.
+#[pgflow::flow(slug = "approved_v1", alias = "approved")]
+pub mod approved_v1 {
+    use serde_json::Value;
+
+    #[step(signal = approval, queue = "approved")]
+    pub async fn approve(input: Value, approval: Value) -> Result<String, String> {
+        let _ = input;
+        Ok(approval["by"].as_str().unwrap_or("nobody").to_owned())
+    }
+}
+
+/// A worker of the approval flow, and a run of it, waiting for its signal.
+pub async fn waiting_for_approval(pool: &PgPool) -> (WorkerHandle, Uuid) {
+    let config = WorkerConfig::new(approved_v1::Queue::Approved)
+        .pool(pool.clone())
+        .poll_interval(Duration::from_millis(100))
+        .heartbeat_interval(Duration::from_millis(200))
+        .function_name("dashboard_tests");
+    let worker = Worker::start_with(approved_v1::deployment(), config)
+        .await
+        .expect("start the approval worker");
+    let client = Client::new(pool.clone());
+    let run = approved_v1::start(&client, &serde_json::json!({}))
+        .await
+        .expect("start an approval run")
+        .run_id();
+    (worker, run)
+}

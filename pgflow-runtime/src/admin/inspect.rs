@@ -320,10 +320,11 @@ pub async fn recent_runs(
 pub struct RunStep {
     /// The step.
     pub step_slug: String,
-    /// Its state in the run (`created`, `started`, `completed`, `failed`, `skipped`,
-    /// `cancelled`).
+    /// Its state in the run (`created`, `waiting`, `started`, `completed`, `failed`,
+    /// `skipped`, `cancelled`).
     pub status: String,
-    /// Why it was skipped (`condition_unmet`, `handler_failed`, `dependency_skipped`).
+    /// Why it was skipped (`condition_unmet`, `handler_failed`, `dependency_skipped`,
+    /// `timed_out`).
     pub skip_reason: Option<String>,
     /// The queue its tasks go to.
     pub queue_name: String,
@@ -381,6 +382,72 @@ pub async fn runs_with_id_prefix(
     .fetch_all(executor)
     .await?;
     Ok(ids)
+}
+
+/// A step of a run that waits for a signal.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct RunWait {
+    /// The step.
+    pub step_slug: String,
+    /// The signal it waits for.
+    pub signal_name: String,
+    /// The key an event reaches it by, when it waits by key.
+    pub signal_key: Option<String>,
+    /// When it began to wait.
+    pub waiting_since: DateTime<Utc>,
+    /// When its wait times out (`None`: it waits for ever).
+    pub deadline: Option<DateTime<Utc>>,
+}
+
+/// How many steps of one flow wait, for one reason.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct WaitingSteps {
+    /// The concrete flow.
+    pub flow_slug: String,
+    /// `signal` (by run id) or `event` (by key).
+    pub reason: String,
+    /// How many of its steps wait now.
+    pub steps: i64,
+}
+
+/// The steps waiting now, per flow and reason, with a zero for every flow and reason with none
+/// (so that a gauge fed from it falls back to zero).
+pub async fn waiting_steps(
+    executor: impl PgExecutor<'_>,
+) -> Result<Vec<WaitingSteps>, EngineError> {
+    let rows = sqlx::query_as(
+        "select f.flow_slug, r.reason, count(w.run_id) as steps
+         from pgflow.flows f
+         cross join (values ('signal'), ('event')) as r(reason)
+         left join pgflow.waits w
+           on w.flow_slug = f.flow_slug
+          and (w.signal_key is not null) = (r.reason = 'event')
+         group by f.flow_slug, r.reason
+         order by f.flow_slug, r.reason",
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// The steps of a run that wait for a signal, in the flow's step order.
+pub async fn run_waits(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Vec<RunWait>, EngineError> {
+    let rows = sqlx::query_as(
+        "select w.step_slug, w.signal_name, w.signal_key, w.waiting_since, w.deadline
+         from pgflow.waits w
+         join pgflow.steps s on s.flow_slug = w.flow_slug and s.step_slug = w.step_slug
+         where w.run_id = $1
+         order by s.step_index",
+    )
+    .bind(run_id)
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
 }
 
 /// The steps of a run, in the flow's step order.
