@@ -1,8 +1,11 @@
-//! The fault test: a few hundred runs of a chain flow and a map flow on a private cluster,
-//! while worker processes are SIGKILLed on a timer and respawned and Postgres is restarted
-//! (`-m immediate`, a crash) in the middle. Every run must complete with the right output,
-//! no attempt of any task may run its handler twice, the attempt that completed a task must be
-//! its last, and nothing may be left queued, started or in the queue.
+//! The fault test: a few hundred runs of a chain flow, a map flow and a flow that waits for a
+//! signal on a private cluster, while worker processes are SIGKILLed on a timer and respawned
+//! and Postgres is restarted (`-m immediate`, a crash) in the middle. Half the waiting runs get
+//! their signal by run id before they reach the wait (it must be kept for them), the other half
+//! by event key while the chaos goes on (emitted again and again: only runs waiting at that
+//! moment are reached). Every run must complete with the right output, no attempt of any task
+//! may run its handler twice, the attempt that completed a task must be its last, no wait or
+//! signal may be lost, and nothing may be left queued, started, waiting or in the queue.
 //!
 //! One binary, two parts (`harness = false`): run bare, it is the test; run as
 //! `faults worker <url>`, it is one worker process the test spawns and kills.
@@ -18,6 +21,7 @@ use sqlx::postgres::PgPoolOptions;
 /// Runs of each flow.
 const CHAIN_RUNS: u32 = 200;
 const MAP_RUNS: u32 = 50;
+const SIGNAL_RUNS: u32 = 60;
 /// Elements of each map run.
 const MAP_WIDTH: u32 = 8;
 /// Worker processes alive at once.
@@ -99,6 +103,26 @@ pub mod fault_map {
     }
 }
 
+/// first → gate, which waits for the signal `go` (by run id, or by first's output as its key).
+#[pgflow::flow(slug = "fault_signal", input = u32, timeout = 2, base_delay = 0, max_attempts = 30)]
+pub mod fault_signal {
+    use super::*;
+
+    #[step(queue = "faults")]
+    /// The key: the input plus 1000.
+    pub async fn first(input: u32, ctx: Context) -> Result<u32, String> {
+        record(&ctx).await?;
+        Ok(input + 1000)
+    }
+
+    #[step(depends_on = [first], signal = go, key = first, queue = "faults")]
+    /// Adds the signal's payload.
+    pub async fn gate(first: u32, go: u32, ctx: Context) -> Result<u32, String> {
+        record(&ctx).await?;
+        Ok(first + go)
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -145,7 +169,11 @@ async fn worker(url: &str) -> ExitCode {
         .heartbeat_interval(Duration::from_millis(200))
         .function_name("faults");
     let started = Worker::start_with::<_, _, pgflow::worker::at::P0>(
-        (fault_chain::deployment(), fault_map::deployment()),
+        (
+            fault_chain::deployment(),
+            fault_map::deployment(),
+            fault_signal::deployment(),
+        ),
         config,
     )
     .await;
@@ -214,7 +242,35 @@ async fn scenario() -> Result<String, String> {
         .start_many(Start::flow::<fault_map::Flow>(), &map_inputs, &[])
         .await
         .map_err(|e| e.to_string())?;
-    let total_runs = i64::from(CHAIN_RUNS + MAP_RUNS);
+    client
+        .deploy(&fault_signal::deployment())
+        .await
+        .map_err(|e| e.to_string())?;
+    let signal_inputs: Vec<u32> = (0..SIGNAL_RUNS).collect();
+    let signal_runs = client
+        .start_many(Start::flow::<fault_signal::Flow>(), &signal_inputs, &[])
+        .await
+        .map_err(|e| e.to_string())?;
+    // The even ones by run id now, before any worker runs: kept until they wait.
+    for (n, run) in signal_runs.iter().enumerate().filter(|(n, _)| n % 2 == 0) {
+        fault_signal::signal_go(&client, run.run_id(), &(n as u32))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    // The odd ones by key, again and again while the chaos goes on (errors while Postgres is
+    // down are expected: the next round tries again).
+    let odd_keys: Vec<(String, serde_json::Value)> = (0..SIGNAL_RUNS)
+        .filter(|n| n % 2 == 1)
+        .map(|n| ((n + 1000).to_string(), serde_json::json!(n)))
+        .collect();
+    let emitter_pool = admin.clone();
+    let emitter = tokio::spawn(async move {
+        loop {
+            let _ = pgflow::engine::emit_events(&emitter_pool, "go", &odd_keys).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    });
+    let total_runs = i64::from(CHAIN_RUNS + MAP_RUNS + SIGNAL_RUNS);
 
     let mut workers: Vec<Child> = (0..WORKERS)
         .map(|_| spawn_worker(&url, &worker_log))
@@ -254,6 +310,7 @@ async fn scenario() -> Result<String, String> {
             last_kill = Instant::now();
         }
     };
+    emitter.abort();
     for child in &mut workers {
         let _ = child.kill();
         let _ = child.wait();
@@ -288,6 +345,19 @@ async fn check(pool: &PgPool) -> Result<(), String> {
         (
             "tasks left queued or started",
             "select count(*) from pgflow.step_tasks where status in ('queued', 'started')",
+        ),
+        ("waits left", "select count(*) from pgflow.waits"),
+        (
+            "signal runs with a wrong output (a signal lost, doubled or mixed up)",
+            "select count(*) from pgflow.runs
+             where flow_slug = 'fault_signal'
+               and output -> 'gate' <> to_jsonb(input::int + 1000 + input::int)",
+        ),
+        (
+            "signal runs without exactly one signal kept",
+            "select count(*) from pgflow.runs r
+             where r.flow_slug = 'fault_signal'
+               and (select count(*) from pgflow.signals s where s.run_id = r.run_id) <> 1",
         ),
         (
             "messages left in the queue",

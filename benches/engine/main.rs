@@ -26,9 +26,11 @@ mod anchor;
 mod claim_scale;
 mod dashboard_pages;
 mod per_call_limit;
+mod waits;
 
 use claim_scale::{claim_scale, print_claims};
 use dashboard_pages::{dashboard_pages, print_pages};
+use waits::{print_waits, waits};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -159,7 +161,7 @@ struct Options {
     /// medians.
     repeat: usize,
     /// `--only=a,b`: run just these scenarios (limit, single, chain3, fanout, shared, low_load,
-    /// fanout_one, memory, claim_scale, per_call_limit, per_call, anchor, dashboard).
+    /// fanout_one, memory, claim_scale, per_call_limit, per_call, anchor, dashboard, waits).
     only: Option<Vec<String>>,
     /// `--matrix=1x100,10x10`: (workers, batch) pairs instead of the default matrix.
     matrix: Option<Vec<(usize, usize)>>,
@@ -252,6 +254,16 @@ async fn main() -> Result<(), Error> {
         None
     };
 
+    let waited = if options.wants("waits") {
+        Some(if options.smoke {
+            waits(2_000, 10).await?
+        } else {
+            waits(100_000, 100).await?
+        })
+    } else {
+        None
+    };
+
     print_table(&rows);
     print_anchor_ratios(&rows);
     if options.repeat > 1 {
@@ -273,9 +285,13 @@ async fn main() -> Result<(), Error> {
     if let Some(pages) = &pages {
         print_pages(pages);
     }
+    if let Some(waited) = &waited {
+        print_waits(waited);
+    }
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results.json");
     let results = json!({
         "rows": rows, "worker_rss_mib": rss, "claim_scale": claims, "dashboard_pages": pages,
+        "waits": waited,
     });
     std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
     println!("\nwritten to {}", path.display());

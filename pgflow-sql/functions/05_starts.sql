@@ -55,6 +55,7 @@ declare
   v_delay_seconds numeric := greatest(0, ceil(extract(epoch from p_start_at - clock_timestamp())));
   v_delay integer;
   v_step_count integer;
+  v_waits boolean;
   v_run_ids uuid[];
   v_inputs jsonb[];
   v_result_ids uuid[];
@@ -67,7 +68,9 @@ begin
     v_flow_slug := coalesce(v_flow_slug, p_flow_slug);
   end if;
   select f.* into v_flow from pgflow.flows f where f.flow_slug = v_flow_slug;
-  select count(*) into v_step_count from pgflow.steps where flow_slug = v_flow_slug;
+  select count(*), coalesce(bool_or(signal_name is not null), false)
+  into v_step_count, v_waits
+  from pgflow.steps where flow_slug = v_flow_slug;
   if v_step_count = 0 then
     raise exception 'no concrete flow or active alias is named `%`; compile the flow first (a '
       'worker carrying it does so at startup, and activates its alias)', p_flow_slug
@@ -224,37 +227,43 @@ begin
 
   if v_run_ids is not null then
     -- Every step state in one write, the root steps already started and sized: a single step
-    -- gets one task, a root map step one per element of the run's input. A root step with a
-    -- condition or a signal to wait for stays 'created' and is decided by start_ready_steps. A run whose input a root
-    -- map step cannot map over (not an array) gets all its steps 'created' and is left to
-    -- start_ready_steps, which fails it (unless the map step's condition skips it).
+    -- gets one task, a root map step one per element of the run's input. A root step that
+    -- waits for a signal (and has no condition) is 'waiting' at once, with its wait (a new run
+    -- has received no signal yet). A root step with a condition stays 'created' and is decided
+    -- by start_ready_steps. A run whose input a root map step cannot map over (not an array)
+    -- gets all its steps 'created' and is left to start_ready_steps, which fails it (unless
+    -- the map step's condition skips it).
     with planned as (
       select r.run_id, s.step_slug, s.flow_slug, s.deps_count, s.queue_name,
              coalesce(s.opt_start_delay, 0) + v_delay as start_delay,
-             case when s.deps_count > 0 or c.deferred then null
+             case when s.deps_count > 0 or c.conditional or c.waits then null
                   when s.step_type = 'single' then 1
                   when jsonb_typeof(r.input) = 'array' then jsonb_array_length(r.input)
              end as task_count,
-             s.deps_count = 0 and s.step_type = 'map' and not c.deferred
+             s.deps_count = 0 and s.step_type = 'map' and not c.conditional and not c.waits
                and jsonb_typeof(r.input) is distinct from 'array' as bad,
-             s.deps_count = 0 and c.deferred as decided_later
+             s.deps_count = 0 and c.conditional as decided_later,
+             s.deps_count = 0 and c.waits and not c.conditional as waits_now
       from unnest(v_run_ids, v_inputs) as r(run_id, input)
       cross join pgflow.steps s
       cross join lateral (select s.condition_when is not null or s.condition_unless is not null
-                                 or s.signal_name is not null as deferred) c
+                                   as conditional,
+                                 s.signal_name is not null as waits) c
       where s.flow_slug = v_flow_slug
     ),
     decided as materialized (
       select planned.*,
              planned.task_count is not null
-               and not bool_or(planned.bad) over (partition by planned.run_id) as start
+               and not bool_or(planned.bad) over (partition by planned.run_id) as start,
+             planned.waits_now
+               and not bool_or(planned.bad) over (partition by planned.run_id) as wait
       from planned
     ),
     inserted as (
       insert into pgflow.step_states (run_id, step_slug, flow_slug, remaining_deps, status,
                                       started_at, initial_tasks, remaining_tasks)
       select d.run_id, d.step_slug, d.flow_slug, d.deps_count,
-             case when d.start then 'started' else 'created' end,
+             case when d.start then 'started' when d.wait then 'waiting' else 'created' end,
              case when d.start then now() end,
              case when d.start then d.task_count end,
              case when d.start then d.task_count end
@@ -265,6 +274,19 @@ begin
            array_agg(distinct run_id) filter (where bad or decided_later)
     into v_started, v_slow_runs
     from decided;
+
+    -- The waits of the root steps that wait (a flow with none skips the statement).
+    if v_waits then
+      insert into pgflow.waits (run_id, step_slug, flow_slug, signal_name, deadline, signal_key)
+      select ss.run_id, ss.step_slug, ss.flow_slug, s.signal_name,
+             now() + make_interval(secs => s.wait_timeout),
+             case when s.signal_key_path is not null
+                  then r.input #>> s.signal_key_path[2:] end
+      from pgflow.step_states ss
+      join pgflow.runs r on r.run_id = ss.run_id
+      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+      where ss.run_id = any(v_run_ids) and ss.status = 'waiting';
+    end if;
 
     -- Their events (`started`), before anything moves them on; checked here first, since a
     -- call costs more than the look at the lease table that nearly always ends it.
