@@ -20,16 +20,21 @@ use sqlx::PgPool;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
+/// A refund to decide.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Refund {
+    /// The order refunded.
     pub order_id: String,
+    /// How much.
     pub cents: u64,
 }
 
 /// What a person decides about a refund.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Approval {
+    /// Who decided.
     pub by: String,
+    /// Whether the refund is approved.
     pub approved: bool,
 }
 
@@ -39,11 +44,13 @@ pub struct Approval {
 pub mod refund_v1 {
     use super::*;
 
+    /// Records the request.
     #[step(queue = "refunds")]
     pub async fn request(input: Refund) -> Result<Refund, String> {
         Ok(input)
     }
 
+    /// Waits for a person's decision.
     #[step(depends_on = [request], signal = approval, wait_timeout = 2, when_timed_out = skip,
            queue = "refunds")]
     pub async fn decide(request: Refund, approval: Approval) -> Result<Approval, String> {
@@ -51,6 +58,7 @@ pub mod refund_v1 {
         Ok(approval)
     }
 
+    /// Pays, refuses or escalates.
     #[step(depends_on = [request, decide], queue = "refunds")]
     pub async fn settle(request: Refund, decide: Option<Approval>) -> Result<String, String> {
         Ok(match decide {
@@ -69,14 +77,17 @@ pub mod refund_v1 {
     }
 }
 
+/// An order to charge.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Order {
+    /// Its id, which the provider's webhook names.
     pub order_id: String,
 }
 
 /// What the payment provider's webhook says.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Paid {
+    /// The provider's reference of the payment.
     pub provider_ref: String,
 }
 
@@ -86,11 +97,13 @@ pub struct Paid {
 pub mod payment_v1 {
     use super::*;
 
+    /// Charges the order.
     #[step(queue = "payments")]
     pub async fn charge(input: Order) -> Result<Order, String> {
         Ok(input)
     }
 
+    /// Waits for the provider's webhook.
     #[step(depends_on = [charge], signal = paid, key = charge.order_id, queue = "payments")]
     pub async fn confirm(charge: Order, paid: Paid) -> Result<String, String> {
         Ok(format!("{} paid ({})", charge.order_id, paid.provider_ref))
