@@ -8,9 +8,15 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-/// The routes, with their state: each page module brings its own.
+/// The routes, with their state: each page module brings its own; the callback links (which
+/// carry their own credential) unless the dashboard is read-only.
 pub(crate) fn routes(state: AppState) -> Router {
     let actions_enabled = state.config.actions_enabled();
+    let callbacks = if actions_enabled {
+        crate::callbacks::callback_router(state.db().clone())
+    } else {
+        Router::new()
+    };
     Router::new()
         .merge(pages::overview::routes())
         .merge(pages::runs::routes())
@@ -23,6 +29,7 @@ pub(crate) fn routes(state: AppState) -> Router {
         .fallback(pages::not_found)
         .layer(axum::middleware::map_response(security_headers))
         .with_state(state)
+        .merge(callbacks)
 }
 
 /// Headers every answer carries: only this origin's scripts and styles (the DAG's SVG brings

@@ -13,6 +13,7 @@
 //! ([`DashboardConfig::hide_payloads`]).
 
 mod app;
+mod callbacks;
 mod config;
 mod dag;
 mod error;
@@ -29,6 +30,7 @@ use std::time::Duration;
 use pgflow_runtime::Db;
 use tokio_util::sync::CancellationToken;
 
+pub use callbacks::callback_router;
 pub use config::{Access, ActionToken, ConfigError, DashboardConfig, MIN_TOKEN_LEN};
 pub use security::Refusal;
 

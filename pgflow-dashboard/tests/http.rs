@@ -269,3 +269,56 @@ async fn cancel_needs_the_token_a_same_site_form_and_its_csrf_cookie(pool: PgPoo
     let run_row = pgflow::engine::run(&pool, run).await.unwrap();
     assert_eq!(run_row.cancel_reason.as_deref(), Some("test"));
 }
+
+/// `POST /signals/{token}` with a JSON body, as an external system calls a callback link.
+async fn post_json(app: &Router, path: &str, body: &str) -> (StatusCode, serde_json::Value) {
+    let request = Request::post(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_owned()))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let body = to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_callback_link_sends_its_signal_once_with_no_other_credential(pool: PgPool) {
+    let _worker = support::installed_with_worker(&pool).await;
+    let (_approver, run) = support::waiting_for_approval(&pool).await;
+    let token = pgflow::engine::signal_token(&pool, run, "approval")
+        .await
+        .unwrap();
+    let app = dashboard(&pool, with_token(), false);
+    let path = format!("/signals/{token}");
+
+    let (status, body) = post_json(&app, "/signals/not-a-token", "{}").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body) = post_json(&app, &path, "{not json").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let read_only = dashboard(&pool, Access::ReadOnly, false);
+    let (status, _, _) = get(&read_only, &path).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "a read-only dashboard takes no callbacks"
+    );
+
+    // No cookie, no action token, no same-site header: the token is the credential.
+    let (status, body) = post_json(&app, &path, r#"{"by": "a link"}"#).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["outcome"], "delivered");
+    assert_eq!(
+        support::ended(&Client::new(pool.clone()), run).await,
+        RunStatus::Completed
+    );
+    let (status, body) = post_json(&app, &path, r#"{"by": "a link"}"#).await;
+    assert_eq!(status, StatusCode::GONE, "{body}");
+    let (status, body) = post_json(&app, &path, r#"{"by": "someone else"}"#).await;
+    assert_eq!(status, StatusCode::GONE, "{body}");
+
+    // The same route, mounted in an application's own server.
+    let own = pgflow_dashboard::callback_router(pool.clone());
+    let (status, _) = post_json(&own, &path, r#"{"by": "a link"}"#).await;
+    assert_eq!(status, StatusCode::GONE);
+}

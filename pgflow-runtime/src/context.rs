@@ -149,6 +149,15 @@ impl Context {
         &self.inner.db
     }
 
+    /// The callback token of signal `signal` of this run: put it in a link (an approval
+    /// e-mail, a provider's callback URL) and whoever follows it sends the signal once, with no
+    /// credentials of their own, to the dashboard's `POST /signals/{token}` or a route of your
+    /// own that calls `pgflow::engine::send_signal_by_token`. Errors when no step of the flow
+    /// waits for `signal`.
+    pub async fn signal_token(&self, signal: &str) -> Result<String, crate::EngineError> {
+        crate::engine::signal_token(&self.inner.db, self.inner.run_id, signal).await
+    }
+
     /// Reads the payload of signal `signal`, which this step waited for, and decodes it as
     /// `T` (the macro's adapter for the step's signal parameter).
     pub(crate) async fn signal_payload<T: DeserializeOwned>(

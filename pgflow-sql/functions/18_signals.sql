@@ -346,3 +346,79 @@ language sql
 as $$
   select * from pgflow.emit_events(p_event_name, array[p_key], array[p_payload])
 $$;
+
+-- The MAC of signal p_signal_name of run p_run_id under the install's secret (the first 128
+-- bits of sha256(secret || sha256(secret || run/signal)), hex): what a callback token carries.
+create or replace function pgflow.signal_token_mac(p_run_id uuid, p_signal_name text)
+returns text
+language sql
+stable
+as $$
+  select encode(substr(sha256(s.secret || sha256(s.secret
+                                                  || convert_to(p_run_id::text || '/'
+                                                                || p_signal_name, 'UTF8'))),
+                       1, 16), 'hex')
+  from pgflow.signal_secret s
+$$;
+
+-- signal_token: the callback token of signal p_signal_name of run p_run_id,
+-- `<run id, 32 hex digits>.<signal>.<MAC>`: whoever holds it may send that signal to that run
+-- once (send_signal_by_token), with no credentials of their own, while the step waits or
+-- before. A step's handler mints the token of a signal its run waits for later (the link of an
+-- approval e-mail) through its context. Raises PF011 for an unknown run, PF016
+-- (unknown_signal) for a name no step of the run's flow waits for.
+-- Locks: none (reads only).
+create or replace function pgflow.signal_token(p_run_id uuid, p_signal_name text)
+returns text
+language plpgsql
+stable
+as $$
+declare
+  v_flow_slug text;
+begin
+  select r.flow_slug into v_flow_slug from pgflow.runs r where r.run_id = p_run_id;
+  if not found then
+    raise exception 'run % does not exist', p_run_id
+      using errcode = 'PF011', detail = jsonb_build_object('run_id', p_run_id)::text;
+  end if;
+  if not exists (select 1 from pgflow.steps s
+                 where s.flow_slug = v_flow_slug and s.signal_name = p_signal_name) then
+    perform pgflow.refuse_signal(p_run_id, p_signal_name, 'unknown_signal', format(
+      'flow `%s` (run %s) has no step that waits for a signal `%s`; no token is made for it',
+      v_flow_slug, p_run_id, p_signal_name));
+  end if;
+  return replace(p_run_id::text, '-', '') || '.' || p_signal_name || '.'
+         || pgflow.signal_token_mac(p_run_id, p_signal_name);
+end;
+$$;
+
+-- send_signal_by_token: sends the signal a callback token stands for, with p_payload, as
+-- send_signal does. Returns 'delivered' or 'kept' as send_signal; 'used' when the run already
+-- received this signal with an equal payload (a token serves once: a second use changes
+-- nothing); 'unknown' when p_token is no token of this install (malformed, or its MAC does not
+-- match; nothing says which). Refusals as send_signal's: PF016 when the run ended, the step
+-- stopped waiting, another payload was sent, or the payload does not fit; PF011 when the run
+-- is gone (pruned).
+-- Locks: as send_signal.
+create or replace function pgflow.send_signal_by_token(p_token text, p_payload jsonb)
+returns text
+language plpgsql
+as $$
+declare
+  v_parts text[] := string_to_array(coalesce(p_token, ''), '.');
+  v_run_id uuid;
+  v_outcome text;
+begin
+  if cardinality(v_parts) <> 3 or v_parts[1] !~ '^[0-9a-f]{32}$'
+     or not coalesce(pgflow.is_valid_slug(v_parts[2]), false)
+     or v_parts[3] !~ '^[0-9a-f]{32}$' then
+    return 'unknown';
+  end if;
+  v_run_id := v_parts[1]::uuid;
+  if pgflow.signal_token_mac(v_run_id, v_parts[2]) is distinct from v_parts[3] then
+    return 'unknown';
+  end if;
+  v_outcome := pgflow.send_signal(v_run_id, v_parts[2], p_payload);
+  return case when v_outcome = 'duplicate' then 'used' else v_outcome end;
+end;
+$$;

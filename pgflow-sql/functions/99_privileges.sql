@@ -70,6 +70,8 @@ begin
            case
              when p.proname in ('define_flow', 'activate_flow', 'define_schedule') then
                array['pgflow_worker', 'pgflow_operator']
+             when p.proname = 'signal_token' then
+               array['pgflow_worker', 'pgflow_client']
              when p.proname in ('register_worker', 'heartbeat', 'function_enabled',
                                 'stop_worker', 'mark_lost_workers', 'queue_coverage_gaps',
                                 'read_and_start_tasks', 'start_tasks', 'complete_tasks',
@@ -82,7 +84,7 @@ begin
              when p.proname in ('start_flows', 'start_flow', 'start_alias_typed',
                                 'run_step_states', 'subscribe_events',
                                 'unsubscribe_events', 'send_signal', 'emit_events',
-                                'emit_event') then
+                                'emit_event', 'send_signal_by_token') then
                array['pgflow_client']
              when p.proname in ('set_alias', 'alias_state', 'drain_status', 'begin_rollout',
                                 'functions_serving_queues', 'rollout_progress',

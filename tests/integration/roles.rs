@@ -311,6 +311,7 @@ async fn each_role_does_its_job_and_nothing_else(admin: PgPool) {
             "send_signal",
             "emit_event",
             "emit_events",
+            "send_signal_by_token",
         ],
     )
     .await;

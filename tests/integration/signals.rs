@@ -726,3 +726,107 @@ async fn an_event_by_key_resolves_every_run_waiting_for_that_key_in_one_call(poo
         worker.wait().await.unwrap();
     }
 }
+
+/// An invoice's first step mints the callback token of the confirmation its run waits for
+/// (the link an e-mail would carry); the confirmation may be skipped when it does not come.
+#[pgflow::flow(slug = "invoice_v1", alias = "invoice", input = u64)]
+pub mod invoice_v1 {
+    use pgflow::Context;
+
+    #[step(queue = "signals_invoice")]
+    pub async fn send_link(input: u64, ctx: Context) -> Result<String, String> {
+        let _ = input;
+        ctx.signal_token("confirmed")
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    #[step(depends_on = [send_link], signal = confirmed, wait_timeout = 1,
+           when_timed_out = skip, queue = "signals_invoice")]
+    pub async fn book(send_link: String, confirmed: bool) -> Result<bool, String> {
+        let _ = send_link;
+        Ok(confirmed)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_callback_token_sends_its_signal_once_and_only_while_its_run_waits(pool: PgPool) {
+    use pgflow::engine::{CallbackOutcome, send_signal_by_token, signal_token};
+
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = Worker::start_with(
+        invoice_v1::deployment(),
+        worker_config(invoice_v1::Queue::SignalsInvoice, &pool),
+    )
+    .await
+    .unwrap();
+    let link_of = async |run_id: Uuid| -> String {
+        sqlx::query_scalar(
+            "select output #>> '{}' from pgflow.step_states
+             where run_id = $1 and step_slug = 'send_link'",
+        )
+        .bind(run_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+
+    let paid = invoice_v1::start(&client, &1).await.unwrap();
+    assert!(waits_for(&pool, paid.run_id(), "book").await);
+    let token = link_of(paid.run_id()).await;
+    assert_eq!(
+        token,
+        signal_token(&pool, paid.run_id(), "confirmed")
+            .await
+            .unwrap(),
+        "the handler's token is the run's"
+    );
+    // Forged or mangled tokens are no tokens, and change nothing.
+    let mut forged = token.clone();
+    let last = forged.pop().unwrap();
+    forged.push(if last == '0' { '1' } else { '0' });
+    let other_run = format!("{}{}", Uuid::new_v4().simple(), &token[32..]);
+    for bad in [forged.as_str(), other_run.as_str(), "nothing", "", "a.b.c"] {
+        let outcome = send_signal_by_token(&pool, bad, &serde_json::json!(true))
+            .await
+            .unwrap();
+        assert_eq!(outcome, CallbackOutcome::Unknown, "{bad:?}");
+    }
+    assert_eq!(status_of(&pool, paid.run_id(), "book").await, "waiting");
+
+    // Used once it sends the signal; a second use changes nothing.
+    let first = send_signal_by_token(&pool, &token, &serde_json::json!(true))
+        .await
+        .unwrap();
+    assert_eq!(first, CallbackOutcome::Delivered);
+    let output = paid.wait(&client, Duration::from_secs(20)).await.unwrap();
+    assert_eq!(output.book, Some(true));
+    let again = send_signal_by_token(&pool, &token, &serde_json::json!(true))
+        .await
+        .unwrap();
+    assert_eq!(again, CallbackOutcome::AlreadyUsed);
+
+    // A token expires with its wait: after the timeout it is refused.
+    let late = invoice_v1::start(&client, &2).await.unwrap();
+    let output = late.wait(&client, Duration::from_secs(20)).await.unwrap();
+    assert_eq!(output.book, None, "the wait timed out and skipped the step");
+    let token = link_of(late.run_id()).await;
+    let (reason, _) = refusal(
+        send_signal_by_token(&pool, &token, &serde_json::json!(true))
+            .await
+            .map(|_| SignalOutcome::Delivered),
+    );
+    assert_eq!(reason, SignalRefusal::RunEnded);
+
+    // No token is made for a signal the flow does not wait for.
+    let (reason, _) = refusal(
+        signal_token(&pool, late.run_id(), "paid")
+            .await
+            .map(|_| SignalOutcome::Delivered),
+    );
+    assert_eq!(reason, SignalRefusal::UnknownSignal);
+
+    worker.shutdown();
+    worker.wait().await.unwrap();
+}

@@ -65,8 +65,9 @@ pub use schedules::{
     schedule_list, schedules_to_fire, trigger_schedule,
 };
 pub use signals::{
-    EventDelivery, ExpiredWaits, SignalOutcome, emit_event, emit_events, event_key, expire_waits,
-    send_signal, send_signal_value, signal_payload,
+    CallbackOutcome, EventDelivery, ExpiredWaits, SignalOutcome, emit_event, emit_events,
+    event_key, expire_waits, send_signal, send_signal_by_token, send_signal_value, signal_payload,
+    signal_token,
 };
 pub use workers::{
     CoverageGap, Heartbeat, LostWorker, deprecate_workers, function_enabled, heartbeat,

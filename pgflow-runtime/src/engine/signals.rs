@@ -190,3 +190,76 @@ pub async fn emit_events(
     .await?;
     Ok(delivered)
 }
+
+/// The callback token of signal `name` of run `run_id` (`pgflow.signal_token`): whoever holds
+/// it may send that signal to that run once, with no credentials of their own
+/// ([`send_signal_by_token`], the dashboard's `POST /signals/{token}`). Unguessable: it
+/// carries a MAC under a secret that never leaves the database.
+///
+/// [`EngineError::UnknownRun`], or [`EngineError::SignalRefused`] (unknown signal) for a name
+/// no step of the run's flow waits for.
+pub async fn signal_token(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+    name: &str,
+) -> Result<String, EngineError> {
+    let token = sqlx::query_scalar("select pgflow.signal_token($1, $2)")
+        .bind(run_id)
+        .bind(name)
+        .fetch_one(executor)
+        .await?;
+    Ok(token)
+}
+
+/// What sending a signal by its callback token did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CallbackOutcome {
+    /// The step was waiting for it and starts now.
+    Delivered,
+    /// The run has not reached the step yet: the signal is kept for it.
+    Kept,
+    /// The token was used before (the run received this signal with this payload): nothing
+    /// changed.
+    AlreadyUsed,
+    /// No token of this install: malformed, or forged.
+    Unknown,
+}
+
+impl CallbackOutcome {
+    /// Its name, as an answer says it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Delivered => "delivered",
+            Self::Kept => "kept",
+            Self::AlreadyUsed => "already_used",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// Sends the signal the callback token `token` stands for, with `payload`
+/// (`pgflow.send_signal_by_token`). Refusals as [`send_signal`]'s: the run ended, the step
+/// stopped waiting (its wait timed out), or the payload does not fit.
+pub async fn send_signal_by_token(
+    executor: impl PgExecutor<'_>,
+    token: &str,
+    payload: &Value,
+) -> Result<CallbackOutcome, EngineError> {
+    let word: String = sqlx::query_scalar("select pgflow.send_signal_by_token($1, $2)")
+        .bind(token)
+        .bind(payload)
+        .fetch_one(executor)
+        .await?;
+    match word.as_str() {
+        "delivered" => Ok(CallbackOutcome::Delivered),
+        "kept" => Ok(CallbackOutcome::Kept),
+        "used" => Ok(CallbackOutcome::AlreadyUsed),
+        "unknown" => Ok(CallbackOutcome::Unknown),
+        other => Err(EngineError::InvalidArguments(format!(
+            "send_signal_by_token answered `{other}`, which this release does not know; \
+             upgrade pgflow"
+        ))),
+    }
+}
