@@ -103,13 +103,11 @@ pub(crate) async fn waits(runs: usize, latency_samples: usize) -> Result<Waits, 
     let started_without_wait_per_s = runs as f64 / started.elapsed().as_secs_f64();
 
     // Idle: one worker of the waiting flow's queue, nothing to do but wait.
-    let worker = Worker::start_with(
+    let worker = worker(
         bench_waits::deployment(),
-        WorkerConfig::new(bench_waits::Queue::BenchWaits)
-            .connection(&client)
-            .batch_size(100)
-            .max_concurrent(100)
-            .function_name("bench"),
+        bench_waits::Queue::BenchWaits,
+        &client,
+        100,
     )
     .await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -181,24 +179,42 @@ pub(crate) async fn waits(runs: usize, latency_samples: usize) -> Result<Waits, 
     })
 }
 
+/// A bench worker of `queue` on `client`, claiming `batch` at a time.
+async fn worker<F: pgflow::FlowSpec, Q: pgflow::FlowQueue<Flow = F>>(
+    deployment: pgflow::Deployment<F>,
+    queue: Q,
+    client: &Client,
+    batch: usize,
+) -> Result<pgflow::WorkerHandle, Error> {
+    let config = WorkerConfig::new(queue)
+        .connection(client)
+        .batch_size(batch)
+        .max_concurrent(batch)
+        .function_name("bench");
+    Ok(Worker::start_with(deployment, config).await?)
+}
+
+/// The p50 and p95 of `samples` (sorted here).
+fn p50_p95(samples: &mut [f64]) -> (f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.95))
+}
+
 /// Runs both flows' queued tasks to the end.
 async fn drain(pool: &PgPool, client: &Client) -> Result<(), Error> {
-    let waits_worker = Worker::start_with(
+    let waits_worker = worker(
         bench_waits::deployment(),
-        WorkerConfig::new(bench_waits::Queue::BenchWaits)
-            .connection(client)
-            .batch_size(100)
-            .max_concurrent(100)
-            .function_name("bench"),
+        bench_waits::Queue::BenchWaits,
+        client,
+        100,
     )
     .await?;
-    let nowait_worker = Worker::start_with(
+    let nowait_worker = worker(
         bench_nowait::deployment(),
-        WorkerConfig::new(bench_nowait::Queue::BenchNowait)
-            .connection(client)
-            .batch_size(100)
-            .max_concurrent(100)
-            .function_name("bench"),
+        bench_nowait::Queue::BenchNowait,
+        client,
+        100,
     )
     .await?;
     loop {
@@ -228,13 +244,11 @@ async fn signal_latency(
 ) -> Result<(f64, f64, f64), Error> {
     // The worker in a process of its own (a client of its own), as a low load has it.
     let process = Client::new(pool.clone());
-    let worker = Worker::start_with(
+    let worker = worker(
         bench_waits::deployment(),
-        WorkerConfig::new(bench_waits::Queue::BenchWaits)
-            .connection(&process)
-            .batch_size(10)
-            .max_concurrent(10)
-            .function_name("bench"),
+        bench_waits::Queue::BenchWaits,
+        &process,
+        10,
     )
     .await?;
     let mut latencies = Vec::with_capacity(samples);
@@ -261,10 +275,8 @@ async fn signal_latency(
     // The first tenth warmed the connections up.
     latencies.drain(..samples / 10);
     sends.drain(..samples / 10);
-    latencies.sort_by(f64::total_cmp);
-    sends.sort_by(f64::total_cmp);
-    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
-    Ok((at(0.5), at(0.95), sends[sends.len() / 2]))
+    let (p50, p95) = p50_p95(&mut latencies);
+    Ok((p50, p95, p50_p95(&mut sends).0))
 }
 
 /// One run at a time of the flow without a wait: from its start's commit to its handler's
@@ -275,13 +287,11 @@ async fn start_latency(
     samples: usize,
 ) -> Result<(f64, f64), Error> {
     let process = Client::new(pool.clone());
-    let worker = Worker::start_with(
+    let worker = worker(
         bench_nowait::deployment(),
-        WorkerConfig::new(bench_nowait::Queue::BenchNowait)
-            .connection(&process)
-            .batch_size(10)
-            .max_concurrent(10)
-            .function_name("bench"),
+        bench_nowait::Queue::BenchNowait,
+        &process,
+        10,
     )
     .await?;
     let mut latencies = Vec::with_capacity(samples);
@@ -300,9 +310,7 @@ async fn start_latency(
     worker.shutdown();
     worker.wait().await?;
     latencies.drain(..samples / 10);
-    latencies.sort_by(f64::total_cmp);
-    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];
-    Ok((at(0.5), at(0.95)))
+    Ok(p50_p95(&mut latencies))
 }
 
 /// Prints the scenario's figures.

@@ -461,13 +461,7 @@ begin
              or exists (select 1 from pgflow.signals sg
                         where sg.run_id = ss.run_id and sg.signal_name = s.signal_name)
              as has_signal,
-             case when s.signal_key_path is null then null
-                  when s.signal_key_path[1] = 'input'
-                    then r.input #>> s.signal_key_path[2:]
-                  else (select dss.output from pgflow.step_states dss
-                        where dss.run_id = ss.run_id and dss.step_slug = s.signal_key_path[1])
-                       #>> s.signal_key_path[2:]
-             end as signal_key
+             pgflow.signal_key_of(s.signal_key_path, ss.run_id, r.input) as signal_key
     ) sig
     where ss.run_id = any(p_run_ids) and ss.remaining_deps = 0
       and (ss.status = 'created' or (ss.status = 'waiting' and sig.has_signal))

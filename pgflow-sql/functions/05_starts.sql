@@ -280,8 +280,7 @@ begin
       insert into pgflow.waits (run_id, step_slug, flow_slug, signal_name, deadline, signal_key)
       select ss.run_id, ss.step_slug, ss.flow_slug, s.signal_name,
              now() + make_interval(secs => s.wait_timeout),
-             case when s.signal_key_path is not null
-                  then r.input #>> s.signal_key_path[2:] end
+             pgflow.signal_key_of(s.signal_key_path, ss.run_id, r.input)
       from pgflow.step_states ss
       join pgflow.runs r on r.run_id = ss.run_id
       join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug

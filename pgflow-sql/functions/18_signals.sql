@@ -54,7 +54,7 @@ as $$
 declare
   v_run pgflow.runs;
   v_step pgflow.steps;
-  v_step_status text;
+  v_step_state record;
   v_stored jsonb;
   v_misfit jsonb;
 begin
@@ -102,15 +102,13 @@ begin
       p_run_id, v_run.status, p_signal_name));
   end if;
 
-  select ss.status into v_step_status from pgflow.step_states ss
+  select ss.status, ss.skip_reason into v_step_state from pgflow.step_states ss
   where ss.run_id = p_run_id and ss.step_slug = v_step.step_slug;
-  if v_step_status in ('skipped', 'failed', 'cancelled') then
+  if v_step_state.status in ('skipped', 'failed', 'cancelled') then
     perform pgflow.refuse_signal(p_run_id, p_signal_name, 'too_late', format(
       'step `%s` of run %s no longer waits for signal `%s`: it is %s%s',
-      v_step.step_slug, p_run_id, p_signal_name, v_step_status,
-      coalesce(' (' || (select ss.skip_reason from pgflow.step_states ss
-                        where ss.run_id = p_run_id and ss.step_slug = v_step.step_slug) || ')',
-               '')));
+      v_step.step_slug, p_run_id, p_signal_name, v_step_state.status,
+      coalesce(' (' || v_step_state.skip_reason || ')', '')));
   end if;
 
   v_misfit := pgflow.input_misfit(v_step.signal_schema, p_payload);
@@ -133,6 +131,22 @@ begin
   end if;
   return 'kept';
 end;
+$$;
+
+-- signal_key_of: the key a step waits by in run p_run_id, read at p_path (steps.signal_key_path)
+-- from the run's input p_input (`input`) or a dependency's output, as text; null without a
+-- path or a value there. (A SQL function Postgres inlines into the statements that call it:
+-- start_flows and start_ready_steps, when steps begin to wait.)
+create or replace function pgflow.signal_key_of(p_path text[], p_run_id uuid, p_input jsonb)
+returns text
+language sql
+stable
+as $$
+  select case when p_path is null then null
+              when p_path[1] = 'input' then p_input #>> p_path[2:]
+              else (select dss.output from pgflow.step_states dss
+                    where dss.run_id = p_run_id and dss.step_slug = p_path[1]) #>> p_path[2:]
+         end
 $$;
 
 -- signal_payload: the payload of the signal step p_step_slug of run p_run_id waited for (null
