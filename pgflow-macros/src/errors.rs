@@ -307,7 +307,28 @@ pub(crate) mod msg {
             .to_owned()
     }
 
-    pub(crate) fn key_root(step: &str, root: &str, deps: &[String]) -> String {
+    pub(crate) fn sleep_until_value() -> String {
+        "`sleep_until` takes where the wake time is read: `sleep_until = input.remind_at` (the \
+         flow input's field) or `sleep_until = signup.trial_ends_at` (a dependency's output's \
+         field)"
+            .to_owned()
+    }
+
+    pub(crate) fn sleeps_two_ways(step: &str) -> String {
+        format!(
+            "step `{step}` sets both `sleep` and `sleep_until`; keep one (a fixed time after its \
+             dependencies, or a time read from the run)"
+        )
+    }
+
+    pub(crate) fn sleeps_and_waits(step: &str, key: &str) -> String {
+        format!(
+            "step `{step}` sets `{key}` and waits for a signal; a step sleeps or waits, not both \
+             (put the sleep on a step before it)"
+        )
+    }
+
+    pub(crate) fn key_root(key: &str, step: &str, root: &str, deps: &[String]) -> String {
         let deps = if deps.is_empty() {
             String::new()
         } else {
@@ -319,7 +340,7 @@ pub(crate) mod msg {
                     .join(", ")
             )
         };
-        format!("the `key` of step `{step}` starts at `{root}`; start it at `input`{deps}")
+        format!("the `{key}` of step `{step}` starts at `{root}`; start it at `input`{deps}")
     }
 
     pub(crate) fn wait_without_signal(step: &str, key: &str) -> String {

@@ -231,22 +231,42 @@ fn generated_items(
     }
 }
 
-/// A step reached by key reads its key at a field path of the flow input or of a dependency's
-/// output: a function that reads those fields compiles only when they exist, and a misspelt
-/// field is reported at its name in `key = ...`. (Nothing to check for a path without fields,
-/// or a root whose type is `serde_json::Value`.)
-fn key_path_check(
+/// A step reached by key reads its key, and a step that sleeps until a time reads that time,
+/// at a field path of the flow input or of a dependency's output: a function that reads those
+/// fields compiles only when they exist, and a misspelt field is reported at its name in
+/// `key = ...` or `sleep_until = ...`; the time must also be a `pgflow::rules::WakeTime`.
+/// (Nothing to check for a key without fields, or a root whose type is `serde_json::Value`.)
+fn path_checks(
     flow: &Flow,
     step: &Step,
     output_of: &dyn Fn(&Ident) -> Option<TokenStream>,
+) -> Vec<TokenStream> {
+    let key = step
+        .signal_key
+        .as_ref()
+        .filter(|path| path.len() > 1)
+        .and_then(|path| path_check(flow, path, output_of, None));
+    let wake = step.sleep_until.as_ref().and_then(|path| {
+        let span = path.last()?.span();
+        path_check(flow, path, output_of, Some(span))
+    });
+    key.into_iter().chain(wake).collect()
+}
+
+/// A function that reads `path` from the type of its root; with `wake_time_at`, it also checks
+/// the value is a time to wake at, and a value that is not is reported there.
+fn path_check(
+    flow: &Flow,
+    path: &[Ident],
+    output_of: &dyn Fn(&Ident) -> Option<TokenStream>,
+    wake_time_at: Option<Span>,
 ) -> Option<TokenStream> {
-    let path = step.signal_key.as_ref()?;
     let (root, fields) = path.split_first()?;
-    if fields.is_empty() {
-        return None;
-    }
     let root_ty = if root == "input" {
-        let ty = flow.input.as_ref()?;
+        let ty = flow
+            .input
+            .as_ref()
+            .filter(|ty| !crate::model::is_json_value(ty))?;
         quote!(#ty)
     } else {
         let dep = flow.step_named(root)?;
@@ -255,11 +275,17 @@ fn key_path_check(
         }
         output_of(root)?
     };
+    let read = match wake_time_at {
+        Some(span) => quote_spanned! {span=>
+            ::pgflow::__private::WakeTime::holds(&root #(.#fields)*);
+        },
+        None => quote!(let _ = &root #(.#fields)*;),
+    };
     Some(quote! {
         const _: () = {
             #[allow(dead_code)]
-            fn key_fields(root: &#root_ty) {
-                let _ = &root #(.#fields)*;
+            fn path_fields(root: &#root_ty) {
+                #read
             }
         };
     })
@@ -449,6 +475,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
         let start_delay = option_tokens(step.start_delay);
         let conditions = condition_fields(step);
         let signal = signal_field(flow, step);
+        let sleep = sleep_fields(step);
         quote! {
             ::pgflow::__private::StepDecl {
                 slug: #slug,
@@ -463,6 +490,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
                 start_delay: #start_delay,
                 #conditions
                 #signal
+                #sleep
                 ..::pgflow::__private::StepDecl::DEFAULT
             }
         }
@@ -484,6 +512,24 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
     }
 }
 
+/// The `StepDecl` fields of a step's sleep, if it sleeps.
+fn sleep_fields(step: &Step) -> TokenStream {
+    match (step.sleep, &step.sleep_until) {
+        (Some(seconds), _) => quote!(sleep: ::core::option::Option::Some(#seconds),),
+        (None, Some(path)) => {
+            let parts = path_strings(path);
+            quote!(sleep_until: ::core::option::Option::Some(&[#(#parts),*]),)
+        }
+        (None, None) => TokenStream::new(),
+    }
+}
+
+/// A field path's parts as the SQL core reads them (raw identifiers without `r#`).
+fn path_strings(path: &[Ident]) -> impl Iterator<Item = String> + '_ {
+    path.iter()
+        .map(|part| part.to_string().trim_start_matches("r#").to_owned())
+}
+
 /// The `StepDecl` field of the signal a step waits for, if it waits for one.
 fn signal_field(flow: &Flow, step: &Step) -> TokenStream {
     let (Some(signal), Some(param)) = (&step.signal, step.signal_param()) else {
@@ -496,9 +542,7 @@ fn signal_field(flow: &Flow, step: &Step) -> TokenStream {
     let mode = Ident::new(step.when_timed_out.variant(), Span::call_site());
     let key = match &step.signal_key {
         Some(path) => {
-            let parts = path
-                .iter()
-                .map(|part| part.to_string().trim_start_matches("r#").to_owned());
+            let parts = path_strings(path);
             quote!(::core::option::Option::Some(&[#(#parts),*]))
         }
         None => quote!(::core::option::Option::None),
@@ -699,9 +743,7 @@ fn static_checks(flow: &Flow, step: &Step, input_ty: &Type) -> TokenStream {
             .and_then(step_output_type)
     };
     let mut checks = Vec::new();
-    if let Some(check) = key_path_check(flow, step, &output_of) {
-        checks.push(check);
-    }
+    checks.extend(path_checks(flow, step, &output_of));
     if let Some(ret) = &step.output {
         checks.push(quote_spanned! {ret.span()=>
             const _: () = <#ret as ::pgflow::__private::StepResult>::HOLDS;

@@ -74,6 +74,10 @@ pub(crate) struct Step {
     pub signal_key: Option<Vec<Ident>>,
     pub wait_timeout: Option<u64>,
     pub when_timed_out: SkipMode,
+    /// How long the step sleeps once its dependencies are done, in seconds.
+    pub sleep: Option<u64>,
+    /// Where the time the step sleeps until is read: `input` or a dependency, then fields.
+    pub sleep_until: Option<Vec<Ident>>,
     /// Parameters that name no dependency: reported only when every dependency of the step
     /// exists (a misspelt dependency is the error to show, not its consequences).
     pub unmatched_params: Vec<syn::Error>,
@@ -461,6 +465,7 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
     }
 
     check_signal_args(&slug, &args, &deps, errors);
+    check_sleep_args(&slug, &args, &deps, errors);
 
     let mut unmatched_params = Vec::new();
     let params = read_params(
@@ -503,6 +508,8 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
         when_timed_out: args.when_timed_out.map_or(SkipMode::Fail, |m| m.value),
         signal: args.signal,
         signal_key: args.key,
+        sleep: args.sleep.map(|v| v.value),
+        sleep_until: args.sleep_until,
         unmatched_params,
     }
 }
@@ -519,12 +526,15 @@ fn check_signal_args(slug: &str, args: &StepArgs, deps: &[Ident], errors: &mut E
             if deps.contains(signal) {
                 errors.at(signal, msg::signal_names_dependency(slug, &name));
             }
-            if let Some(root) = args.key.as_ref().and_then(|path| path.first())
-                && root != "input"
-                && !deps.contains(root)
-            {
-                let dep_names: Vec<String> = deps.iter().map(Ident::to_string).collect();
-                errors.at(root, msg::key_root(slug, &root.to_string(), &dep_names));
+            check_path_root("key", slug, args.key.as_ref(), deps, errors);
+            if let Some(sleep) = &args.sleep {
+                errors.push(syn::Error::new(
+                    sleep.span,
+                    msg::sleeps_and_waits(slug, "sleep"),
+                ));
+            }
+            if let Some(root) = args.sleep_until.as_ref().and_then(|path| path.first()) {
+                errors.at(root, msg::sleeps_and_waits(slug, "sleep_until"));
             }
         }
         None => {
@@ -544,6 +554,35 @@ fn check_signal_args(slug: &str, args: &StepArgs, deps: &[Ident], errors: &mut E
                 ));
             }
         }
+    }
+}
+
+/// `sleep` and `sleep_until` exclude each other; the path of `sleep_until` starts at the input
+/// or a dependency. (Sleeping and waiting for a signal is reported by `check_signal_args`.)
+fn check_sleep_args(slug: &str, args: &StepArgs, deps: &[Ident], errors: &mut Errors) {
+    if let (Some(sleep), Some(_)) = (&args.sleep, &args.sleep_until) {
+        errors.push(syn::Error::new(sleep.span, msg::sleeps_two_ways(slug)));
+    }
+    check_path_root("sleep_until", slug, args.sleep_until.as_ref(), deps, errors);
+}
+
+/// A path (`key`, `sleep_until`) starts at `input` or one of the step's dependencies.
+fn check_path_root(
+    key: &str,
+    slug: &str,
+    path: Option<&Vec<Ident>>,
+    deps: &[Ident],
+    errors: &mut Errors,
+) {
+    if let Some(root) = path.and_then(|path| path.first())
+        && root != "input"
+        && !deps.contains(root)
+    {
+        let dep_names: Vec<String> = deps.iter().map(Ident::to_string).collect();
+        errors.at(
+            root,
+            msg::key_root(key, slug, &root.to_string(), &dep_names),
+        );
     }
 }
 

@@ -67,6 +67,10 @@ pub(crate) struct StepArgs {
     pub key: Option<Vec<Ident>>,
     pub wait_timeout: Option<Located<u64>>,
     pub when_timed_out: Option<Located<SkipMode>>,
+    /// `sleep = "3d"`: how long the step sleeps once its dependencies are done.
+    pub sleep: Option<Located<u64>>,
+    /// `sleep_until = input.remind_at`: where the time it sleeps until is read.
+    pub sleep_until: Option<Vec<Ident>>,
 }
 
 /// A value of `when_unmet` or `when_exhausted`.
@@ -124,6 +128,8 @@ const STEP_KEYS: &[&str] = &[
     "key",
     "wait_timeout",
     "when_timed_out",
+    "sleep",
+    "sleep_until",
 ];
 
 /// Parses `#[flow(...)]` arguments, recording problems in `errors`.
@@ -203,7 +209,15 @@ pub(crate) fn step_args(tokens: TokenStream, errors: &mut Errors) -> StepArgs {
                 skip_mode_value,
             ),
             "signal" => set_once(&mut args.signal, &meta, &key, errors, signal_value),
-            "key" => set_once(&mut args.key, &meta, &key, errors, key_path_value),
+            "key" => set_once(&mut args.key, &meta, &key, errors, |m, _, e| {
+                path_value(m, e, msg::key_path_value)
+            }),
+            "sleep" => set_once(&mut args.sleep, &meta, &key, errors, |m, k, e| {
+                duration_value(m, k, e, 1)
+            }),
+            "sleep_until" => set_once(&mut args.sleep_until, &meta, &key, errors, |m, _, e| {
+                path_value(m, e, msg::sleep_until_value)
+            }),
             "wait_timeout" => set_once(&mut args.wait_timeout, &meta, &key, errors, |m, k, e| {
                 duration_value(m, k, e, 1)
             }),
@@ -554,14 +568,15 @@ fn signal_value(
     }
 }
 
-/// `key = input.order_id`, `key = order.id`, `key = input`: a root and field names.
-fn key_path_value(
+/// `key = input.order_id`, `sleep_until = order.remind_at`, `key = input`: a root and field
+/// names. `usage` says how the key is written, for a value that is no such path.
+fn path_value(
     meta: &ParseNestedMeta<'_>,
-    _key: &str,
     errors: &mut Errors,
+    usage: fn() -> String,
 ) -> syn::Result<Option<Vec<Ident>>> {
     if !meta.input.peek(Token![=]) {
-        errors.at(&meta.path, msg::key_path_value());
+        errors.at(&meta.path, usage());
         return Ok(None);
     }
     let expr = expr_value(meta)?;
@@ -587,7 +602,7 @@ fn key_path_value(
             _ => break,
         }
     }
-    errors.at(&expr, msg::key_path_value());
+    errors.at(&expr, usage());
     Ok(None)
 }
 

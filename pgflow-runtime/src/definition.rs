@@ -198,6 +198,21 @@ impl StepSignal {
     }
 }
 
+/// How a step sleeps before it runs, once its dependencies are done: it is `waiting` (no task,
+/// no worker slot, no polling) until its wake time on the database's clock, which it keeps
+/// across restarts; cancelling its run ends the sleep. A wake time that has passed starts the
+/// step at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepSleep {
+    /// For this long (whole seconds, at least one) after its dependencies are done.
+    For(Duration),
+    /// Until the time at this path: `input` (the flow input) or one of its dependencies, then
+    /// field names (`["input", "remind_at"]`). The value is an RFC 3339 time with its offset
+    /// (`2026-12-09T09:00:00Z`, as chrono writes one); a missing or null value means no sleep,
+    /// and anything else fails the step and its run.
+    Until(Vec<String>),
+}
+
 /// When a step runs: JSON containment patterns matched, when the step is ready, against its
 /// input: the flow input for a root step, otherwise the object of its dependencies' outputs
 /// keyed by step slug (a skipped dependency is `null` there). The step runs when the input
@@ -233,6 +248,8 @@ pub struct StepDefinition {
     pub when_exhausted: WhenExhausted,
     /// The signal the step waits for before it runs; `None` runs it as soon as it is ready.
     pub signal: Option<StepSignal>,
+    /// How the step sleeps before it runs (a step sleeps or waits for a signal, not both).
+    pub sleep: Option<StepSleep>,
 }
 
 impl StepDefinition {
@@ -247,6 +264,7 @@ impl StepDefinition {
             condition: None,
             when_exhausted: WhenExhausted::Fail,
             signal: None,
+            sleep: None,
         }
     }
 
@@ -297,6 +315,13 @@ impl StepDefinition {
     #[must_use]
     pub fn waits_for(mut self, signal: StepSignal) -> Self {
         self.signal = Some(signal);
+        self
+    }
+
+    /// Makes the step sleep once its dependencies are done.
+    #[must_use]
+    pub fn sleeps(mut self, sleep: StepSleep) -> Self {
+        self.sleep = Some(sleep);
         self
     }
 }
@@ -450,6 +475,17 @@ impl FlowDefinition {
                             .and_then(|s| s.timeout).map(|d| d.as_secs().max(1)),
                         "when_timed_out": step.signal.as_ref().map(|s| s.when_timed_out.as_str()),
                         "signal_key": step.signal.as_ref().and_then(|s| s.key_path.clone()),
+                        "sleep": match &step.sleep {
+                            // Whole seconds, rounded up: only a zero sleep is refused.
+                            Some(StepSleep::For(d)) => {
+                                Some(d.as_secs() + u64::from(d.subsec_nanos() > 0))
+                            }
+                            _ => None,
+                        },
+                        "sleep_until": match &step.sleep {
+                            Some(StepSleep::Until(path)) => Some(path.clone()),
+                            _ => None,
+                        },
                     })
                 })
                 .collect(),

@@ -21,7 +21,7 @@ pub use crate::handler::{HandlerFuture, StepFailure, StepHandler, TaskInput};
 pub use crate::state::State;
 
 use crate::definition::{
-    FlowOptions, StepCondition, StepDefinition, StepOptions, StepSignal, StepType,
+    FlowOptions, StepCondition, StepDefinition, StepOptions, StepSignal, StepSleep, StepType,
 };
 pub use crate::definition::{WhenExhausted, WhenTimedOut, WhenUnmet};
 pub use crate::engine::{EventDelivery, SignalOutcome};
@@ -104,6 +104,10 @@ pub struct StepDecl {
     pub when_exhausted: WhenExhausted,
     /// `signal`, with `wait_timeout` and `when_timed_out`, if set.
     pub signal: Option<SignalDecl>,
+    /// `sleep` in seconds, if set.
+    pub sleep: Option<u64>,
+    /// `sleep_until`: where the wake time is read (`input` or a dependency, then fields).
+    pub sleep_until: Option<&'static [&'static str]>,
 }
 
 /// The signal a step waits for, as the macro writes it down.
@@ -141,7 +145,14 @@ impl StepDecl {
         when_unmet: WhenUnmet::Skip,
         when_exhausted: WhenExhausted::Fail,
         signal: None,
+        sleep: None,
+        sleep_until: None,
     };
+}
+
+/// A field path the macro wrote down (`["input", "order_id"]`), owned.
+fn owned_path(path: &'static [&'static str]) -> Vec<String> {
+    path.iter().map(|part| (*part).to_owned()).collect()
 }
 
 /// A condition pattern the macro wrote down as JSON text.
@@ -201,10 +212,13 @@ pub fn definition(decl: &FlowDecl) -> FlowDefinition {
                 schema: signal.schema.map(|schema| schema()),
                 timeout: signal.timeout.map(Duration::from_secs),
                 when_timed_out: signal.when_timed_out,
-                key_path: signal
-                    .key
-                    .map(|path| path.iter().map(|part| (*part).to_owned()).collect()),
+                key_path: signal.key.map(owned_path),
             }),
+            sleep: match (step.sleep, step.sleep_until) {
+                (Some(seconds), _) => Some(StepSleep::For(Duration::from_secs(seconds))),
+                (None, Some(path)) => Some(StepSleep::Until(owned_path(path))),
+                (None, None) => None,
+            },
         });
     }
     if let Some(schema) = decl.input_schema {
@@ -317,6 +331,23 @@ pub trait DependencyType<Expected> {
 }
 #[diagnostic::do_not_recommend]
 impl<T> DependencyType<T> for T {}
+
+/// `Self` is a time a step can sleep until (`sleep_until = input.remind_at`): a chrono
+/// `DateTime`, which JSON holds as an RFC 3339 time with its offset, or an `Option` of one
+/// (`None`: no sleep).
+#[diagnostic::on_unimplemented(
+    message = "`sleep_until` needs a time, and `{Self}` is not one",
+    label = "the field the step sleeps until",
+    note = "make it a `chrono::DateTime<chrono::Utc>` (or another `chrono::DateTime`), or an `Option` of one for a sleep that may not happen"
+)]
+pub trait WakeTime {
+    /// Named by the code `#[flow]` generates for the field of `sleep_until`
+    /// (`WakeTime::holds(&input.remind_at)`): compiles only where the rule holds, and a
+    /// failure names no helper function.
+    fn holds(&self) {}
+}
+impl<Tz: chrono::TimeZone> WakeTime for chrono::DateTime<Tz> {}
+impl<T: WakeTime> WakeTime for Option<T> {}
 
 /// `Self` can be a signal's payload: sent as JSON and decoded by the step that waits for it.
 #[diagnostic::on_unimplemented(

@@ -30,6 +30,16 @@ as $$
   where s.flow_slug = p_flow_slug
 $$;
 
+-- A JSON array of strings as a text array, in order (null for JSON null or nothing).
+create or replace function pgflow.text_array(p_value jsonb)
+returns text[]
+language sql
+immutable
+as $$
+  select array_agg(e.value order by e.n)
+  from jsonb_array_elements_text(nullif(p_value, 'null'::jsonb)) with ordinality as e(value, n)
+$$;
+
 -- Raises PF001 with a message naming the flow and what is wrong.
 create or replace function pgflow.raise_invalid_definition(p_flow_slug text, p_problem text)
 returns void
@@ -174,7 +184,11 @@ $$;
 --            read when it begins to wait: a path whose first element is "input" (the flow
 --            input) or one of the step's dependencies, then field names (see emit_events).
 --            The signal, its key and when_timed_out are part of the shape; the type, schema
---            and timeout are settings.
+--            and timeout are settings. "sleep" (seconds, at least 1) makes the step sleep that
+--            long once its dependencies are done; "sleep_until" instead until the time read
+--            then at a path like signal_key's (an RFC 3339 time; a missing or null value: no
+--            sleep). A step sleeps or waits for a signal, not both. Both are settings: a
+--            sleep delays a step, it changes neither what runs nor what it receives.
 --
 -- p_input_type, p_output_type: the Rust type names of the flow's input and output as the
 --            caller's code names them (null: not known); recorded on compile and brought up to
@@ -235,6 +249,7 @@ declare
   v_signals text[] := array[]::text[];
   v_wait jsonb;
   v_key jsonb;
+  v_sleep_until jsonb;
 begin
   -- 1. Validate the definition completely before touching anything.
   if not pgflow.is_valid_slug(p_flow_slug) then
@@ -384,6 +399,29 @@ begin
         || 'add `signal`, or drop them', v_slug));
     end if;
 
+    v_sleep_until := nullif(v_step -> 'sleep_until', 'null'::jsonb);
+    if v_sleep_until is not null and (
+         jsonb_typeof(v_sleep_until) <> 'array' or jsonb_array_length(v_sleep_until) = 0
+         or exists (select 1 from jsonb_array_elements(v_sleep_until) e
+                    where jsonb_typeof(e) <> 'string')
+         or not (v_sleep_until ->> 0 = 'input' or v_sleep_until ->> 0 = any(v_deps))) then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s`: sleep_until must be a path of field names whose first element is `input` '
+        || 'or one of the step''s dependencies, got %s', v_slug, v_sleep_until));
+    end if;
+    if v_sleep_until is not null and coalesce(v_step -> 'sleep', 'null'::jsonb) <> 'null'::jsonb
+    then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` sets both `sleep` and `sleep_until`; a step sleeps one way', v_slug));
+    end if;
+    if v_signal is not null and (v_sleep_until is not null
+                                 or coalesce(v_step -> 'sleep', 'null'::jsonb) <> 'null'::jsonb)
+    then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` both sleeps and waits for signal `%s`; a step does one or the other (put the '
+        || 'sleep on a step before it)', v_slug, v_signal));
+    end if;
+
     v_seen := v_seen || v_slug;
     v_shape := v_shape || jsonb_build_array(jsonb_build_object(
       'slug', v_slug,
@@ -405,7 +443,9 @@ begin
       'start_delay', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'start_delay', 0, null),
       'wait_timeout', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'wait_timeout', 1, null),
       'signal_type', v_step ->> 'signal_type',
-      'signal_schema', nullif(v_step -> 'signal_schema', 'null'::jsonb)));
+      'signal_schema', nullif(v_step -> 'signal_schema', 'null'::jsonb),
+      'sleep', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'sleep', 1, null),
+      'sleep_until', v_sleep_until));
   end loop;
 
   -- 2. Serialize compile/verify of this flow slug.
@@ -504,18 +544,22 @@ begin
         opt_start_delay = (x ->> 'start_delay')::integer,
         wait_timeout = (x ->> 'wait_timeout')::integer,
         signal_type = coalesce(x ->> 'signal_type', s.signal_type),
-        signal_schema = nullif(x -> 'signal_schema', 'null'::jsonb)
+        signal_schema = nullif(x -> 'signal_schema', 'null'::jsonb),
+        sleep_seconds = (x ->> 'sleep')::integer,
+        sleep_until_path = pgflow.text_array(x -> 'sleep_until')
     from jsonb_array_elements(v_settings) x
     where s.flow_slug = p_flow_slug
       and s.step_slug = x ->> 'slug'
       and (s.opt_max_attempts, s.opt_base_delay, s.opt_max_delay, s.opt_jitter, s.opt_timeout,
-           s.opt_start_delay, s.wait_timeout, s.signal_type, s.signal_schema)
+           s.opt_start_delay, s.wait_timeout, s.signal_type, s.signal_schema, s.sleep_seconds,
+           s.sleep_until_path)
           is distinct from ((x ->> 'max_attempts')::integer, (x ->> 'base_delay')::integer,
                             (x ->> 'max_delay')::integer, (x ->> 'jitter')::integer,
                             (x ->> 'timeout')::integer, (x ->> 'start_delay')::integer,
                             (x ->> 'wait_timeout')::integer,
                             coalesce(x ->> 'signal_type', s.signal_type),
-                            nullif(x -> 'signal_schema', 'null'::jsonb));
+                            nullif(x -> 'signal_schema', 'null'::jsonb),
+                            (x ->> 'sleep')::integer, pgflow.text_array(x -> 'sleep_until'));
     v_status := 'verified';
   else
     -- 3b. Compile.
@@ -529,7 +573,8 @@ begin
                               opt_max_attempts, opt_base_delay, opt_max_delay, opt_jitter,
                               opt_timeout, opt_start_delay, condition_when, condition_unless,
                               when_unmet, when_exhausted, signal_name, when_timed_out,
-                              wait_timeout, signal_type, signal_schema, signal_key_path)
+                              wait_timeout, signal_type, signal_schema, signal_key_path,
+                              sleep_seconds, sleep_until_path)
     select p_flow_slug,
            shape.value ->> 'slug',
            (shape.ordinality - 1)::integer,
@@ -551,9 +596,9 @@ begin
            (settings ->> 'wait_timeout')::integer,
            settings ->> 'signal_type',
            nullif(settings -> 'signal_schema', 'null'::jsonb),
-           (select array_agg(k order by n)
-            from jsonb_array_elements_text(nullif(shape.value -> 'wait' -> 'key', 'null'::jsonb))
-              with ordinality as p(k, n))
+           pgflow.text_array(shape.value -> 'wait' -> 'key'),
+           (settings ->> 'sleep')::integer,
+           pgflow.text_array(settings -> 'sleep_until')
     from jsonb_array_elements(v_shape) with ordinality as shape(value, ordinality)
     join lateral (select v_settings -> (shape.ordinality::integer - 1) as settings) s on true;
 

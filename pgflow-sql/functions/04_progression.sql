@@ -177,9 +177,10 @@ begin
       select l.row_ctid, l.run_id, l.step_slug, l.n, l.ready, s.queue_name,
              coalesce(s.opt_start_delay, 0) as start_delay,
              case when not l.ready then null
-                  -- a condition or a signal is decided by start_ready_steps
+                  -- a condition, a signal or a sleep is decided by start_ready_steps
                   when s.condition_when is not null or s.condition_unless is not null
-                       or s.signal_name is not null then null
+                       or s.signal_name is not null or s.sleep_seconds is not null
+                       or s.sleep_until_path is not null then null
                   when s.step_type = 'single' then 1
                   else (select case when dss.status = 'skipped' then 0
                                     when jsonb_typeof(dss.output) = 'array'
@@ -390,6 +391,12 @@ $$;
 -- emit_events call this) starts as any other. Its condition, if it has one, is decided before
 -- it waits.
 --
+-- A step that sleeps (steps.sleep_seconds, or sleep_until_path: a time read from the flow input
+-- or a dependency's output) is 'waiting' the same way, with a wait of kind 'sleep' whose
+-- deadline is its wake time, fixed when it becomes ready; a wake time that has passed (or a
+-- missing or null one) starts it at once, and one that is no RFC 3339 time fails the step and
+-- its run. It starts once its wait is gone (expire_waits removes it at the wake time).
+--
 -- A step with a condition is decided here. Its input is the flow input (a root step) or the
 -- object of its dependencies' outputs, keyed by step slug (null for a skipped one); the
 -- condition holds when the input contains the `when` pattern (if any) and does not contain
@@ -407,6 +414,7 @@ as $$
 declare
   v_started pgflow.started_step[];
   v_bad_runs uuid[];
+  v_bad_wake_runs uuid[];
   v_unmet_runs uuid[];
   v_skip_runs uuid[];
   v_skip_steps text[];
@@ -414,7 +422,8 @@ declare
 begin
   with ready as (
     select ss.ctid as row_ctid, ss.run_id, ss.step_slug, s.step_type, s.queue_name,
-           s.when_unmet, s.signal_name, s.wait_timeout, sig.has_signal, sig.signal_key,
+           s.when_unmet, s.signal_name, s.wait_timeout, sig.awaited, sig.signal_key,
+           slp.wake_at, slp.bad_wake, s.sleep_until_path, jsonb_typeof(slp.raw) as wake_got,
            coalesce(s.opt_start_delay, 0)
              + greatest(0, ceil(extract(epoch from r.scheduled_for - clock_timestamp())))::integer
              as start_delay,
@@ -456,15 +465,34 @@ begin
              end as input
     ) cond
     cross join lateral (
-      -- whether the step has what it waits for (a step that waits for nothing has)
-      select s.signal_name is null
-             or exists (select 1 from pgflow.signals sg
-                        where sg.run_id = ss.run_id and sg.signal_name = s.signal_name)
-             as has_signal,
+      -- when a step that sleeps wakes, fixed as it becomes ready ('created')
+      select v.raw,
+             case when ss.status <> 'created' then null
+                  when s.sleep_seconds is not null
+                    then now() + make_interval(secs => s.sleep_seconds)
+                  when v.raw is not null then pgflow.wake_time_of(v.raw)
+             end as wake_at,
+             v.raw is not null and v.raw <> 'null'::jsonb
+               and pgflow.wake_time_of(v.raw) is null as bad_wake
+      from (select case when s.sleep_until_path is not null and ss.status = 'created'
+                        then pgflow.run_value_at(s.sleep_until_path, ss.run_id, r.input)
+                   end as raw) v
+    ) slp
+    cross join lateral (
+      -- whether the step has what it waits for (a step that waits for nothing has): its
+      -- signal, or the end of its sleep (its wake time has passed, or its wait is gone)
+      select case when s.signal_name is not null then
+                    exists (select 1 from pgflow.signals sg
+                            where sg.run_id = ss.run_id and sg.signal_name = s.signal_name)
+                  when ss.status = 'waiting' then
+                    not exists (select 1 from pgflow.waits w
+                                where w.run_id = ss.run_id and w.step_slug = ss.step_slug)
+                  else slp.wake_at is null or slp.wake_at <= now()
+             end as awaited,
              pgflow.signal_key_of(s.signal_key_path, ss.run_id, r.input) as signal_key
     ) sig
     where ss.run_id = any(p_run_ids) and ss.remaining_deps = 0
-      and (ss.status = 'created' or (ss.status = 'waiting' and sig.has_signal))
+      and (ss.status = 'created' or (ss.status = 'waiting' and sig.awaited))
     order by ss.run_id, ss.step_slug
     for no key update of ss
   ),
@@ -473,14 +501,15 @@ begin
            case when not ready.met and ready.when_unmet = 'fail' then 'unmet'
                 when not ready.met then 'skip'
                 when ready.task_count is null then 'bad_map'
-                when not ready.has_signal then 'wait'
+                when ready.bad_wake then 'bad_wake'
+                when not ready.awaited then 'wait'
                 else 'start'
            end as outcome
     from ready
   ),
   decided as (
     select outcomes.*,
-           bool_or(outcomes.outcome in ('unmet', 'bad_map'))
+           bool_or(outcomes.outcome in ('unmet', 'bad_map', 'bad_wake'))
              over (partition by outcomes.run_id) as run_fails
     from outcomes
   ),
@@ -495,20 +524,28 @@ begin
             format('step `%s`: its condition was not met (when_unmet = fail)', d.step_slug)
           when d.outcome = 'bad_map' then
             format('map step `%s` needs an array to map over, got %s',
-                   d.step_slug, coalesce(d.got, 'nothing')) end,
+                   d.step_slug, coalesce(d.got, 'nothing'))
+          when d.outcome = 'bad_wake' then
+            format('step `%s` sleeps until the time at `%s`, but got a %s that is no time; '
+                   'write an RFC 3339 time with its offset, as 2026-12-09T09:00:00Z',
+                   d.step_slug, array_to_string(d.sleep_until_path, '.'), d.wake_got) end,
         initial_tasks = case when d.outcome = 'start' then d.task_count end,
         remaining_tasks = case when d.outcome = 'start' then d.task_count end
     from decided d
     where ss.ctid = d.row_ctid
-      and (d.outcome in ('unmet', 'bad_map')
+      and (d.outcome in ('unmet', 'bad_map', 'bad_wake')
            or (d.outcome in ('start', 'wait') and not d.run_fails))
     returning ss.run_id, ss.step_slug, ss.status, d.outcome, d.task_count, ss.flow_slug,
-              d.queue_name, d.start_delay, d.signal_name, d.wait_timeout, d.signal_key
+              d.queue_name, d.start_delay, d.signal_name, d.wait_timeout, d.signal_key,
+              d.wake_at
   ),
   waiting as (
-    insert into pgflow.waits (run_id, step_slug, flow_slug, signal_name, deadline, signal_key)
+    insert into pgflow.waits (run_id, step_slug, flow_slug, signal_name, deadline, signal_key,
+                              kind)
     select c.run_id, c.step_slug, c.flow_slug, c.signal_name,
-           now() + make_interval(secs => c.wait_timeout), c.signal_key
+           case when c.signal_name is null then c.wake_at
+                else now() + make_interval(secs => c.wait_timeout) end,
+           c.signal_key, case when c.signal_name is null then 'sleep' else 'signal' end
     from changed c
     where c.outcome = 'wait'
     on conflict (run_id, step_slug) do nothing
@@ -517,6 +554,7 @@ begin
     select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
                      ::pgflow.started_step) filter (where status = 'started') as steps,
            array_agg(distinct run_id) filter (where outcome = 'bad_map') as bad_runs,
+           array_agg(distinct run_id) filter (where outcome = 'bad_wake') as bad_wake_runs,
            array_agg(distinct run_id) filter (where outcome = 'unmet') as unmet_runs
     from changed
   ),
@@ -527,13 +565,17 @@ begin
     from decided d
     where d.outcome = 'skip' and not d.run_fails
   )
-  select started.steps, started.bad_runs, started.unmet_runs, skipping.runs, skipping.steps,
-         skipping.cascade
-  into v_started, v_bad_runs, v_unmet_runs, v_skip_runs, v_skip_steps, v_skip_cascade
+  select started.steps, started.bad_runs, started.bad_wake_runs, started.unmet_runs,
+         skipping.runs, skipping.steps, skipping.cascade
+  into v_started, v_bad_runs, v_bad_wake_runs, v_unmet_runs, v_skip_runs, v_skip_steps,
+       v_skip_cascade
   from started, skipping;
 
   if v_bad_runs is not null then
     perform pgflow.fail_runs(v_bad_runs, 'run failed: a map step received a non-array input');
+  end if;
+  if v_bad_wake_runs is not null then
+    perform pgflow.fail_runs(v_bad_wake_runs, 'run failed: a step''s wake time is no time');
   end if;
   if v_unmet_runs is not null then
     perform pgflow.fail_runs(v_unmet_runs, 'run failed: a step''s condition was not met');

@@ -229,25 +229,26 @@ begin
     -- Every step state in one write, the root steps already started and sized: a single step
     -- gets one task, a root map step one per element of the run's input. A root step that
     -- waits for a signal (and has no condition) is 'waiting' at once, with its wait (a new run
-    -- has received no signal yet). A root step with a condition stays 'created' and is decided
-    -- by start_ready_steps. A run whose input a root map step cannot map over (not an array)
+    -- has received no signal yet). A root step with a condition or a sleep stays 'created' and
+    -- is decided by start_ready_steps. A run whose input a root map step cannot map over (not an array)
     -- gets all its steps 'created' and is left to start_ready_steps, which fails it (unless
     -- the map step's condition skips it).
     with planned as (
       select r.run_id, s.step_slug, s.flow_slug, s.deps_count, s.queue_name,
              coalesce(s.opt_start_delay, 0) + v_delay as start_delay,
-             case when s.deps_count > 0 or c.conditional or c.waits then null
+             case when s.deps_count > 0 or c.deferred or c.waits then null
                   when s.step_type = 'single' then 1
                   when jsonb_typeof(r.input) = 'array' then jsonb_array_length(r.input)
              end as task_count,
-             s.deps_count = 0 and s.step_type = 'map' and not c.conditional and not c.waits
+             s.deps_count = 0 and s.step_type = 'map' and not c.deferred and not c.waits
                and jsonb_typeof(r.input) is distinct from 'array' as bad,
-             s.deps_count = 0 and c.conditional as decided_later,
-             s.deps_count = 0 and c.waits and not c.conditional as waits_now
+             s.deps_count = 0 and c.deferred as decided_later,
+             s.deps_count = 0 and c.waits and not c.deferred as waits_now
       from unnest(v_run_ids, v_inputs) as r(run_id, input)
       cross join pgflow.steps s
       cross join lateral (select s.condition_when is not null or s.condition_unless is not null
-                                   as conditional,
+                                   or s.sleep_seconds is not null
+                                   or s.sleep_until_path is not null as deferred,
                                  s.signal_name is not null as waits) c
       where s.flow_slug = v_flow_slug
     ),

@@ -1,7 +1,8 @@
--- Signals: a step that waits for a named signal starts once its run has received it
--- (start_ready_steps makes it 'waiting' until then). send_signal delivers a signal, in the
--- caller's transaction; expire_waits ends the waits whose deadline passed; a worker reads the
--- payload of the signal its step waited for with signal_payload.
+-- Signals and sleeps: a step that waits for a named signal starts once its run has received
+-- it, and one that sleeps once its wake time has come (start_ready_steps makes either
+-- 'waiting' until then). send_signal delivers a signal, in the caller's transaction;
+-- expire_waits ends the waits whose deadline passed (a timeout, or a sleep's end); a worker
+-- reads the payload of the signal its step waited for with signal_payload.
 
 -- Raises PF016: a signal refused, naming the run, the signal and why. Nothing was changed.
 create or replace function pgflow.refuse_signal(
@@ -133,20 +134,57 @@ begin
 end;
 $$;
 
--- signal_key_of: the key a step waits by in run p_run_id, read at p_path (steps.signal_key_path)
--- from the run's input p_input (`input`) or a dependency's output, as text; null without a
--- path or a value there. (A SQL function Postgres inlines into the statements that call it:
--- start_flows and start_ready_steps, when steps begin to wait.)
+-- run_value_at: the value at p_path in run p_run_id: its first element `input` (the run's
+-- input p_input) or a dependency's slug (that step's output), then field names; null without a
+-- path or a value there. (SQL functions Postgres inlines into the statements that call them.)
+create or replace function pgflow.run_value_at(p_path text[], p_run_id uuid, p_input jsonb)
+returns jsonb
+language sql
+stable
+as $$
+  select case when p_path is null then null
+              when p_path[1] = 'input' then p_input #> p_path[2:]
+              else (select dss.output from pgflow.step_states dss
+                    where dss.run_id = p_run_id and dss.step_slug = p_path[1]) #> p_path[2:]
+         end
+$$;
+
+-- signal_key_of: the key a step waits by in run p_run_id, read at p_path (steps.signal_key_path,
+-- see run_value_at) as text; null without a path or a value there. start_flows and
+-- start_ready_steps read it when steps begin to wait.
 create or replace function pgflow.signal_key_of(p_path text[], p_run_id uuid, p_input jsonb)
 returns text
 language sql
 stable
 as $$
-  select case when p_path is null then null
-              when p_path[1] = 'input' then p_input #>> p_path[2:]
-              else (select dss.output from pgflow.step_states dss
-                    where dss.run_id = p_run_id and dss.step_slug = p_path[1]) #>> p_path[2:]
-         end
+  select pgflow.run_value_at(p_path, p_run_id, p_input) #>> '{}'
+$$;
+
+-- wake_time_of: p_value as the time a sleeping step wakes at: a JSON string holding an RFC 3339
+-- time with its offset (2026-12-09T09:00:00Z, 2026-12-09T10:00:00.5+01:00), as chrono and
+-- most JSON encoders write one; null for anything else (the caller tells a missing or null
+-- value, which means no sleep, from one that is no time).
+create or replace function pgflow.wake_time_of(p_value jsonb)
+returns timestamptz
+language plpgsql
+stable
+as $$
+declare
+  v_text text;
+begin
+  if p_value is null or jsonb_typeof(p_value) <> 'string' then
+    return null;
+  end if;
+  v_text := p_value #>> '{}';
+  if v_text !~ '^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$' then
+    return null;
+  end if;
+  begin
+    return v_text::timestamptz;
+  exception when datetime_field_overflow or invalid_datetime_format then
+    return null;  -- well formed, but no such day or hour (2026-02-30)
+  end;
+end;
 $$;
 
 -- signal_payload: the payload of the signal step p_step_slug of run p_run_id waited for (null
@@ -165,14 +203,16 @@ as $$
 $$;
 
 -- expire_waits: ends the waits whose deadline has passed (at most p_limit, oldest deadline
--- first), each as its step's when_timed_out says: `fail` fails the step (its error names the
--- signal and how long it waited) and its run; `skip` and `skip_cascade` skip it (reason
--- timed_out, and with skip_cascade everything downstream), and the run goes on. The deadline is
--- the database's clock, so a wait ends on time whichever process looks, and late (at the next
--- look) when none does. Any number of processes may call it at once: a wait ends once.
+-- first). A sleep's ends at its wake time: its step starts. A signal's times out, as its step's
+-- when_timed_out says: `fail` fails the step (its error names the signal and how long it
+-- waited) and its run; `skip` and `skip_cascade` skip it (reason timed_out, and with
+-- skip_cascade everything downstream), and the run goes on. The deadline is the database's
+-- clock, so a wait ends on time whichever process looks, and late (at the next look) when none
+-- does. Any number of processes may call it at once: a wait ends once.
 -- Returns how many waits it ended and the soonest deadline still ahead (null: none), so the
 -- caller knows when to look again.
--- Locks: the runs of the due waits (order), then their waits, then as fail_runs and skip_steps.
+-- Locks: the runs of the due waits (order), then their waits, then as fail_runs, skip_steps
+-- and start_ready_steps.
 create or replace function pgflow.expire_waits(p_limit integer default 1000)
 returns table (expired integer, next_deadline timestamptz)
 language plpgsql
@@ -183,6 +223,7 @@ declare
   v_skip_runs uuid[];
   v_skip_steps text[];
   v_skip_cascade boolean[];
+  v_woken_runs uuid[];
   v_count integer := 0;
 begin
   select array_agg(distinct w.run_id) into v_due
@@ -195,7 +236,7 @@ begin
     perform pgflow.lock_runs(v_due);
     with due as (
       select w.ctid as row_ctid, w.run_id, w.step_slug, w.signal_name, w.waiting_since,
-             s.when_timed_out
+             case when w.kind = 'sleep' then 'wake' else s.when_timed_out end as ending
       from pgflow.waits w
       join pgflow.runs r on r.run_id = w.run_id and r.status = 'started'
       join pgflow.steps s on s.flow_slug = w.flow_slug and s.step_slug = w.step_slug
@@ -215,19 +256,20 @@ begin
             'step `%s` waited %s for signal `%s` and timed out (when_timed_out = fail)',
             e.step_slug, date_trunc('second', now() - e.waiting_since), e.signal_name)
       from ended e
-      where e.when_timed_out = 'fail' and ss.run_id = e.run_id and ss.step_slug = e.step_slug
+      where e.ending = 'fail' and ss.run_id = e.run_id and ss.step_slug = e.step_slug
         and ss.status = 'waiting'
       returning ss.run_id
     )
     select (select count(*) from ended)::integer,
            (select array_agg(distinct f.run_id) from failed f),
            (select array_agg(e.run_id order by e.run_id, e.step_slug) from ended e
-            where e.when_timed_out <> 'fail'),
+            where e.ending like 'skip%'),
            (select array_agg(e.step_slug order by e.run_id, e.step_slug) from ended e
-            where e.when_timed_out <> 'fail'),
-           (select array_agg(e.when_timed_out = 'skip_cascade' order by e.run_id, e.step_slug)
-            from ended e where e.when_timed_out <> 'fail')
-    into v_count, v_fail_runs, v_skip_runs, v_skip_steps, v_skip_cascade;
+            where e.ending like 'skip%'),
+           (select array_agg(e.ending = 'skip_cascade' order by e.run_id, e.step_slug)
+            from ended e where e.ending like 'skip%'),
+           (select array_agg(distinct e.run_id) from ended e where e.ending = 'wake')
+    into v_count, v_fail_runs, v_skip_runs, v_skip_steps, v_skip_cascade, v_woken_runs;
 
     if v_fail_runs is not null then
       perform pgflow.fail_runs(v_fail_runs, 'run failed: a step timed out waiting for a signal');
@@ -236,6 +278,9 @@ begin
       perform pgflow.skip_steps(v_skip_runs, v_skip_steps,
                                 array_fill('timed_out'::text, array[cardinality(v_skip_runs)]),
                                 v_skip_cascade, null);
+    end if;
+    if v_woken_runs is not null then
+      perform pgflow.start_ready_steps(v_woken_runs);
     end if;
     -- Waits of runs that ended without them (failed or cancelled meanwhile) go too.
     delete from pgflow.waits w

@@ -43,6 +43,7 @@ mod roles;
 mod rollout;
 mod schedules;
 mod signals;
+mod sleeps;
 mod snooze;
 mod stalled;
 mod starts;
