@@ -300,8 +300,10 @@ impl RoleArg {
 pub(crate) enum StatusArg {
     /// Started for a later time that has not come yet.
     Scheduled,
-    /// Still running (and not waiting for its time).
+    /// Still running (not waiting for its time, nor only waiting).
     Started,
+    /// Running, but only waiting: for a signal, an event or the end of a sleep.
+    Waiting,
     /// Ended with an output.
     Completed,
     /// Ended with a failure.
@@ -317,6 +319,7 @@ impl StatusArg {
         match self {
             Self::Scheduled => ShownState::Scheduled,
             Self::Started => ShownState::Started,
+            Self::Waiting => ShownState::Waiting,
             Self::Completed => ShownState::Completed,
             Self::Failed => ShownState::Failed,
             Self::Cancelled => ShownState::Cancelled,

@@ -59,7 +59,8 @@ pub mod names {
     /// Gauge, read from Postgres: live workers polling a queue (`queue`).
     pub const LIVE_WORKERS: &str = "pgflow_live_workers";
     /// Gauge, read from Postgres: steps waiting (`flow`, `reason`: `signal` for a step waiting
-    /// for a signal by run id, `event` for one an event reaches by key).
+    /// for a signal by run id, `event` for one an event reaches by key, `sleep` for one that
+    /// sleeps).
     pub const WAITING_STEPS: &str = "pgflow_waiting_steps";
 }
 

@@ -361,3 +361,59 @@ async fn a_step_sleeps_one_way_and_does_not_also_wait_for_a_signal(pool: PgPool)
         }
     }
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_run_that_only_waits_is_shown_and_listed_as_waiting(pool: PgPool) {
+    use pgflow_runtime::admin::browse::{self, RunListing};
+    use pgflow_runtime::admin::inspect::{self, ShownState};
+
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&nap_v1::deployment()).await.unwrap();
+    client.deploy(&trial_v1::deployment()).await.unwrap();
+    // No worker: the nap sleeps, and the trial's first step stays queued.
+    let napping = nap_v1::start(&client, &1).await.unwrap().run_id();
+    let queued = trial_v1::start(&client, &trial(None))
+        .await
+        .unwrap()
+        .run_id();
+
+    let shown = |run_id| {
+        let pool = pool.clone();
+        async move { engine::run(&pool, run_id).await.unwrap().shown_status() }
+    };
+    assert_eq!(shown(napping).await, "waiting");
+    assert_eq!(shown(queued).await, "started");
+
+    let listed = async |state| -> Vec<Uuid> {
+        inspect::recent_runs(&pool, None, Some(state), 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|run| run.run_id)
+            .collect()
+    };
+    assert_eq!(listed(ShownState::Waiting).await, vec![napping]);
+    assert_eq!(listed(ShownState::Started).await, vec![queued]);
+
+    let page = browse::list_runs(
+        &pool,
+        &RunListing {
+            waiting: true,
+            ..RunListing::default()
+        },
+    )
+    .await
+    .unwrap();
+    let ids: Vec<(Uuid, &str)> = page
+        .runs
+        .iter()
+        .map(|r| (r.run_id, r.shown_status()))
+        .collect();
+    assert_eq!(ids, vec![(napping, "waiting")]);
+
+    // Once it ends, it is shown as it ended.
+    client.cancel(napping, None).await.unwrap();
+    assert_eq!(shown(napping).await, "cancelled");
+    assert!(listed(ShownState::Waiting).await.is_empty());
+}

@@ -182,18 +182,27 @@ pub(super) async fn show(
             }
             text.push_str(&crate::output::render(&table));
             if !waits.is_empty() {
-                text.push_str("\n\nwaiting for signals (`pgflow signal <run> <name>` sends one)\n");
-                let mut table = out.table(&["step", "signal", "key", "since", "times out"]);
+                text.push_str(
+                    "\n\nwaiting steps (`pgflow signal <run> <name>` sends a signal)\n",
+                );
+                let mut table = out.table(&["step", "waits for", "key", "since", "until"]);
                 for w in &waits {
+                    let until = |verb: &str, at| {
+                        format!("{verb} {} (in {})", human::timestamp(at), human::between(now, at))
+                    };
                     table.add_row(vec![
                         Cell::new(&w.step_slug),
-                        Cell::new(&w.signal_name),
+                        Cell::new(match &w.signal_name {
+                            Some(name) => format!("{} `{name}`", w.reason),
+                            None => w.reason.clone(),
+                        }),
                         Cell::new(w.signal_key.as_deref().unwrap_or("-")),
                         Cell::new(human::ago(w.waiting_since)),
-                        Cell::new(w.deadline.map_or_else(
-                            || "never".to_owned(),
-                            |at| format!("{} (in {})", human::timestamp(at), human::between(now, at)),
-                        )),
+                        Cell::new(match w.deadline {
+                            Some(at) if w.sleeps() => until("wakes", at),
+                            Some(at) => until("times out", at),
+                            None => "no time-out".to_owned(),
+                        }),
                     ]);
                 }
                 text.push_str(&crate::output::render(&table));

@@ -49,13 +49,29 @@ async fn signal_delivers_a_payload_and_says_what_it_did(pool: PgPool) {
     // `pgflow run` says what the run waits for.
     let output = pgflow(&pool, &["run", &id]);
     let text = stdout(&output);
-    assert!(text.contains("waiting for signals"), "{text}");
+    assert!(
+        text.contains("waiting steps") && text.contains("signal `verdict`"),
+        "{text}"
+    );
     let row = crate::support::row_of(&text, "decide");
     assert_eq!(row.get(1), Some(&"waiting"), "{text}");
     let output = pgflow(&pool, &["--json", "run", &id]);
     let shown: Value = serde_json::from_str(&stdout(&output)).unwrap();
     assert_eq!(shown["waits"][0]["signal_name"], "verdict");
+    assert_eq!(shown["waits"][0]["reason"], "signal");
     assert_eq!(shown["waits"][0]["deadline"], Value::Null);
+    // The run only waits: shown `waiting`, and listed by that state and not as `started`.
+    assert_eq!(shown["status"], "waiting", "{shown}");
+    let listed = |status: &str| -> Vec<Value> {
+        let output = pgflow(&pool, &["--json", "runs", "--status", status]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        serde_json::from_str(&stdout(&output)).unwrap()
+    };
+    let waiting = listed("waiting");
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert_eq!(waiting[0]["run_id"], id.as_str());
+    assert_eq!(waiting[0]["status"], "waiting");
+    assert!(listed("started").is_empty());
 
     let output = pgflow(
         &pool,

@@ -157,23 +157,29 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
             }
             @if !waits.is_empty() {
                 section #waits {
-                    h2 { "Waiting for signals" }
+                    h2 { "Waiting" }
                     table {
                         thead { tr {
-                            th { "Step" } th { "Signal" } th { "Key" } th { "Since" }
-                            th { "Times out" } @if actions { th {} }
+                            th { "Step" } th { "Waits for" } th { "Key" } th { "Since" }
+                            th { "Until" } @if actions { th {} }
                         } }
                         tbody { @for wait in &waits {
-                            tr data-signal=(wait.signal_name) {
+                            tr data-signal=[wait.signal_name.as_deref()] data-reason=(wait.reason) {
                                 td { (wait.step_slug) }
-                                td.mono { (wait.signal_name) }
+                                td.mono { (wait.reason) @if let Some(name) = &wait.signal_name { " " (name) } }
                                 td.mono { (wait.signal_key.as_deref().unwrap_or("–")) }
                                 td { (time(wait.waiting_since)) }
-                                td { (maybe_time(wait.deadline)) }
+                                td { @match wait.deadline {
+                                    Some(at) if wait.sleeps() => { "wakes " (time(at)) }
+                                    Some(at) => { "times out " (time(at)) }
+                                    None => { "no time-out" }
+                                } }
                                 @if actions {
-                                    td { a.button id=(format!("signal-{}", wait.signal_name))
-                                           href=(format!("/runs/{run_id}/signal/{}", wait.signal_name)) {
-                                        "Send signal…" } }
+                                    td { @if let Some(name) = &wait.signal_name {
+                                        a.button id=(format!("signal-{name}"))
+                                          href=(format!("/runs/{run_id}/signal/{name}")) {
+                                            "Send signal…" }
+                                    } }
                                 }
                             }
                         } }

@@ -57,11 +57,15 @@ fn parse_time(field: &str, text: &str) -> Result<DateTime<Utc>, PageError> {
 
 impl RunsQuery {
     fn listing(&self) -> Result<RunListing, PageError> {
+        // `waiting` is the started runs that only wait.
+        let waiting = given(&self.status) == Some("waiting");
         let status = given(&self.status)
             .map(|text| {
+                let text = if waiting { "started" } else { text };
                 RunStatus::parse(text).ok_or_else(|| {
                     PageError::BadRequest(format!(
-                        "`status` is `{text}`; use one of started, completed, failed, cancelled"
+                        "`status` is `{text}`; use one of started, waiting, completed, failed, \
+                         cancelled"
                     ))
                 })
             })
@@ -75,6 +79,7 @@ impl RunsQuery {
         Ok(RunListing {
             flow: given(&self.flow).map(str::to_owned),
             status,
+            waiting,
             started_from: given(&self.from)
                 .map(|t| parse_time("from", t))
                 .transpose()?,
@@ -127,7 +132,11 @@ pub(crate) async fn page(
     let flows = browse::flow_summaries(app.db(), None).await?;
     let aliases: BTreeSet<&str> = flows.iter().map(|f| f.alias.as_str()).collect();
     let chosen_flow = listing.flow.as_deref().unwrap_or("");
-    let chosen_status = listing.status.map(RunStatus::as_str).unwrap_or("");
+    let chosen_status = if listing.waiting {
+        "waiting"
+    } else {
+        listing.status.map(RunStatus::as_str).unwrap_or("")
+    };
 
     let content = html! {
         h1 { "Runs" }
@@ -152,6 +161,9 @@ pub(crate) async fn page(
                     option value="" selected[chosen_status.is_empty()] { "any" }
                     @for status in RunStatus::ALL {
                         option value=(status.as_str()) selected[status.as_str() == chosen_status] { (status.as_str()) }
+                        @if status == RunStatus::Started {
+                            option value="waiting" selected[chosen_status == "waiting"] { "waiting" }
+                        }
                     }
                 }
             }

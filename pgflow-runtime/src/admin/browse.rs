@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgExecutor, Postgres, QueryBuilder};
 use uuid::Uuid;
 
-use crate::engine::RunStatus;
+use crate::engine::{RUN_WAITING, RunStatus};
 use crate::error::EngineError;
 
 /// Where a page of runs ends: the next page starts after this run (runs are listed newest
@@ -60,6 +60,9 @@ pub struct RunListing {
     pub flow: Option<String>,
     /// Only runs in this status.
     pub status: Option<RunStatus>,
+    /// Only runs that wait (see [`Run::waiting`](crate::engine::Run::waiting)): going, with a
+    /// step that waits and none running or queued.
+    pub waiting: bool,
     /// Only runs started at or after this time.
     pub started_from: Option<DateTime<Utc>>,
     /// Only runs started before this time.
@@ -75,6 +78,7 @@ impl Default for RunListing {
         Self {
             flow: None,
             status: None,
+            waiting: false,
             started_from: None,
             started_before: None,
             after: None,
@@ -103,13 +107,15 @@ pub struct RunSummary {
     pub remaining_steps: i32,
     /// How often it was retried after failing.
     pub retry_count: i32,
+    /// Whether it waits (see [`Run::waiting`](crate::engine::Run::waiting)).
+    pub waiting: bool,
 }
 
 impl RunSummary {
-    /// Its state as people are shown it: `scheduled` while it waits for its time (see
-    /// [`crate::engine::shown_status`]).
+    /// Its state as people are shown it: `scheduled` while it waits for its time, `waiting`
+    /// while it waits (see [`crate::engine::shown_status`]).
     pub fn shown_status(&self) -> &'static str {
-        crate::engine::shown_status(self.status, self.scheduled_for, Utc::now())
+        crate::engine::shown_status(self.status, self.scheduled_for, self.waiting, Utc::now())
     }
 
     /// When it began: its start, or the later time it was started for.
@@ -138,16 +144,19 @@ pub async fn list_runs(
     // The statement is built from the filters given, so that each combination gets a plan of
     // its own: a status filter is a literal (of a closed set), which lets the planner prove the
     // partial index of failed and cancelled runs.
-    let mut sql = QueryBuilder::<Postgres>::new(
+    let mut sql = QueryBuilder::<Postgres>::new(format!(
         "select r.run_id, r.flow_slug, r.status, r.started_at,
                 coalesce(r.completed_at, r.failed_at, r.cancelled_at) as ended_at,
-                r.scheduled_for, r.remaining_steps, r.retry_count
+                r.scheduled_for, r.remaining_steps, r.retry_count, {RUN_WAITING} as waiting
          from pgflow.flows f
          cross join lateral (
-           select * from pgflow.runs r where r.flow_slug = f.flow_slug",
-    );
+           select * from pgflow.runs r where r.flow_slug = f.flow_slug"
+    ));
     if let Some(status) = listing.status {
         sql.push(format_args!(" and r.status = '{}'", status.as_str()));
+    }
+    if listing.waiting {
+        sql.push(format_args!(" and {RUN_WAITING}"));
     }
     if let Some(from) = listing.started_from {
         sql.push(" and r.started_at >= ").push_bind(from);

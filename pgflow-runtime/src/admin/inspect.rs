@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, PgExecutor};
 use uuid::Uuid;
 
-use crate::engine::Run;
+use crate::engine::{RUN_WAITING, Run};
 use crate::error::EngineError;
 
 /// An alias and the concrete flow new runs of it start on.
@@ -257,8 +257,11 @@ pub async fn flow_alias(
 pub enum ShownState {
     /// Started for a later time that has not come yet.
     Scheduled,
-    /// Going (and not waiting for its time).
+    /// Going (not waiting for its time, and not [waiting](Self::Waiting)).
     Started,
+    /// Going, with a step that waits (for a signal, an event or the end of a sleep) and none
+    /// running or queued (see [`Run::waiting`]).
+    Waiting,
     /// Completed.
     Completed,
     /// Failed.
@@ -273,6 +276,7 @@ impl ShownState {
         match self {
             Self::Scheduled => "scheduled",
             Self::Started => "started",
+            Self::Waiting => "waiting",
             Self::Completed => "completed",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
@@ -289,25 +293,28 @@ pub async fn recent_runs(
     limit: i64,
 ) -> Result<Vec<Run>, EngineError> {
     let status = state.map(|s| match s {
-        ShownState::Scheduled => "started",
+        ShownState::Scheduled | ShownState::Waiting => "started",
         other => other.as_str(),
     });
-    let waiting = match state {
-        Some(ShownState::Scheduled) => Some(true),
-        Some(ShownState::Started) => Some(false),
-        _ => None,
+    let (scheduled, waiting) = match state {
+        Some(ShownState::Scheduled) => (Some(true), None),
+        Some(ShownState::Started) => (Some(false), Some(false)),
+        Some(ShownState::Waiting) => (Some(false), Some(true)),
+        _ => (None, None),
     };
-    let rows = sqlx::query_as(
-        "select * from pgflow.runs
-         where ($1::text is null or flow_slug = $1
-                or flow_slug in (select f.flow_slug from pgflow.flows f where f.alias = $1))
-           and ($2::text is null or status = $2)
-           and ($4::boolean is null or coalesce(scheduled_for > now(), false) = $4)
-         order by started_at desc limit $3",
-    )
+    let rows = sqlx::query_as(&format!(
+        "select r.*, {RUN_WAITING} as waiting from pgflow.runs r
+         where ($1::text is null or r.flow_slug = $1
+                or r.flow_slug in (select f.flow_slug from pgflow.flows f where f.alias = $1))
+           and ($2::text is null or r.status = $2)
+           and ($4::boolean is null or coalesce(r.scheduled_for > now(), false) = $4)
+           and ($5::boolean is null or {RUN_WAITING} = $5)
+         order by r.started_at desc limit $3"
+    ))
     .bind(flow_slug)
     .bind(status)
     .bind(limit.max(1))
+    .bind(scheduled)
     .bind(waiting)
     .fetch_all(executor)
     .await?;
@@ -384,21 +391,35 @@ pub async fn runs_with_id_prefix(
     Ok(ids)
 }
 
-/// A step of a run that waits for a signal.
+/// A step of a run that waits: for a signal, an event by key, or the end of a sleep.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
 #[non_exhaustive]
 pub struct RunWait {
     /// The step.
     pub step_slug: String,
-    /// The signal it waits for.
-    pub signal_name: String,
+    /// What it waits for: `signal` (by run id), `event` (by key) or `sleep`.
+    pub reason: String,
+    /// The signal it waits for (`None` for a sleep).
+    pub signal_name: Option<String>,
     /// The key an event reaches it by, when it waits by key.
     pub signal_key: Option<String>,
     /// When it began to wait.
     pub waiting_since: DateTime<Utc>,
-    /// When its wait times out (`None`: it waits for ever).
+    /// When its wait ends: a sleep's wake time, or when a wait for a signal times out
+    /// (`None`: it waits for ever).
     pub deadline: Option<DateTime<Utc>>,
 }
+
+impl RunWait {
+    /// Whether it sleeps (its deadline is its wake time) rather than waits for a signal.
+    pub fn sleeps(&self) -> bool {
+        self.reason == "sleep"
+    }
+}
+
+/// What a wait `w` (a row of `pgflow.waits`) waits for, as listings and gauges name it.
+const WAIT_REASON: &str = "(case when w.kind = 'sleep' then 'sleep' when w.signal_key is not null then 'event' \
+      else 'signal' end)";
 
 /// How many steps of one flow wait, for one reason.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
@@ -406,7 +427,7 @@ pub struct RunWait {
 pub struct WaitingSteps {
     /// The concrete flow.
     pub flow_slug: String,
-    /// `signal` (by run id) or `event` (by key).
+    /// `signal` (by run id), `event` (by key) or `sleep`.
     pub reason: String,
     /// How many of its steps wait now.
     pub steps: i64,
@@ -417,33 +438,33 @@ pub struct WaitingSteps {
 pub async fn waiting_steps(
     executor: impl PgExecutor<'_>,
 ) -> Result<Vec<WaitingSteps>, EngineError> {
-    let rows = sqlx::query_as(
+    let rows = sqlx::query_as(&format!(
         "select f.flow_slug, r.reason, count(w.run_id) as steps
          from pgflow.flows f
-         cross join (values ('signal'), ('event')) as r(reason)
-         left join pgflow.waits w
-           on w.flow_slug = f.flow_slug
-          and (w.signal_key is not null) = (r.reason = 'event')
+         cross join (values ('signal'), ('event'), ('sleep')) as r(reason)
+         left join pgflow.waits w on w.flow_slug = f.flow_slug and {WAIT_REASON} = r.reason
          group by f.flow_slug, r.reason
-         order by f.flow_slug, r.reason",
-    )
+         order by f.flow_slug, r.reason"
+    ))
     .fetch_all(executor)
     .await?;
     Ok(rows)
 }
 
-/// The steps of a run that wait for a signal, in the flow's step order.
+/// The steps of a run that wait (for a signal, an event or the end of a sleep), in the flow's
+/// step order.
 pub async fn run_waits(
     executor: impl PgExecutor<'_>,
     run_id: Uuid,
 ) -> Result<Vec<RunWait>, EngineError> {
-    let rows = sqlx::query_as(
-        "select w.step_slug, w.signal_name, w.signal_key, w.waiting_since, w.deadline
+    let rows = sqlx::query_as(&format!(
+        "select w.step_slug, {WAIT_REASON} as reason, w.signal_name, w.signal_key,
+                w.waiting_since, w.deadline
          from pgflow.waits w
          join pgflow.steps s on s.flow_slug = w.flow_slug and s.step_slug = w.step_slug
          where w.run_id = $1
-         order by s.step_index",
-    )
+         order by s.step_index"
+    ))
     .bind(run_id)
     .fetch_all(executor)
     .await?;

@@ -54,6 +54,7 @@ pub use run_control::{
     Cancellation, DeletedFlow, Resumed, Retry, RunFilter, cancel_matching, cancel_runs,
     delete_flow, resume_matching, resume_run, retry_matching, retry_runs,
 };
+pub(crate) use runs::RUN_WAITING;
 pub use runs::{
     Run, RunStatus, StartOutcome, StartRuns, StartedRun, StepState, StepStatus, run, run_error,
     run_input, run_step_states, shown_status, shown_step_status, start_alias_typed,

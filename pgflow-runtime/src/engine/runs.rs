@@ -96,6 +96,11 @@ pub struct Run {
     pub idempotency_key: Option<String>,
     /// The alias or flow the key was given with (its scope), when it has a key.
     pub idempotency_scope: Option<String>,
+    /// Whether it waits: `started`, with a step waiting (for a signal, an event or the end of
+    /// a sleep) and no step started (running or queued). Read by [`run`] and the listings that
+    /// show runs to people ([`crate::admin`]); `false` from calls that start or change runs.
+    #[sqlx(default)]
+    pub waiting: bool,
 }
 
 impl Run {
@@ -105,9 +110,9 @@ impl Run {
     }
 
     /// Its state as people are shown it (see [`shown_status`]): `scheduled` while it waits for
-    /// the time it was started for, else its status.
+    /// the time it was started for, `waiting` while it [waits](Self::waiting), else its status.
     pub fn shown_status(&self) -> &'static str {
-        shown_status(self.status, self.scheduled_for, Utc::now())
+        shown_status(self.status, self.scheduled_for, self.waiting, Utc::now())
     }
 
     /// How long it took, from when it began (its start, or the later time it was started for)
@@ -125,17 +130,29 @@ impl Run {
 
 /// A run's state as people are shown it, the one rule for the CLI and the dashboard: its
 /// status, except `scheduled` for a run that is `started` but was started for a time after
-/// `now` (its first tasks are not visible before then).
+/// `now` (its first tasks are not visible before then), and `waiting` for one that is
+/// `started` and `waiting` (see [`Run::waiting`]: a step waits, none runs or is queued).
 pub fn shown_status(
     status: RunStatus,
     scheduled_for: Option<DateTime<Utc>>,
+    waiting: bool,
     now: DateTime<Utc>,
 ) -> &'static str {
     match scheduled_for {
         Some(at) if status == RunStatus::Started && at > now => "scheduled",
+        _ if status == RunStatus::Started && waiting => "waiting",
         _ => status.as_str(),
     }
 }
+
+/// Whether run `r` (a row of `pgflow.runs` under that name) waits, as SQL: it is `started`, a
+/// step of it waits (for a signal, an event or the end of a sleep) and none is `started` (a
+/// step with tasks running or queued). The one rule behind [`Run::waiting`] and the listings'
+/// `waiting` state.
+pub(crate) const RUN_WAITING: &str = "(r.status = 'started' \
+     and exists (select 1 from pgflow.waits w where w.run_id = r.run_id) \
+     and not exists (select 1 from pgflow.step_states ss \
+                     where ss.run_id = r.run_id and ss.status = 'started'))";
 
 /// A step's state as people are shown it: its status, except `queued` for a step that has
 /// started (its tasks exist) while no worker holds any of them (`running_tasks`): not claimed
@@ -403,10 +420,12 @@ pub async fn run_input(executor: impl PgExecutor<'_>, run_id: Uuid) -> Result<Va
 
 /// A run by id.
 pub async fn run(executor: impl PgExecutor<'_>, run_id: Uuid) -> Result<Run, EngineError> {
-    let run = sqlx::query_as::<_, Run>("select * from pgflow.runs where run_id = $1")
-        .bind(run_id)
-        .fetch_optional(executor)
-        .await?;
+    let run = sqlx::query_as::<_, Run>(&format!(
+        "select r.*, {RUN_WAITING} as waiting from pgflow.runs r where r.run_id = $1"
+    ))
+    .bind(run_id)
+    .fetch_optional(executor)
+    .await?;
     run.ok_or_else(|| EngineError::UnknownRun { run_id })
 }
 
