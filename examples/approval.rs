@@ -1,6 +1,7 @@
 //! Flows that wait: a refund waits for a person's approval (sent in the same transaction as
-//! the application's own record of it), and escalates when none comes in time; a payment
-//! waits for its provider's webhook, matched by order id.
+//! the application's own record of it, or through the signed link the run made), reminds the
+//! approvers after a sleep, and escalates when no decision comes in time; a payment waits for
+//! its provider's webhook, matched by order id.
 //!
 //! ```sh
 //! cargo run --example approval
@@ -38,29 +39,63 @@ pub struct Approval {
     pub approved: bool,
 }
 
+/// A recorded refund request, with the link that decides it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    /// The refund.
+    pub refund: Refund,
+    /// Where an approver posts their decision (`POST /signals/<token>` on the dashboard's
+    /// server, or on `pgflow_dashboard::callback_router` mounted in your own app): the token
+    /// sends this run's `approval` once, with no other credential.
+    pub approval_link: String,
+}
+
 /// A refund: recorded, then it waits up to two seconds (days, in real life) for a person's
-/// decision; without one, it escalates.
+/// decision, reminding the approvers after one second; without a decision, it escalates.
 #[pgflow::flow(slug = "refund_v1", alias = "refund", input = Refund)]
 pub mod refund_v1 {
     use super::*;
 
-    /// Records the request.
+    /// Records the request and makes the link an approver decides it with.
     #[step(queue = "refunds")]
-    pub async fn request(input: Refund) -> Result<Refund, String> {
-        Ok(input)
+    pub async fn request(input: Refund, ctx: pgflow::Context) -> Result<Request, String> {
+        let token = ctx
+            .signal_token("approval")
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Request {
+            refund: input,
+            approval_link: format!("https://refunds.example/signals/{token}"),
+        })
     }
 
     /// Waits for a person's decision.
     #[step(depends_on = [request], signal = approval, wait_timeout = 2, when_timed_out = skip,
            queue = "refunds")]
-    pub async fn decide(request: Refund, approval: Approval) -> Result<Approval, String> {
+    pub async fn decide(request: Request, approval: Approval) -> Result<Approval, String> {
         let _ = request;
         Ok(approval)
     }
 
+    /// A second after the request (a day, in real life), reminds the approvers. The sleep holds
+    /// no worker and survives restarts.
+    #[step(depends_on = [request], sleep = 1, queue = "refunds")]
+    pub async fn remind(request: Request) -> Result<String, String> {
+        Ok(format!(
+            "reminder: refund {} waits for a decision at {}",
+            request.refund.order_id, request.approval_link
+        ))
+    }
+
     /// Pays, refuses or escalates.
-    #[step(depends_on = [request, decide], queue = "refunds")]
-    pub async fn settle(request: Refund, decide: Option<Approval>) -> Result<String, String> {
+    #[step(depends_on = [request, decide, remind], queue = "refunds")]
+    pub async fn settle(
+        request: Request,
+        decide: Option<Approval>,
+        remind: String,
+    ) -> Result<String, String> {
+        let _ = remind;
+        let request = request.refund;
         Ok(match decide {
             Some(Approval { by, approved: true }) => {
                 format!(
@@ -159,12 +194,18 @@ async fn main() -> Result<(), Error> {
     tx.commit().await?;
     println!("   {}", sent.as_str());
 
-    println!("3. bo refuses r-2; nobody decides r-3");
-    let refusal = Approval {
-        by: "bo".into(),
-        approved: false,
-    };
-    refund_v1::signal_approval(&client, runs[1].run_id(), &refusal).await?;
+    println!("3. bo refuses r-2 through the run's link; nobody decides r-3");
+    let link: String = sqlx::query_scalar(
+        "select output ->> 'approval_link' from pgflow.step_states
+         where run_id = $1 and step_slug = 'request'",
+    )
+    .bind(runs[1].run_id())
+    .fetch_one(&pool)
+    .await?;
+    let token = link.rsplit('/').next().unwrap_or_default();
+    let refusal = serde_json::json!({ "by": "bo", "approved": false });
+    let used = pgflow::engine::send_signal_by_token(&pool, token, &refusal).await?;
+    println!("   the link: {used:?}");
 
     let expected = [
         "refunded 1250 cents for r-1, approved by ana",
@@ -174,6 +215,20 @@ async fn main() -> Result<(), Error> {
     for (run, expected) in runs.iter().zip(expected) {
         let output = run.wait(&client, Duration::from_secs(30)).await?;
         println!("   {}: {}", run.run_id(), output.settle);
+        let (reminder, slept): (String, bool) = sqlx::query_as(
+            "select remind.output #>> '{}', remind.started_at >= request.completed_at + interval '1s'
+             from pgflow.step_states remind
+             join pgflow.step_states request
+               on request.run_id = remind.run_id and request.step_slug = 'request'
+             where remind.run_id = $1 and remind.step_slug = 'remind'",
+        )
+        .bind(run.run_id())
+        .fetch_one(&pool)
+        .await?;
+        println!("   {reminder}");
+        if !slept {
+            return Err("the reminder went out before its sleep ended".into());
+        }
         if output.settle != expected {
             return Err(format!("expected `{expected}`, got `{}`", output.settle).into());
         }
