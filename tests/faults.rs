@@ -1,11 +1,13 @@
-//! The fault test: a few hundred runs of a chain flow, a map flow and a flow that waits for a
-//! signal on a private cluster, while worker processes are SIGKILLed on a timer and respawned
+//! The fault test: a few hundred runs of a chain flow, a map flow, a flow that waits for a
+//! signal and a flow that sleeps (a fixed time, and until a time its first step chose) on a
+//! private cluster, while worker processes are SIGKILLed on a timer and respawned
 //! and Postgres is restarted (`-m immediate`, a crash) in the middle. Half the waiting runs get
 //! their signal by run id before they reach the wait (it must be kept for them), the other half
 //! by event key while the chaos goes on (emitted again and again: only runs waiting at that
 //! moment are reached). Every run must complete with the right output, no attempt of any task
 //! may run its handler twice, the attempt that completed a task must be its last, no wait or
-//! signal may be lost, and nothing may be left queued, started, waiting or in the queue.
+//! signal may be lost, no sleep may end early or be lost, and nothing may be left queued,
+//! started, waiting or in the queue.
 //!
 //! One binary, two parts (`harness = false`): run bare, it is the test; run as
 //! `faults worker <url>`, it is one worker process the test spawns and kills.
@@ -22,6 +24,7 @@ use sqlx::postgres::PgPoolOptions;
 const CHAIN_RUNS: u32 = 200;
 const MAP_RUNS: u32 = 50;
 const SIGNAL_RUNS: u32 = 60;
+const SLEEP_RUNS: u32 = 40;
 /// Elements of each map run.
 const MAP_WIDTH: u32 = 8;
 /// Worker processes alive at once.
@@ -123,6 +126,43 @@ pub mod fault_signal {
     }
 }
 
+/// What `first` of a sleeping run chose: its number and when `until` wakes.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Wake {
+    /// The run's input.
+    pub n: u32,
+    /// When `until` wakes.
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+/// first → nap (sleeps 2 s) and first → until (sleeps until the time first chose, 1 to 4 s on).
+#[pgflow::flow(slug = "fault_sleep", input = u32, timeout = 2, base_delay = 0, max_attempts = 30)]
+pub mod fault_sleep {
+    use super::*;
+
+    #[step(queue = "faults")]
+    /// Chooses when `until` wakes.
+    pub async fn first(input: u32, ctx: Context) -> Result<Wake, String> {
+        record(&ctx).await?;
+        let at = chrono::Utc::now() + chrono::Duration::seconds(1 + i64::from(input % 4));
+        Ok(Wake { n: input, at })
+    }
+
+    #[step(depends_on = [first], sleep = 2, queue = "faults")]
+    /// Wakes two seconds after `first`.
+    pub async fn nap(first: Wake, ctx: Context) -> Result<u32, String> {
+        record(&ctx).await?;
+        Ok(first.n + 1)
+    }
+
+    #[step(depends_on = [first], sleep_until = first.at, queue = "faults")]
+    /// Wakes at the time `first` chose.
+    pub async fn until(first: Wake, ctx: Context) -> Result<u32, String> {
+        record(&ctx).await?;
+        Ok(first.n + 2)
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -173,6 +213,7 @@ async fn worker(url: &str) -> ExitCode {
             fault_chain::deployment(),
             fault_map::deployment(),
             fault_signal::deployment(),
+            fault_sleep::deployment(),
         ),
         config,
     )
@@ -251,6 +292,15 @@ async fn scenario() -> Result<String, String> {
         .start_many(Start::flow::<fault_signal::Flow>(), &signal_inputs, &[])
         .await
         .map_err(|e| e.to_string())?;
+    let sleep_inputs: Vec<u32> = (0..SLEEP_RUNS).collect();
+    client
+        .deploy(&fault_sleep::deployment())
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .start_many(Start::flow::<fault_sleep::Flow>(), &sleep_inputs, &[])
+        .await
+        .map_err(|e| e.to_string())?;
     // The even ones by run id now, before any worker runs: kept until they wait.
     for (n, run) in signal_runs.iter().enumerate().filter(|(n, _)| n % 2 == 0) {
         fault_signal::signal_go(&client, run.run_id(), &(n as u32))
@@ -270,7 +320,7 @@ async fn scenario() -> Result<String, String> {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
     });
-    let total_runs = i64::from(CHAIN_RUNS + MAP_RUNS + SIGNAL_RUNS);
+    let total_runs = i64::from(CHAIN_RUNS + MAP_RUNS + SIGNAL_RUNS + SLEEP_RUNS);
 
     let mut workers: Vec<Child> = (0..WORKERS)
         .map(|_| spawn_worker(&url, &worker_log))
@@ -358,6 +408,25 @@ async fn check(pool: &PgPool) -> Result<(), String> {
             "select count(*) from pgflow.runs r
              where r.flow_slug = 'fault_signal'
                and (select count(*) from pgflow.signals s where s.run_id = r.run_id) <> 1",
+        ),
+        (
+            "sleep runs with a wrong output",
+            "select count(*) from pgflow.runs
+             where flow_slug = 'fault_sleep'
+               and output is distinct from jsonb_build_object('nap', input::int + 1,
+                                                              'until', input::int + 2)",
+        ),
+        (
+            "sleeps that ended early",
+            "select count(*) from pgflow.runs r
+             join pgflow.step_states first
+               on first.run_id = r.run_id and first.step_slug = 'first'
+             join pgflow.step_states nap on nap.run_id = r.run_id and nap.step_slug = 'nap'
+             join pgflow.step_states until
+               on until.run_id = r.run_id and until.step_slug = 'until'
+             where r.flow_slug = 'fault_sleep'
+               and (nap.started_at < first.completed_at + interval '2 seconds'
+                    or until.started_at < (first.output ->> 'at')::timestamptz)",
         ),
         (
             "messages left in the queue",
