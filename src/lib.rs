@@ -74,7 +74,7 @@ pub use pgflow_macros::step;
 pub mod rules {
     pub use pgflow_runtime::private::{
         DependencyType, FlowInputType, InputSchema, MapElement, OutputField, SignalPayload,
-        SignalSchema, StateType, StepResult, WakeTime, assert_output_field,
+        SignalSchema, StateType, StepResult, SubflowInput, WakeTime, assert_output_field,
     };
 }
 

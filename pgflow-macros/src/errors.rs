@@ -314,6 +314,19 @@ pub(crate) mod msg {
             .to_owned()
     }
 
+    pub(crate) fn subflow_value() -> String {
+        "`subflow` takes the module of the flow the step runs: `subflow = charge_v1` or \
+         `subflow = crate::billing::charge_v1` (a module `#[pgflow::flow]` made)"
+            .to_owned()
+    }
+
+    pub(crate) fn subflow_and_wait(step: &str, key: &str) -> String {
+        format!(
+            "step `{step}` runs a flow and also sets `{key}`; a step runs a flow, waits for a \
+             signal or sleeps, one of them (put the wait on a step before it)"
+        )
+    }
+
     pub(crate) fn sleeps_two_ways(step: &str) -> String {
         format!(
             "step `{step}` sets both `sleep` and `sleep_until`; keep one (a fixed time after its \

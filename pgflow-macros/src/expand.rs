@@ -476,6 +476,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
         let conditions = condition_fields(step);
         let signal = signal_field(flow, step);
         let sleep = sleep_fields(step);
+        let subflow = subflow_field(step);
         quote! {
             ::pgflow::__private::StepDecl {
                 slug: #slug,
@@ -491,6 +492,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
                 #conditions
                 #signal
                 #sleep
+                #subflow
                 ..::pgflow::__private::StepDecl::DEFAULT
             }
         }
@@ -521,6 +523,21 @@ fn sleep_fields(step: &Step) -> TokenStream {
             quote!(sleep_until: ::core::option::Option::Some(&[#(#parts),*]),)
         }
         (None, None) => TokenStream::new(),
+    }
+}
+
+/// The `StepDecl` field of the flow a step runs, if it runs one.
+fn subflow_field(step: &Step) -> TokenStream {
+    let (Some(path), Some(ret)) = (&step.subflow, &step.output) else {
+        return TokenStream::new();
+    };
+    quote! {
+        subflow: ::core::option::Option::Some(::pgflow::__private::SubflowDecl {
+            alias: <#path::Flow as ::pgflow::__private::FlowSpec>::ALIAS,
+            input_type: ::std::any::type_name::<
+                <#ret as ::pgflow::__private::StepResult>::Output
+            > as fn() -> &'static str,
+        }),
     }
 }
 
@@ -672,11 +689,15 @@ fn output_struct(flow: &Flow, steps: &[&Step]) -> TokenStream {
 /// `T`, or `Vec<T>` for a map step.
 fn step_output_type(step: &Step) -> Option<TokenStream> {
     let ret = step.output.as_ref()?;
-    let handler_output = quote!(<#ret as ::pgflow::__private::StepResult>::Output);
+    // A step that runs a flow outputs that flow's output; any other, what its handler returns.
+    let output = match &step.subflow {
+        Some(path) => quote!(<#path::Flow as ::pgflow::__private::FlowSpec>::Output),
+        None => quote!(<#ret as ::pgflow::__private::StepResult>::Output),
+    };
     Some(if step.map.is_some() {
-        quote!(::std::vec::Vec<#handler_output>)
+        quote!(::std::vec::Vec<#output>)
     } else {
-        handler_output
+        output
     })
 }
 
@@ -748,6 +769,14 @@ fn static_checks(flow: &Flow, step: &Step, input_ty: &Type) -> TokenStream {
         checks.push(quote_spanned! {ret.span()=>
             const _: () = <#ret as ::pgflow::__private::StepResult>::HOLDS;
         });
+        if let Some(path) = &step.subflow {
+            checks.push(quote_spanned! {ret.span()=>
+                const _: () = <<#ret as ::pgflow::__private::StepResult>::Output
+                    as ::pgflow::__private::SubflowInput<
+                        <#path::Flow as ::pgflow::__private::FlowSpec>::Input
+                    >>::HOLDS;
+            });
+        }
     }
     for param in &step.params {
         let ty = &param.ty;

@@ -78,6 +78,9 @@ pub(crate) struct Step {
     pub sleep: Option<u64>,
     /// Where the time the step sleeps until is read: `input` or a dependency, then fields.
     pub sleep_until: Option<Vec<Ident>>,
+    /// The module of the flow the step runs: its handler returns that flow's input, and the
+    /// step's output is that flow's output.
+    pub subflow: Option<syn::Path>,
     /// Parameters that name no dependency: reported only when every dependency of the step
     /// exists (a misspelt dependency is the error to show, not its consequences).
     pub unmatched_params: Vec<syn::Error>,
@@ -466,6 +469,7 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
 
     check_signal_args(&slug, &args, &deps, errors);
     check_sleep_args(&slug, &args, &deps, errors);
+    check_subflow_args(&slug, &args, errors);
 
     let mut unmatched_params = Vec::new();
     let params = read_params(
@@ -510,6 +514,7 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
         signal_key: args.key,
         sleep: args.sleep.map(|v| v.value),
         sleep_until: args.sleep_until,
+        subflow: args.subflow,
         unmatched_params,
     }
 }
@@ -554,6 +559,25 @@ fn check_signal_args(slug: &str, args: &StepArgs, deps: &[Ident], errors: &mut E
                 ));
             }
         }
+    }
+}
+
+/// A step that runs a flow neither waits for a signal nor sleeps.
+fn check_subflow_args(slug: &str, args: &StepArgs, errors: &mut Errors) {
+    let Some(subflow) = &args.subflow else {
+        return;
+    };
+    let other = if args.signal.is_some() {
+        Some("signal")
+    } else if args.sleep.is_some() {
+        Some("sleep")
+    } else if args.sleep_until.is_some() {
+        Some("sleep_until")
+    } else {
+        None
+    };
+    if let Some(key) = other {
+        errors.at(subflow, msg::subflow_and_wait(slug, key));
     }
 }
 

@@ -71,6 +71,8 @@ pub(crate) struct StepArgs {
     pub sleep: Option<Located<u64>>,
     /// `sleep_until = input.remind_at`: where the time it sleeps until is read.
     pub sleep_until: Option<Vec<Ident>>,
+    /// `subflow = charge_v1`: the module of the flow the step runs.
+    pub subflow: Option<syn::Path>,
 }
 
 /// A value of `when_unmet` or `when_exhausted`.
@@ -130,6 +132,7 @@ const STEP_KEYS: &[&str] = &[
     "when_timed_out",
     "sleep",
     "sleep_until",
+    "subflow",
 ];
 
 /// Parses `#[flow(...)]` arguments, recording problems in `errors`.
@@ -218,6 +221,7 @@ pub(crate) fn step_args(tokens: TokenStream, errors: &mut Errors) -> StepArgs {
             "sleep_until" => set_once(&mut args.sleep_until, &meta, &key, errors, |m, _, e| {
                 path_value(m, e, msg::sleep_until_value)
             }),
+            "subflow" => set_once(&mut args.subflow, &meta, &key, errors, subflow_value),
             "wait_timeout" => set_once(&mut args.wait_timeout, &meta, &key, errors, |m, k, e| {
                 duration_value(m, k, e, 1)
             }),
@@ -544,6 +548,26 @@ fn flag_value(
         return Ok(None);
     }
     Ok(Some(meta.path.span()))
+}
+
+/// `subflow = charge_v1` or `subflow = crate::billing::charge_v1`: a path to a flow module.
+fn subflow_value(
+    meta: &ParseNestedMeta<'_>,
+    _key: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<syn::Path>> {
+    if !meta.input.peek(Token![=]) {
+        errors.at(&meta.path, msg::subflow_value());
+        return Ok(None);
+    }
+    let expr = expr_value(meta)?;
+    match expr {
+        Expr::Path(path) if path.qself.is_none() => Ok(Some(path.path)),
+        other => {
+            errors.at(&other, msg::subflow_value());
+            Ok(None)
+        }
+    }
 }
 
 /// `signal = name`: an identifier.

@@ -213,6 +213,30 @@ pub enum StepSleep {
     Until(Vec<String>),
 }
 
+/// The flow a step runs: its handler returns the child flow's input, and once the step's tasks
+/// are done, a child run starts for each (a map step: one per element). The step completes with
+/// the child's output (a map step: its children's outputs in order) when they complete, and
+/// fails when one fails or is cancelled. Cancelling the parent cancels its children; retrying
+/// it reuses the children that completed and retries those that failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepSubflow {
+    /// The child flow: an alias (its children start on its active version) or a concrete slug.
+    pub flow: String,
+    /// The Rust type the handler returns (`std::any::type_name`), when known: a child whose
+    /// flow records another input type is not started, and the step fails saying so.
+    pub input_type: Option<String>,
+}
+
+impl StepSubflow {
+    /// Runs flow `flow` (an alias or a concrete slug), without a recorded input type.
+    pub fn of(flow: impl Into<String>) -> Self {
+        Self {
+            flow: flow.into(),
+            input_type: None,
+        }
+    }
+}
+
 /// When a step runs: JSON containment patterns matched, when the step is ready, against its
 /// input: the flow input for a root step, otherwise the object of its dependencies' outputs
 /// keyed by step slug (a skipped dependency is `null` there). The step runs when the input
@@ -250,6 +274,9 @@ pub struct StepDefinition {
     pub signal: Option<StepSignal>,
     /// How the step sleeps before it runs (a step sleeps or waits for a signal, not both).
     pub sleep: Option<StepSleep>,
+    /// The flow the step runs once its tasks are done (a step that runs a flow neither sleeps
+    /// nor waits for a signal).
+    pub subflow: Option<StepSubflow>,
 }
 
 impl StepDefinition {
@@ -265,6 +292,7 @@ impl StepDefinition {
             when_exhausted: WhenExhausted::Fail,
             signal: None,
             sleep: None,
+            subflow: None,
         }
     }
 
@@ -322,6 +350,13 @@ impl StepDefinition {
     #[must_use]
     pub fn sleeps(mut self, sleep: StepSleep) -> Self {
         self.sleep = Some(sleep);
+        self
+    }
+
+    /// Makes the step run `subflow` with what its handler returns.
+    #[must_use]
+    pub fn runs(mut self, subflow: StepSubflow) -> Self {
+        self.subflow = Some(subflow);
         self
     }
 }
@@ -486,6 +521,9 @@ impl FlowDefinition {
                             Some(StepSleep::Until(path)) => Some(path.clone()),
                             _ => None,
                         },
+                        "subflow": step.subflow.as_ref().map(|s| s.flow.as_str()),
+                        "subflow_input_type": step.subflow.as_ref()
+                            .and_then(|s| s.input_type.as_deref()),
                     })
                 })
                 .collect(),

@@ -21,7 +21,8 @@ pub use crate::handler::{HandlerFuture, StepFailure, StepHandler, TaskInput};
 pub use crate::state::State;
 
 use crate::definition::{
-    FlowOptions, StepCondition, StepDefinition, StepOptions, StepSignal, StepSleep, StepType,
+    FlowOptions, StepCondition, StepDefinition, StepOptions, StepSignal, StepSleep, StepSubflow,
+    StepType,
 };
 pub use crate::definition::{WhenExhausted, WhenTimedOut, WhenUnmet};
 pub use crate::engine::{EventDelivery, SignalOutcome};
@@ -108,6 +109,17 @@ pub struct StepDecl {
     pub sleep: Option<u64>,
     /// `sleep_until`: where the wake time is read (`input` or a dependency, then fields).
     pub sleep_until: Option<&'static [&'static str]>,
+    /// `subflow`: the flow the step runs, if set.
+    pub subflow: Option<SubflowDecl>,
+}
+
+/// The flow a step runs, as the macro writes it down.
+#[derive(Debug, Clone, Copy)]
+pub struct SubflowDecl {
+    /// The child flow's alias.
+    pub alias: &'static str,
+    /// The type the handler returns (`std::any::type_name`): the child's input type.
+    pub input_type: fn() -> &'static str,
 }
 
 /// The signal a step waits for, as the macro writes it down.
@@ -147,6 +159,7 @@ impl StepDecl {
         signal: None,
         sleep: None,
         sleep_until: None,
+        subflow: None,
     };
 }
 
@@ -219,6 +232,10 @@ pub fn definition(decl: &FlowDecl) -> FlowDefinition {
                 (None, Some(path)) => Some(StepSleep::Until(owned_path(path))),
                 (None, None) => None,
             },
+            subflow: step.subflow.map(|subflow| StepSubflow {
+                flow: subflow.alias.to_owned(),
+                input_type: Some((subflow.input_type)().to_owned()),
+            }),
         });
     }
     if let Some(schema) = decl.input_schema {
@@ -348,6 +365,21 @@ pub trait WakeTime {
 }
 impl<Tz: chrono::TimeZone> WakeTime for chrono::DateTime<Tz> {}
 impl<T: WakeTime> WakeTime for Option<T> {}
+
+/// `Self`, what a step's handler returns, is the input type `Expected` of the flow the step runs
+/// (`subflow = child`).
+#[diagnostic::on_unimplemented(
+    message = "this step runs a flow whose input is `{Expected}`, but its handler returns `{Self}`",
+    label = "expected `{Expected}`, the input of the flow this step runs",
+    note = "a step that runs a flow returns that flow's input; its output is the flow's output"
+)]
+pub trait SubflowInput<Expected> {
+    /// Named by the code `#[flow]` generates: `const _: () = <P as Rule>::HOLDS;` compiles
+    /// only where the rule holds, and a failure names no helper function.
+    const HOLDS: () = ();
+}
+#[diagnostic::do_not_recommend]
+impl<T> SubflowInput<T> for T {}
 
 /// `Self` can be a signal's payload: sent as JSON and decoded by the step that waits for it.
 #[diagnostic::on_unimplemented(

@@ -24,7 +24,8 @@ as $$
            'wait', case when s.signal_name is not null then
                      jsonb_build_object('signal', s.signal_name,
                                         'when_timed_out', s.when_timed_out,
-                                        'key', to_jsonb(s.signal_key_path)) end)
+                                        'key', to_jsonb(s.signal_key_path)) end,
+           'subflow', s.subflow)
            order by s.step_index), '[]'::jsonb)
   from pgflow.steps s
   where s.flow_slug = p_flow_slug
@@ -189,6 +190,11 @@ $$;
 --            then at a path like signal_key's (an RFC 3339 time; a missing or null value: no
 --            sleep). A step sleeps or waits for a signal, not both. Both are settings: a
 --            sleep delays a step, it changes neither what runs nor what it receives.
+--            "subflow" names a flow (an alias, or a concrete slug) the step runs: its handler
+--            returns the child's input, and the step's output is the child run's output (a map
+--            step's: the outputs of its children, in task order); part of the shape.
+--            "subflow_input_type" is the Rust type the handler returns, checked against the
+--            child flow's recorded input type when a child starts (a setting).
 --
 -- p_input_type, p_output_type: the Rust type names of the flow's input and output as the
 --            caller's code names them (null: not known); recorded on compile and brought up to
@@ -250,6 +256,7 @@ declare
   v_wait jsonb;
   v_key jsonb;
   v_sleep_until jsonb;
+  v_subflow text;
 begin
   -- 1. Validate the definition completely before touching anything.
   if not pgflow.is_valid_slug(p_flow_slug) then
@@ -422,6 +429,21 @@ begin
         || 'sleep on a step before it)', v_slug, v_signal));
     end if;
 
+    v_subflow := nullif(v_step -> 'subflow', 'null'::jsonb) #>> '{}';
+    if v_subflow is not null and (jsonb_typeof(v_step -> 'subflow') <> 'string'
+                                  or not pgflow.is_valid_slug(v_subflow)) then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` runs flow %s; a flow name must start with a letter or `_`, contain only '
+        || 'letters, digits and `_`, and be at most 47 bytes', v_slug, v_step -> 'subflow'));
+    end if;
+    if v_subflow is not null and (v_signal is not null or v_sleep_until is not null
+                                  or coalesce(v_step -> 'sleep', 'null'::jsonb) <> 'null'::jsonb)
+    then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` runs flow `%s` and also waits for a signal or sleeps; a step does one of '
+        || 'them (put the wait on a step before it)', v_slug, v_subflow));
+    end if;
+
     v_seen := v_seen || v_slug;
     v_shape := v_shape || jsonb_build_array(jsonb_build_object(
       'slug', v_slug,
@@ -431,7 +453,8 @@ begin
       'skip', jsonb_build_object('when', v_when, 'unless', v_unless,
                                  'when_unmet', v_when_unmet,
                                  'when_exhausted', v_when_exhausted),
-      'wait', v_wait));
+      'wait', v_wait,
+      'subflow', v_subflow));
     v_settings := v_settings || jsonb_build_array(jsonb_build_object(
       'slug', v_slug,
       'deps', to_jsonb(v_deps),
@@ -445,7 +468,8 @@ begin
       'signal_type', v_step ->> 'signal_type',
       'signal_schema', nullif(v_step -> 'signal_schema', 'null'::jsonb),
       'sleep', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'sleep', 1, null),
-      'sleep_until', v_sleep_until));
+      'sleep_until', v_sleep_until,
+      'subflow_input_type', v_step ->> 'subflow_input_type'));
   end loop;
 
   -- 2. Serialize compile/verify of this flow slug.
@@ -494,6 +518,13 @@ begin
           'step `%s` condition and skip modes: stored %s, definition %s',
           v_shape -> v_index ->> 'slug',
           v_stored_shape -> v_index -> 'skip', v_shape -> v_index -> 'skip');
+      end if;
+      if v_stored_shape -> v_index -> 'subflow' is distinct from v_shape -> v_index -> 'subflow'
+      then
+        v_differences := v_differences || format(
+          'step `%s` subflow: stored %s, definition %s', v_shape -> v_index ->> 'slug',
+          coalesce(v_stored_shape -> v_index -> 'subflow', 'null'::jsonb),
+          coalesce(v_shape -> v_index -> 'subflow', 'null'::jsonb));
       end if;
       if v_stored_shape -> v_index -> 'wait' <> v_shape -> v_index -> 'wait' then
         v_differences := v_differences || format(
@@ -546,20 +577,22 @@ begin
         signal_type = coalesce(x ->> 'signal_type', s.signal_type),
         signal_schema = nullif(x -> 'signal_schema', 'null'::jsonb),
         sleep_seconds = (x ->> 'sleep')::integer,
-        sleep_until_path = pgflow.text_array(x -> 'sleep_until')
+        sleep_until_path = pgflow.text_array(x -> 'sleep_until'),
+        subflow_input_type = coalesce(x ->> 'subflow_input_type', s.subflow_input_type)
     from jsonb_array_elements(v_settings) x
     where s.flow_slug = p_flow_slug
       and s.step_slug = x ->> 'slug'
       and (s.opt_max_attempts, s.opt_base_delay, s.opt_max_delay, s.opt_jitter, s.opt_timeout,
            s.opt_start_delay, s.wait_timeout, s.signal_type, s.signal_schema, s.sleep_seconds,
-           s.sleep_until_path)
+           s.sleep_until_path, s.subflow_input_type)
           is distinct from ((x ->> 'max_attempts')::integer, (x ->> 'base_delay')::integer,
                             (x ->> 'max_delay')::integer, (x ->> 'jitter')::integer,
                             (x ->> 'timeout')::integer, (x ->> 'start_delay')::integer,
                             (x ->> 'wait_timeout')::integer,
                             coalesce(x ->> 'signal_type', s.signal_type),
                             nullif(x -> 'signal_schema', 'null'::jsonb),
-                            (x ->> 'sleep')::integer, pgflow.text_array(x -> 'sleep_until'));
+                            (x ->> 'sleep')::integer, pgflow.text_array(x -> 'sleep_until'),
+                            coalesce(x ->> 'subflow_input_type', s.subflow_input_type));
     v_status := 'verified';
   else
     -- 3b. Compile.
@@ -574,7 +607,7 @@ begin
                               opt_timeout, opt_start_delay, condition_when, condition_unless,
                               when_unmet, when_exhausted, signal_name, when_timed_out,
                               wait_timeout, signal_type, signal_schema, signal_key_path,
-                              sleep_seconds, sleep_until_path)
+                              sleep_seconds, sleep_until_path, subflow, subflow_input_type)
     select p_flow_slug,
            shape.value ->> 'slug',
            (shape.ordinality - 1)::integer,
@@ -598,7 +631,9 @@ begin
            nullif(settings -> 'signal_schema', 'null'::jsonb),
            pgflow.text_array(shape.value -> 'wait' -> 'key'),
            (settings ->> 'sleep')::integer,
-           pgflow.text_array(settings -> 'sleep_until')
+           pgflow.text_array(settings -> 'sleep_until'),
+           shape.value ->> 'subflow',
+           settings ->> 'subflow_input_type'
     from jsonb_array_elements(v_shape) with ordinality as shape(value, ordinality)
     join lateral (select v_settings -> (shape.ordinality::integer - 1) as settings) s on true;
 

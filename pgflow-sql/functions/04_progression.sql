@@ -15,6 +15,7 @@ language plpgsql
 as $$
 declare
   v_failed uuid[];
+  v_children uuid[];
   v_queues text[];
   v_messages bigint[];
 begin
@@ -29,9 +30,12 @@ begin
     set status = 'failed', failed_at = now()
     from locked
     where r.ctid = locked.row_ctid
-    returning r.run_id
+    returning r.run_id, r.parent_run_id
   )
-  select coalesce(array_agg(run_id), array[]::uuid[]) into v_failed from failed;
+  select coalesce(array_agg(run_id), array[]::uuid[]),
+         array_agg(run_id) filter (where parent_run_id is not null)
+  into v_failed, v_children
+  from failed;
 
   if cardinality(v_failed) = 0 then
     return;
@@ -59,6 +63,10 @@ begin
 
   if v_queues is not null then
     perform pgflow.archive_messages(v_queues, v_messages);
+  end if;
+  -- Failed children fail the steps of their parents that wait for them.
+  if v_children is not null then
+    perform pgflow.settle_parents(v_children);
   end if;
 end;
 $$;
@@ -145,6 +153,7 @@ as $$
 declare
   v_started pgflow.started_step[];
   v_blocked_runs uuid[];
+  v_children uuid[];
 begin
   if cardinality(p_run_ids) = 0 then
     return null;
@@ -232,20 +241,31 @@ begin
     join per_run on per_run.run_id = r.run_id
     order by r.run_id
     for no key update of r
+  ),
+  counted as (
+    update pgflow.runs r
+    set remaining_steps = r.remaining_steps - locked.n,
+        status = case when r.remaining_steps = locked.n then 'completed' else r.status end,
+        completed_at = case when r.remaining_steps = locked.n then now() end,
+        output = case when r.remaining_steps = locked.n then (
+          select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
+          from pgflow.step_states ss
+          where ss.run_id = r.run_id
+            and not exists (select 1 from pgflow.deps d
+                            where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug))
+        end
+    from locked
+    where r.ctid = locked.row_ctid and locked.status = 'started'
+    returning r.run_id, r.status, r.parent_run_id
   )
-  update pgflow.runs r
-  set remaining_steps = r.remaining_steps - locked.n,
-      status = case when r.remaining_steps = locked.n then 'completed' else r.status end,
-      completed_at = case when r.remaining_steps = locked.n then now() end,
-      output = case when r.remaining_steps = locked.n then (
-        select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
-        from pgflow.step_states ss
-        where ss.run_id = r.run_id
-          and not exists (select 1 from pgflow.deps d
-                          where d.flow_slug = ss.flow_slug and d.dep_slug = ss.step_slug))
-      end
-  from locked
-  where r.ctid = locked.row_ctid and locked.status = 'started';
+  -- Completed children complete (or go on waiting for their siblings) the steps of their
+  -- parents that wait for them.
+  select array_agg(c.run_id) filter (where c.status = 'completed' and c.parent_run_id is not null)
+  into v_children
+  from counted c;
+  if v_children is not null then
+    perform pgflow.settle_parents(v_children);
+  end if;
 
   if v_blocked_runs is not null then
     perform pgflow.start_ready_steps(v_blocked_runs);

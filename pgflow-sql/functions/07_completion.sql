@@ -48,6 +48,8 @@ declare
   v_steps text[];
   v_flows text[];
   v_outputs jsonb[];
+  v_parent_runs uuid[];
+  v_parent_steps text[];
 begin
   if cardinality(p_run_ids) is distinct from cardinality(p_step_slugs)
      or cardinality(p_run_ids) is distinct from cardinality(p_task_indexes)
@@ -102,12 +104,16 @@ begin
     for no key update of ss
   ),
   counted as (
-    -- Counts the tasks down and, in the same write, completes the steps with none left.
+    -- Counts the tasks down and, in the same write, completes the steps with none left (a
+    -- step that runs a subflow waits for its children instead: see start_children).
     update pgflow.step_states ss
     set remaining_tasks = ss.remaining_tasks - locked.n,
-        status = case when ss.remaining_tasks = locked.n then 'completed' else ss.status end,
-        completed_at = case when ss.remaining_tasks = locked.n then now() end,
-        output = case when ss.remaining_tasks <> locked.n then null
+        status = case when ss.remaining_tasks <> locked.n then ss.status
+                      when s.subflow is not null then 'waiting'
+                      else 'completed' end,
+        completed_at = case when ss.remaining_tasks = locked.n and s.subflow is null
+                            then now() end,
+        output = case when ss.remaining_tasks <> locked.n or s.subflow is not null then null
                       when s.step_type = 'single' then locked.output
                       else pgflow.step_output(ss.run_id, ss.step_slug, s.step_type) end
     from locked, pgflow.steps s
@@ -115,10 +121,17 @@ begin
       and s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
     returning ss.run_id, ss.step_slug, ss.flow_slug, ss.status
   )
-  select array_agg(run_id), array_agg(step_slug), array_agg(flow_slug)
-  into v_runs, v_steps, v_flows
-  from counted where status = 'completed';
+  select array_agg(run_id) filter (where status = 'completed'),
+         array_agg(step_slug) filter (where status = 'completed'),
+         array_agg(flow_slug) filter (where status = 'completed'),
+         array_agg(run_id) filter (where status = 'waiting'),
+         array_agg(step_slug) filter (where status = 'waiting')
+  into v_runs, v_steps, v_flows, v_parent_runs, v_parent_steps
+  from counted;
 
+  if v_parent_runs is not null then
+    perform pgflow.start_children(v_parent_runs, v_parent_steps);
+  end if;
   if v_runs is not null then
     claimed := pgflow.finish_completed_steps(v_runs, v_steps, v_flows, p_claimer);
   end if;

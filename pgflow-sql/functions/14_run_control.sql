@@ -40,6 +40,7 @@ language plpgsql
 as $$
 declare
   v_cancelled uuid[];
+  v_children uuid[];
   v_queues text[];
   v_messages bigint[];
 begin
@@ -60,9 +61,12 @@ begin
         cancel_reason = pgflow.bounded_error(p_reason)
     from locked
     where r.ctid = locked.row_ctid
-    returning r.run_id
+    returning r.run_id, r.parent_run_id
   )
-  select coalesce(array_agg(c.run_id), array[]::uuid[]) into v_cancelled from changed c;
+  select coalesce(array_agg(c.run_id), array[]::uuid[]),
+         array_agg(c.run_id) filter (where c.parent_run_id is not null)
+  into v_cancelled, v_children
+  from changed c;
 
   if cardinality(v_cancelled) > 0 then
     select array_agg(t.queue_name), array_agg(t.message_id)
@@ -95,6 +99,11 @@ begin
     from open_steps
     where ss.ctid = open_steps.row_ctid;
     delete from pgflow.waits w where w.run_id = any(v_cancelled);
+    -- Their children go too; cancelled children fail the steps of parents that wait for them.
+    perform pgflow.cancel_children(v_cancelled);
+    if v_children is not null then
+      perform pgflow.settle_parents(v_children);
+    end if;
   end if;
 
   return query
@@ -157,6 +166,8 @@ declare
   v_runs uuid[];
   v_steps text[];
   v_indexes integer[];
+  v_parent_runs uuid[];
+  v_parent_steps text[];
 begin
   -- The runs' locks first, in a statement of their own (see cancel_runs).
   perform pgflow.lock_runs(p_run_ids);
@@ -197,25 +208,39 @@ begin
     -- Steps with tasks run again with what is left of them; a step that failed before it
     -- started (or was left waiting for a signal when its run failed) is 'created' again
     -- (nothing left to wait for), for start_ready_steps, which starts it or lets it wait
-    -- again with a new deadline.
+    -- again with a new deadline. A step that runs a subflow with its tasks done waits for
+    -- its children again (start_children reuses those that completed and retries those that
+    -- failed).
     with open_steps as (
-      select ss.ctid as row_ctid, ss.run_id, ss.step_slug, ss.initial_tasks
+      select ss.ctid as row_ctid, ss.run_id, ss.step_slug, ss.initial_tasks, s.subflow,
+             (select count(*) from pgflow.step_tasks t
+              where t.run_id = ss.run_id and t.step_slug = ss.step_slug
+                and t.status <> 'completed')::integer as left_tasks
       from pgflow.step_states ss
+      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
       where ss.run_id = any(v_retried) and ss.status in ('failed', 'waiting', 'started')
       order by ss.run_id, ss.step_slug
-      for no key update
+      for no key update of ss
+    ),
+    reopened as (
+      update pgflow.step_states ss
+      set status = case when o.initial_tasks is null then 'created'
+                        when o.subflow is not null and o.left_tasks = 0 then 'waiting'
+                        else 'started' end,
+          failed_at = null,
+          error_message = null,
+          started_at = case when o.initial_tasks is null then null else ss.started_at end,
+          remaining_tasks = case when o.initial_tasks is null then null else o.left_tasks end
+      from open_steps o
+      where ss.ctid = o.row_ctid
+      returning ss.run_id, ss.step_slug, ss.status
     )
-    update pgflow.step_states ss
-    set status = case when o.initial_tasks is null then 'created' else 'started' end,
-        failed_at = null,
-        error_message = null,
-        started_at = case when o.initial_tasks is null then null else ss.started_at end,
-        remaining_tasks = case when o.initial_tasks is null then null
-                               else (select count(*) from pgflow.step_tasks t
-                                     where t.run_id = o.run_id and t.step_slug = o.step_slug
-                                       and t.status <> 'completed') end
-    from open_steps o
-    where ss.ctid = o.row_ctid;
+    select array_agg(x.run_id), array_agg(x.step_slug)
+    into v_parent_runs, v_parent_steps
+    from reopened x where x.status = 'waiting';
+    if v_parent_runs is not null then
+      perform pgflow.start_children(v_parent_runs, v_parent_steps);
+    end if;
 
     if v_runs is not null then
       perform pgflow.send_task_messages(v_runs, v_steps, v_indexes,

@@ -79,7 +79,8 @@ begin
                                 'stored_completions', 'requeue_stalled_tasks',
                                 'refresh_statistics', 'tables_to_vacuum', 'lock_namespace',
                                 'schedules_to_fire', 'fire_schedule', 'request_wakeups',
-                                'withdraw_wakeups', 'expire_waits', 'signal_payload') then
+                                'withdraw_wakeups', 'expire_waits', 'signal_payload',
+                                'settle_subflows') then
                array['pgflow_worker']
              when p.proname in ('start_flows', 'start_flow', 'start_alias_typed',
                                 'run_step_states', 'subscribe_events',

@@ -47,6 +47,7 @@ pub static FUNCTION_FILES: &[FunctionFile] = function_files![
     "16_events.sql",
     "17_flow_control.sql",
     "18_signals.sql",
+    "19_subflows.sql",
     "99_privileges.sql",
 ];
 

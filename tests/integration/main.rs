@@ -49,6 +49,7 @@ mod stalled;
 mod starts;
 mod statistics;
 mod step_states;
+mod subflows;
 mod support;
 mod tls;
 mod typed_alias;

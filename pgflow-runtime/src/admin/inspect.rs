@@ -397,7 +397,8 @@ pub async fn runs_with_id_prefix(
 pub struct RunWait {
     /// The step.
     pub step_slug: String,
-    /// What it waits for: `signal` (by run id), `event` (by key) or `sleep`.
+    /// What it waits for: `signal` (by run id), `event` (by key), `sleep` or `subflow` (its
+    /// child runs).
     pub reason: String,
     /// The signal it waits for (`None` for a sleep).
     pub signal_name: Option<String>,
@@ -418,8 +419,8 @@ impl RunWait {
 }
 
 /// What a wait `w` (a row of `pgflow.waits`) waits for, as listings and gauges name it.
-const WAIT_REASON: &str = "(case when w.kind = 'sleep' then 'sleep' when w.signal_key is not null then 'event' \
-      else 'signal' end)";
+const WAIT_REASON: &str = "(case when w.kind in ('sleep', 'subflow') then w.kind \
+      when w.signal_key is not null then 'event' else 'signal' end)";
 
 /// How many steps of one flow wait, for one reason.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
@@ -427,7 +428,7 @@ const WAIT_REASON: &str = "(case when w.kind = 'sleep' then 'sleep' when w.signa
 pub struct WaitingSteps {
     /// The concrete flow.
     pub flow_slug: String,
-    /// `signal` (by run id), `event` (by key) or `sleep`.
+    /// `signal` (by run id), `event` (by key), `sleep` or `subflow`.
     pub reason: String,
     /// How many of its steps wait now.
     pub steps: i64,
@@ -441,7 +442,7 @@ pub async fn waiting_steps(
     let rows = sqlx::query_as(&format!(
         "select f.flow_slug, r.reason, count(w.run_id) as steps
          from pgflow.flows f
-         cross join (values ('signal'), ('event'), ('sleep')) as r(reason)
+         cross join (values ('signal'), ('event'), ('sleep'), ('subflow')) as r(reason)
          left join pgflow.waits w on w.flow_slug = f.flow_slug and {WAIT_REASON} = r.reason
          group by f.flow_slug, r.reason
          order by f.flow_slug, r.reason"

@@ -30,6 +30,7 @@ pub mod run_control;
 pub mod runs;
 pub mod schedules;
 pub mod signals;
+pub mod subflows;
 pub mod workers;
 
 pub use aliases_rollouts::{
@@ -70,6 +71,7 @@ pub use signals::{
     event_key, expire_waits, send_signal, send_signal_by_token, send_signal_value, signal_payload,
     signal_token,
 };
+pub use subflows::{ChildRun, run_children, settle_subflows};
 pub use workers::{
     CoverageGap, Heartbeat, LostWorker, deprecate_workers, function_enabled, heartbeat,
     mark_lost_workers, queue_channel, queue_coverage_gaps, register_worker, request_wakeups,

@@ -96,6 +96,12 @@ pub struct Run {
     pub idempotency_key: Option<String>,
     /// The alias or flow the key was given with (its scope), when it has a key.
     pub idempotency_scope: Option<String>,
+    /// The run whose step started this one, when it is a child run (a subflow).
+    pub parent_run_id: Option<Uuid>,
+    /// That step.
+    pub parent_step_slug: Option<String>,
+    /// That step's task (a map step starts a child per element).
+    pub parent_task_index: Option<i32>,
     /// Whether it waits: `started`, with a step waiting (for a signal, an event or the end of
     /// a sleep) and no step started (running or queued). Read by [`run`] and the listings that
     /// show runs to people ([`crate::admin`]); `false` from calls that start or change runs.

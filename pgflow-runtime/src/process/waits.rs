@@ -1,7 +1,9 @@
-//! Ending timed-out waits, once per client while its workers run: a step that waits for a
-//! signal with a `wait_timeout` fails or is skipped when its deadline passes (the database's
-//! clock), as its `when_timed_out` says. Every process may do it at once; the SQL core ends
-//! each wait once. A wait whose deadline passed while no process ran ends at the next look.
+//! Ending waits whose time came, once per client while its workers run: a step that waits for
+//! a signal with a `wait_timeout` fails or is skipped when its deadline passes (the database's
+//! clock), as its `when_timed_out` says, and a sleeping step wakes at its wake time. Every
+//! process may do it at once; the SQL core ends each wait once. A wait whose deadline passed
+//! while no process ran ends at the next look. The same loop settles what subflows left over
+//! (children of cancelled parents; see [`engine::settle_subflows`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,8 +40,15 @@ pub(super) async fn expire_waits(shared: Arc<Shared>, stop: CancellationToken) {
                 }
             }
         };
+        let leftovers = async {
+            match engine::settle_subflows(&shared.db, EXPIRE_BATCH).await {
+                Ok(0) => {}
+                Ok(changed) => tracing::info!(changed, "settled subflows left over"),
+                Err(error) => tracing::warn!(%error, "settling subflows failed; retrying"),
+            }
+        };
         tokio::select! {
-            () = pass => {}
+            () = async { pass.await; leftovers.await } => {}
             () = stop.cancelled() => return,
         }
         tokio::select! {

@@ -1,0 +1,273 @@
+-- Subflows: a step that runs another flow (steps.subflow). Its handler returns the child's
+-- input, one per task; once its tasks are done (store_completions), start_children starts a
+-- child run for each and the step is 'waiting' for them, with a wait of kind 'subflow'. When a
+-- child ends, settle_parents gives the parent's step the children's outputs (and the parent's
+-- run goes on) or fails it with the child's error. Cancelling a run cancels its children.
+--
+-- Lock order: a child's run before its parent's (a child that ends settles its parent while
+-- it holds its own lock). The one path the other way, a parent's cancel reaching its children,
+-- takes only the children nobody holds (SKIP LOCKED); settle_subflows, which every process
+-- with a running worker calls each second, cancels the ones it skipped.
+
+-- start_children: starts the children of steps (parallel arrays: run, step) that run a
+-- subflow, are 'waiting' and have their tasks done: for each task, a run of the step's flow
+-- (an alias resolves to its active version) with the task's output as its input, recording
+-- its parent run, step and task, under the idempotency key `subflow:<run>/<step>/<task>`. A
+-- child the key already names is reused, so a retry of the parent reruns nothing that
+-- completed: a completed child settles its task at once, a failed one is retried, one still
+-- going is waited for. A child that cannot start (no such flow, an input that does not fit
+-- the flow's recorded schema, or a handler type that is not the flow's recorded input type)
+-- fails the step and its run, naming why.
+-- Locks: the steps' runs (held by the caller), then as start_flows and retry_runs for the
+-- children, then as settle_parents.
+create or replace function pgflow.start_children(p_run_ids uuid[], p_step_slugs text[])
+returns void
+language plpgsql
+as $$
+declare
+  v_group record;
+  v_flow pgflow.flows;
+  v_children uuid[];
+  v_message text;
+  v_failed_runs uuid[];
+  v_retry uuid[];
+  v_ended uuid[];
+begin
+  insert into pgflow.waits (run_id, step_slug, flow_slug, kind)
+  select ss.run_id, ss.step_slug, ss.flow_slug, 'subflow'
+  from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
+  join pgflow.step_states ss on ss.run_id = u.run_id and ss.step_slug = u.step_slug
+  where ss.status = 'waiting'
+  on conflict (run_id, step_slug) do nothing;
+
+  for v_group in
+    select s.subflow, s.subflow_input_type,
+           array_agg(t.run_id order by t.run_id, t.step_slug, t.task_index) as parent_runs,
+           array_agg(t.step_slug order by t.run_id, t.step_slug, t.task_index) as parent_steps,
+           array_agg(t.task_index order by t.run_id, t.step_slug, t.task_index) as parent_tasks,
+           array_agg(coalesce(t.output, 'null'::jsonb)
+                     order by t.run_id, t.step_slug, t.task_index) as inputs,
+           array_agg(format('subflow:%s/%s/%s', t.run_id, t.step_slug, t.task_index)
+                     order by t.run_id, t.step_slug, t.task_index) as keys
+    from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
+    join pgflow.step_states ss
+      on ss.run_id = u.run_id and ss.step_slug = u.step_slug and ss.status = 'waiting'
+    join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
+    join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+    join pgflow.step_tasks t on t.run_id = ss.run_id and t.step_slug = ss.step_slug
+    where s.subflow is not null
+    group by s.subflow, s.subflow_input_type
+  loop
+    begin
+      select f.* into v_flow from pgflow.flows f
+      where f.flow_slug = coalesce((select a.flow_slug from pgflow.aliases a
+                                    where a.alias = v_group.subflow), v_group.subflow);
+      if found and v_group.subflow_input_type is not null and v_flow.input_type is not null
+         and v_flow.input_type <> v_group.subflow_input_type then
+        raise exception 'flow `%` (version `%`) takes `%`, but the handler returns `%`',
+          v_group.subflow, v_flow.flow_slug, v_flow.input_type, v_group.subflow_input_type
+          using errcode = '22023';
+      end if;
+      v_children := array(select c.run_id
+                          from pgflow.start_flows(v_group.subflow, v_group.inputs, null, true,
+                                                  v_group.keys) c);
+    exception when others then
+      get stacked diagnostics v_message = message_text;
+      with failing as (
+        update pgflow.step_states ss
+        set status = 'failed', failed_at = now(),
+            error_message = pgflow.bounded_error(format(
+              'step `%s` could not start its child run of flow `%s`: %s',
+              ss.step_slug, v_group.subflow, v_message))
+        from (select distinct p.run_id, p.step_slug
+              from unnest(v_group.parent_runs, v_group.parent_steps) as p(run_id, step_slug)) p
+        where ss.run_id = p.run_id and ss.step_slug = p.step_slug and ss.status = 'waiting'
+        returning ss.run_id
+      )
+      select array_agg(distinct f.run_id) into v_failed_runs from failing f;
+      if v_failed_runs is not null then
+        perform pgflow.fail_runs(v_failed_runs, 'run failed: a step could not start its child run');
+      end if;
+      continue;
+    end;
+
+    update pgflow.runs c
+    set parent_run_id = p.run_id, parent_step_slug = p.step_slug, parent_task_index = p.task_index
+    from unnest(v_children, v_group.parent_runs, v_group.parent_steps, v_group.parent_tasks)
+      as p(child_id, run_id, step_slug, task_index)
+    where c.run_id = p.child_id and c.parent_run_id is null;
+
+    -- Children the key already named: a failed one runs again; an ended one settles now.
+    v_retry := array(select c.run_id from pgflow.runs c
+                     where c.run_id = any(v_children) and c.status = 'failed');
+    if cardinality(v_retry) > 0 then
+      perform pgflow.retry_runs(v_retry);
+    end if;
+    v_ended := array(select c.run_id from pgflow.runs c
+                     where c.run_id = any(v_children) and c.status <> 'started');
+    if cardinality(v_ended) > 0 then
+      perform pgflow.settle_parents(v_ended);
+    end if;
+  end loop;
+end;
+$$;
+
+-- settle_parents: what the end of child runs p_child_ids does to their parents' steps that
+-- wait for them (in started runs): a step whose children all completed completes, its output
+-- the child's output (a map step's: its children's outputs in task order), and its run goes
+-- on; a step with a child that failed or was cancelled fails, naming the child and its error,
+-- and so does its run (its other children go on: a retry of the parent reuses what they
+-- produce). Children of runs that no longer wait for them change nothing.
+-- Locks: the parents' runs (order), then their steps, then as fail_runs and
+-- finish_completed_steps. (A child that ends holds its own run's lock first.)
+create or replace function pgflow.settle_parents(p_child_ids uuid[])
+returns void
+language plpgsql
+as $$
+declare
+  v_parents uuid[];
+  v_runs uuid[];
+  v_steps text[];
+  v_flows text[];
+  v_failed_runs uuid[];
+begin
+  select array_agg(distinct c.parent_run_id) into v_parents
+  from pgflow.runs c
+  where c.run_id = any(p_child_ids) and c.parent_run_id is not null;
+  if v_parents is null then
+    return;
+  end if;
+  perform pgflow.lock_runs(v_parents);
+
+  with parent_steps as (
+    select distinct c.parent_run_id as run_id, c.parent_step_slug as step_slug
+    from pgflow.runs c
+    where c.run_id = any(p_child_ids) and c.parent_run_id is not null
+  ),
+  state as (
+    select ss.ctid as row_ctid, ss.run_id, ss.step_slug, s.step_type, ss.initial_tasks,
+           k.completed, k.failed_child
+    from parent_steps p
+    join pgflow.step_states ss on ss.run_id = p.run_id and ss.step_slug = p.step_slug
+    join pgflow.runs r on r.run_id = ss.run_id and r.status = 'started'
+    join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+    cross join lateral (
+      select count(*) filter (where c.status = 'completed') as completed,
+             (array_agg(c.run_id order by c.parent_task_index)
+                filter (where c.status in ('failed', 'cancelled')))[1] as failed_child
+      from pgflow.runs c
+      where c.parent_run_id = ss.run_id and c.parent_step_slug = ss.step_slug
+    ) k
+    where ss.status = 'waiting' and s.subflow is not null
+    order by ss.run_id, ss.step_slug
+    for no key update of ss
+  ),
+  completed as (
+    update pgflow.step_states ss
+    set status = 'completed', completed_at = now(),
+        output = (select case when st.step_type = 'single' then (array_agg(c.output))[1]
+                              else coalesce(jsonb_agg(c.output order by c.parent_task_index),
+                                            '[]'::jsonb) end
+                  from pgflow.runs c
+                  where c.parent_run_id = st.run_id and c.parent_step_slug = st.step_slug)
+    from state st
+    where ss.ctid = st.row_ctid and st.failed_child is null
+      and st.completed = st.initial_tasks
+    returning ss.run_id, ss.step_slug, ss.flow_slug
+  ),
+  failed as (
+    update pgflow.step_states ss
+    set status = 'failed', failed_at = now(),
+        error_message = pgflow.bounded_error(format(
+          'child run %s of flow `%s` %s: %s', c.run_id, c.flow_slug, c.status,
+          coalesce((select cs.error_message from pgflow.step_states cs
+                    where cs.run_id = c.run_id and cs.status = 'failed'
+                    order by cs.failed_at limit 1),
+                   c.cancel_reason, 'no error recorded')))
+    from state st
+    join pgflow.runs c on c.run_id = st.failed_child
+    where ss.ctid = st.row_ctid
+    returning ss.run_id, ss.step_slug
+  ),
+  settled as (
+    delete from pgflow.waits w
+    using (select run_id, step_slug from completed
+           union all select run_id, step_slug from failed) x
+    where w.run_id = x.run_id and w.step_slug = x.step_slug
+  )
+  select (select array_agg(run_id) from completed), (select array_agg(step_slug) from completed),
+         (select array_agg(flow_slug) from completed),
+         (select array_agg(distinct run_id) from failed)
+  into v_runs, v_steps, v_flows, v_failed_runs;
+
+  if v_failed_runs is not null then
+    perform pgflow.fail_runs(v_failed_runs, 'run failed: a child run failed');
+  end if;
+  if v_runs is not null then
+    perform pgflow.finish_completed_steps(v_runs, v_steps, v_flows);
+  end if;
+end;
+$$;
+
+-- cancel_children: cancels the children still going of runs p_run_ids (that were just
+-- cancelled), with the reason `parent run <id> was cancelled`, and theirs in turn. A child
+-- another transaction holds at that moment is skipped, for settle_subflows to cancel.
+-- Locks: the children's runs that nobody holds (SKIP LOCKED), then as cancel_runs.
+create or replace function pgflow.cancel_children(p_run_ids uuid[])
+returns void
+language plpgsql
+as $$
+declare
+  v_children uuid[];
+begin
+  select array_agg(c.run_id) into v_children
+  from (select c.run_id from pgflow.runs c
+        where c.parent_run_id = any(p_run_ids) and c.status = 'started'
+        order by c.run_id
+        for no key update skip locked) c;
+  if v_children is not null then
+    perform pgflow.cancel_runs(v_children, 'its parent run was cancelled');
+  end if;
+end;
+$$;
+
+-- settle_subflows: what the immediate paths may leave over, at most p_limit of each: the
+-- children still going of cancelled parents are cancelled, and steps waiting for children that
+-- all ended are settled. Returns how many runs it changed. Any number of processes may call
+-- it at once.
+-- Locks: as cancel_runs (SKIP LOCKED children) and settle_parents.
+create or replace function pgflow.settle_subflows(p_limit integer default 1000)
+returns integer
+language plpgsql
+as $$
+declare
+  v_orphans uuid[];
+  v_ended uuid[];
+begin
+  select array_agg(c.run_id) into v_orphans
+  from (select c.run_id from pgflow.runs c
+        join pgflow.runs p on p.run_id = c.parent_run_id
+        where c.parent_run_id is not null and c.status = 'started' and p.status = 'cancelled'
+        order by c.run_id
+        limit p_limit
+        for no key update of c skip locked) c;
+  if v_orphans is not null then
+    perform pgflow.cancel_runs(v_orphans, 'its parent run was cancelled');
+  end if;
+
+  select array_agg(c.run_id) into v_ended
+  from (select w.run_id, w.step_slug from pgflow.waits w
+        where w.kind = 'subflow'
+          and not exists (select 1 from pgflow.runs c
+                          where c.parent_run_id = w.run_id and c.parent_step_slug = w.step_slug
+                            and c.status = 'started')
+        limit p_limit) w
+  cross join lateral (select c.run_id from pgflow.runs c
+                      where c.parent_run_id = w.run_id and c.parent_step_slug = w.step_slug
+                      limit 1) c;
+  if v_ended is not null then
+    perform pgflow.settle_parents(v_ended);
+  end if;
+  return coalesce(cardinality(v_orphans), 0) + coalesce(cardinality(v_ended), 0);
+end;
+$$;

@@ -1,0 +1,339 @@
+//! Subflows: a step declared with `subflow = child` runs flow `child` with what its handler
+//! returns (checked at compile time against the child's input type), and its output is the
+//! child run's output; a map step runs one child per element, its output the children's
+//! outputs in order. A child records its parent run, step and task; a child that fails (or is
+//! cancelled) fails the parent's step with its error; cancelling the parent cancels its
+//! children; retrying the parent reuses the children that completed and retries those that
+//! failed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use pgflow::{Client, RunStatus, Worker};
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::support::{eventually, install, run, step_statuses, worker_config};
+
+/// Whether `authorize` declines a charge of 13 cents (a test turns it off to let a retry pass).
+static DECLINE_13: AtomicBool = AtomicBool::new(true);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChargeIn {
+    pub cents: u64,
+}
+
+/// The child: a charge, authorized then captured. 13 cents is declined (while `DECLINE_13`).
+#[pgflow::flow(slug = "charge_v1", alias = "charge", input = ChargeIn, max_attempts = 1)]
+pub mod charge_v1 {
+    use super::*;
+
+    #[step(queue = "subflows")]
+    pub async fn authorize(input: ChargeIn) -> Result<u64, String> {
+        if input.cents == 13 && DECLINE_13.load(Ordering::SeqCst) {
+            return Err("card declined".to_owned());
+        }
+        Ok(input.cents)
+    }
+
+    #[step(depends_on = [authorize], queue = "subflows")]
+    pub async fn capture(authorize: u64) -> Result<String, String> {
+        Ok(format!("captured {authorize}"))
+    }
+}
+
+/// A parent: totals an order, charges it through the child flow, writes a receipt.
+#[pgflow::flow(slug = "order_v1", alias = "order", input = Vec<u64>, max_attempts = 1)]
+pub mod order_v1 {
+    use super::*;
+
+    #[step(queue = "subflows")]
+    pub async fn total(input: Vec<u64>) -> Result<u64, String> {
+        Ok(input.iter().sum())
+    }
+
+    #[step(depends_on = [total], subflow = charge_v1, queue = "subflows")]
+    pub async fn charge(total: u64) -> Result<ChargeIn, String> {
+        Ok(ChargeIn { cents: total })
+    }
+
+    #[step(depends_on = [charge], queue = "subflows")]
+    pub async fn receipt(charge: charge_v1::Output) -> Result<String, String> {
+        Ok(format!("receipt: {}", charge.capture))
+    }
+}
+
+/// A parent that maps over subflows: one charge per element.
+#[pgflow::flow(slug = "batch_v1", alias = "batch", input = Vec<u64>, max_attempts = 1)]
+pub mod batch_v1 {
+    use super::*;
+
+    #[step(map, subflow = charge_v1, queue = "subflows")]
+    pub async fn charge_each(cents: u64) -> Result<ChargeIn, String> {
+        Ok(ChargeIn { cents })
+    }
+
+    #[step(depends_on = [charge_each], queue = "subflows")]
+    pub async fn summary(charge_each: Vec<charge_v1::Output>) -> Result<Vec<String>, String> {
+        Ok(charge_each.into_iter().map(|c| c.capture).collect())
+    }
+}
+
+/// A child that waits for a signal, so that it is still going when its parent is cancelled.
+#[pgflow::flow(slug = "held_v1", input = u32)]
+pub mod held_v1 {
+    #[step(signal = release, queue = "subflows")]
+    pub async fn hold(input: u32, release: u32) -> Result<u32, String> {
+        Ok(input + release)
+    }
+}
+
+#[pgflow::flow(slug = "holder_v1", input = u32)]
+pub mod holder_v1 {
+    #[step(subflow = super::held_v1, queue = "subflows")]
+    pub async fn delegate(input: u32) -> Result<u32, String> {
+        Ok(input)
+    }
+}
+
+async fn worker(pool: &PgPool) -> pgflow::WorkerHandle {
+    Worker::start_with(
+        (
+            charge_v1::deployment(),
+            order_v1::deployment(),
+            batch_v1::deployment(),
+            held_v1::deployment(),
+            holder_v1::deployment(),
+        ),
+        worker_config(charge_v1::Queue::Subflows, pool),
+    )
+    .await
+    .unwrap()
+}
+
+/// The children of a run: (child, flow, status, parent step, parent task), in task order.
+async fn children(pool: &PgPool, run_id: Uuid) -> Vec<(Uuid, String, String, String, i32)> {
+    sqlx::query_as(
+        "select run_id, flow_slug, status, parent_step_slug, parent_task_index
+         from pgflow.runs where parent_run_id = $1 order by parent_task_index",
+    )
+    .bind(run_id)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+async fn status_of(pool: &PgPool, run_id: Uuid, step: &str) -> String {
+    step_statuses(pool, run_id)
+        .await
+        .into_iter()
+        .find(|(slug, _)| slug == step)
+        .map(|(_, status)| status)
+        .unwrap()
+}
+
+async fn ended(pool: &PgPool, run_id: Uuid, status: RunStatus) -> bool {
+    eventually(30, async || run(pool, run_id).await.status == status).await
+}
+
+async fn step_error(pool: &PgPool, run_id: Uuid, step: &str) -> String {
+    sqlx::query_scalar(
+        "select error_message from pgflow.step_states where run_id = $1 and step_slug = $2",
+    )
+    .bind(run_id)
+    .bind(step)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_step_runs_a_child_flow_and_its_output_is_the_childs(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = worker(&pool).await;
+    let handle = order_v1::start(&client, &vec![100, 250]).await.unwrap();
+    let output = handle.wait(&client, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(output.receipt, "receipt: captured 350");
+
+    // One child, linked to its parent's step and task, given what the handler returned.
+    let kids = children(&pool, handle.run_id()).await;
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    let (child_id, flow, status, step, task) = kids[0].clone();
+    assert_eq!(
+        (flow.as_str(), status.as_str(), step.as_str(), task),
+        ("charge_v1", "completed", "charge", 0)
+    );
+    let child = run(&pool, child_id).await;
+    assert_eq!(child.input, serde_json::json!({ "cents": 350 }));
+    assert_eq!(child.parent_run_id, Some(handle.run_id()));
+    let listed = pgflow::engine::run_children(&pool, handle.run_id())
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].run_id, child_id);
+    // The step's output is the child run's output.
+    let step_output: serde_json::Value = sqlx::query_scalar(
+        "select output from pgflow.step_states where run_id = $1 and step_slug = 'charge'",
+    )
+    .bind(handle.run_id())
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(step_output, child.output.unwrap());
+    let waits: i64 = sqlx::query_scalar("select count(*) from pgflow.waits")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(waits, 0, "a settled step leaves no wait");
+
+    worker.shutdown();
+    worker.wait().await.unwrap();
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_map_step_runs_a_child_per_element_and_gets_their_outputs_in_order(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = worker(&pool).await;
+    let handle = batch_v1::start(&client, &vec![30, 10, 20]).await.unwrap();
+    let output = handle.wait(&client, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(
+        output.summary,
+        vec!["captured 30", "captured 10", "captured 20"]
+    );
+    let kids = children(&pool, handle.run_id()).await;
+    let tasks: Vec<i32> = kids.iter().map(|k| k.4).collect();
+    assert_eq!(tasks, vec![0, 1, 2]);
+
+    // A map over nothing runs no child and completes with nothing.
+    let empty = batch_v1::start(&client, &vec![]).await.unwrap();
+    let output = empty.wait(&client, Duration::from_secs(30)).await.unwrap();
+    assert!(output.summary.is_empty());
+    assert!(children(&pool, empty.run_id()).await.is_empty());
+
+    worker.shutdown();
+    worker.wait().await.unwrap();
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_failed_child_fails_its_parent_and_a_retry_reruns_only_what_failed(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = worker(&pool).await;
+    // 13 cents is declined: that child fails, its sibling completes, and the parent fails.
+    let handle = batch_v1::start(&client, &vec![5, 13]).await.unwrap();
+    let parent = handle.run_id();
+    assert!(
+        ended(&pool, parent, RunStatus::Failed).await,
+        "the parent fails with its child"
+    );
+    let kids = children(&pool, parent).await;
+    assert_eq!(kids.len(), 2);
+    assert_eq!(kids[0].2, "completed");
+    assert_eq!(kids[1].2, "failed");
+    let error = step_error(&pool, parent, "charge_each").await;
+    assert!(
+        error.contains(&format!(
+            "child run {} of flow `charge_v1` failed",
+            kids[1].0
+        )) && error.contains("card declined"),
+        "{error}"
+    );
+
+    // Retried once the card goes through: the failed child runs again (the same run), the
+    // completed one is reused as it was.
+    DECLINE_13.store(false, Ordering::SeqCst);
+    client.retry(parent).await.unwrap();
+    let output = handle.wait(&client, Duration::from_secs(30)).await;
+    DECLINE_13.store(true, Ordering::SeqCst);
+    assert_eq!(output.unwrap().summary, vec!["captured 5", "captured 13"]);
+    let again = children(&pool, parent).await;
+    assert_eq!(
+        again.iter().map(|k| k.0).collect::<Vec<_>>(),
+        kids.iter().map(|k| k.0).collect::<Vec<_>>(),
+        "no new child"
+    );
+    assert_eq!(
+        run(&pool, kids[0].0).await.retry_count,
+        0,
+        "the completed child was reused"
+    );
+    assert_eq!(
+        run(&pool, kids[1].0).await.retry_count,
+        1,
+        "the failed child was retried"
+    );
+
+    worker.shutdown();
+    worker.wait().await.unwrap();
+}
+
+#[sqlx::test(migrations = false)]
+async fn cancelling_a_parent_cancels_its_children_and_a_cancelled_child_fails_its_parent(
+    pool: PgPool,
+) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = worker(&pool).await;
+
+    let handle = holder_v1::start(&client, &1).await.unwrap();
+    let parent = handle.run_id();
+    let child_waits = eventually(20, async || {
+        children(&pool, parent).await.len() == 1
+            && status_of(&pool, children(&pool, parent).await[0].0, "hold").await == "waiting"
+    })
+    .await;
+    assert!(child_waits, "the child starts and waits for its signal");
+    assert_eq!(status_of(&pool, parent, "delegate").await, "waiting");
+    let reason: String = sqlx::query_scalar(
+        "select kind from pgflow.waits where run_id = $1 and step_slug = 'delegate'",
+    )
+    .bind(parent)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(reason, "subflow");
+    // A run whose only step waits for its child is shown waiting.
+    assert_eq!(
+        pgflow::engine::run(&pool, parent)
+            .await
+            .unwrap()
+            .shown_status(),
+        "waiting"
+    );
+
+    client
+        .cancel(parent, Some("order withdrawn"))
+        .await
+        .unwrap();
+    let child = children(&pool, parent).await[0].0;
+    let child_run = run(&pool, child).await;
+    assert_eq!(child_run.status, RunStatus::Cancelled);
+    assert_eq!(
+        child_run.cancel_reason.as_deref(),
+        Some("its parent run was cancelled")
+    );
+
+    // A child cancelled on its own fails the step that waits for it, and its run.
+    let handle = holder_v1::start(&client, &2).await.unwrap();
+    let parent = handle.run_id();
+    let started = eventually(20, async || children(&pool, parent).await.len() == 1).await;
+    assert!(started);
+    let child = children(&pool, parent).await[0].0;
+    client
+        .cancel(child, Some("operator stopped it"))
+        .await
+        .unwrap();
+    assert_eq!(run(&pool, parent).await.status, RunStatus::Failed);
+    let error = step_error(&pool, parent, "delegate").await;
+    assert!(
+        error.contains(&format!("child run {child} of flow `held_v1` cancelled"))
+            && error.contains("operator stopped it"),
+        "{error}"
+    );
+
+    worker.shutdown();
+    worker.wait().await.unwrap();
+}
