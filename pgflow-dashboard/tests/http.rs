@@ -322,3 +322,35 @@ async fn a_callback_link_sends_its_signal_once_with_no_other_credential(pool: Pg
     let (status, _) = post_json(&own, &path, r#"{"by": "a link"}"#).await;
     assert_eq!(status, StatusCode::GONE);
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_parent_and_its_child_link_each_other_and_list_as_waiting(pool: PgPool) {
+    pgflow::install(&pool).await.unwrap();
+    let (_worker, parent, child) = support::waiting_child(&pool).await;
+    let app = dashboard(&pool, Access::ReadOnly, false);
+
+    let (status, page, _) = get(&app, &format!("/runs/{parent}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("id=\"children\""), "{page}");
+    assert!(page.contains(&format!("href=\"/runs/{child}\"")), "{page}");
+    assert!(
+        page.contains("data-reason=\"subflow\""),
+        "the step waits for its child: {page}"
+    );
+
+    let (status, page, _) = get(&app, &format!("/runs/{child}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains(&format!("id=\"parent\" href=\"/runs/{parent}\"")),
+        "{page}"
+    );
+
+    // Both only wait (the child for its signal, the parent for its child).
+    let (status, page, _) = get(&app, "/runs?status=waiting").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        page.contains(&parent.to_string()) && page.contains(&child.to_string()),
+        "{page}"
+    );
+    assert!(page.contains("data-status=\"waiting\""), "{page}");
+}

@@ -35,6 +35,15 @@ fn run_notes(run: &pgflow::Run) -> Vec<String> {
     if let (Some(from), Some(step)) = (run.resumed_from, &run.resumed_at_step) {
         notes.push(format!("resumed from run {from} at step `{step}`"));
     }
+    if let (Some(parent), Some(step), Some(task)) = (
+        run.parent_run_id,
+        &run.parent_step_slug,
+        run.parent_task_index,
+    ) {
+        notes.push(format!(
+            "child of run {parent} (step `{step}`, task {task})"
+        ));
+    }
     if let Some(key) = &run.idempotency_key {
         notes.push(format!("idempotency key `{key}`"));
     }
@@ -107,6 +116,7 @@ pub(super) async fn show(
     let run = pgflow::engine::run(pool, run_id).await?;
     let steps = inspect::run_steps(pool, run_id).await?;
     let waits = inspect::run_waits(pool, run_id).await?;
+    let children = pgflow::engine::run_children(pool, run_id).await?;
     let tasks = inspect::troubled_tasks(pool, run_id, TASKS_SHOWN).await?;
     let mut attempts = inspect::failed_attempts(pool, run_id, ATTEMPTS_SHOWN + 1).await?;
     let more_attempts = attempts.len() > ATTEMPTS_SHOWN as usize;
@@ -119,6 +129,8 @@ pub(super) async fn show(
             "cancelled_at": run.cancelled_at, "cancel_reason": run.cancel_reason,
             "scheduled_for": run.scheduled_for, "retry_count": run.retry_count,
             "resumed_from": run.resumed_from, "resumed_at_step": run.resumed_at_step,
+            "parent_run_id": run.parent_run_id, "parent_step_slug": run.parent_step_slug,
+            "parent_task_index": run.parent_task_index, "children": children,
             "idempotency_key": run.idempotency_key,
             "input": run.input, "output": run.output,
             "steps": steps, "waits": waits, "retried_tasks": tasks, "failed_attempts": attempts,
@@ -203,6 +215,20 @@ pub(super) async fn show(
                             Some(at) => until("times out", at),
                             None => "no time-out".to_owned(),
                         }),
+                    ]);
+                }
+                text.push_str(&crate::output::render(&table));
+            }
+            if !children.is_empty() {
+                text.push_str("\n\nchild runs (`pgflow run <id>` shows one)\n");
+                let mut table = out.table(&["step", "task", "run", "flow", "status"]);
+                for c in &children {
+                    table.add_row(vec![
+                        Cell::new(&c.parent_step_slug),
+                        Cell::new(c.parent_task_index),
+                        Cell::new(c.run_id),
+                        Cell::new(&c.flow_slug),
+                        out.status(&c.status),
                     ]);
                 }
                 text.push_str(&crate::output::render(&table));

@@ -259,3 +259,68 @@ async fn run_shows_the_input_and_outputs_cut_to_a_bound_or_whole(pool: PgPool) {
     assert_eq!(value["output"], json!({"echo": input}));
     assert_eq!(value["steps"][0]["output"], input);
 }
+
+/// A child flow, and a parent that runs it for each element of its input.
+#[pgflow::flow(slug = "doubling")]
+mod doubling {
+    use super::*;
+
+    #[step(queue = "family")]
+    pub async fn double(input: Value) -> Result<u64, String> {
+        Ok(input.as_u64().unwrap_or(0) * 2)
+    }
+}
+
+#[pgflow::flow(slug = "fanning", input = Vec<u64>)]
+mod fanning {
+    use super::*;
+
+    #[step(map, subflow = doubling, queue = "family")]
+    pub async fn each(n: u64) -> Result<Value, String> {
+        Ok(json!(n))
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn run_links_a_parent_and_its_children(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = pgflow::Worker::start_with(
+        (doubling::deployment(), fanning::deployment()),
+        pgflow::WorkerConfig::new(fanning::Queue::Family).pool(pool.clone()),
+    )
+    .await
+    .unwrap();
+    let run = client
+        .start(
+            Start::flow::<fanning::Flow>(),
+            &vec![1, 2],
+            StartOptions::new(),
+        )
+        .await
+        .unwrap();
+    run.wait(&client, Duration::from_secs(20)).await.unwrap();
+    worker.shutdown();
+    worker.wait().await.unwrap();
+    let parent = run.run_id().to_string();
+
+    let text = stdout(&pgflow(&pool, &["run", &parent]));
+    assert!(text.contains("child runs"), "{text}");
+    let shown: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["--json", "run", &parent]))).unwrap();
+    let children = shown["children"].as_array().unwrap();
+    assert_eq!(children.len(), 2, "{shown}");
+    assert_eq!(children[1]["parent_task_index"], 1);
+    assert_eq!(children[1]["status"], "completed");
+    let child = children[0]["run_id"].as_str().unwrap().to_owned();
+    assert!(text.contains(&child), "{text}");
+
+    let text = stdout(&pgflow(&pool, &["run", &child]));
+    assert!(
+        text.contains(&format!("child of run {parent} (step `each`, task 0)")),
+        "{text}"
+    );
+    let shown: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["--json", "run", &child]))).unwrap();
+    assert_eq!(shown["parent_run_id"], parent.as_str());
+}

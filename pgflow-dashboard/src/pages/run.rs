@@ -65,6 +65,7 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
     let run = engine::run(db, run_id).await?;
     let steps = inspect::run_steps(db, run_id).await?;
     let waits = inspect::run_waits(db, run_id).await?;
+    let children = engine::run_children(db, run_id).await?;
     let graph = inspect::flow_graph(db, &run.flow_slug).await?;
     let counts = browse::step_task_counts(db, run_id).await?;
     let attempts = inspect::failed_attempts(db, run_id, ATTEMPTS_SHOWN).await?;
@@ -106,6 +107,12 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
                     dt { "Resumed from" }
                     dd { a href=(format!("/runs/{from}")) { (from) }
                          @if let Some(step) = &run.resumed_at_step { " at " (step) } }
+                }
+                @if let (Some(parent), Some(step), Some(task)) =
+                    (run.parent_run_id, &run.parent_step_slug, run.parent_task_index) {
+                    dt { "Child of" }
+                    dd { a #parent href=(format!("/runs/{parent}")) { (parent) }
+                         " (step " (step) ", task " (task) ")" }
                 }
                 @if let Some(at) = run.scheduled_for { dt { "Scheduled for" } dd { (time(at)) } }
                 @if let Some(key) = &run.idempotency_key { dt { "Idempotency key" } dd.mono { (key) } }
@@ -153,6 +160,23 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
                             td.error { @if let Some(error) = &step.error { (truncate(error, ERROR_CHARS)) } }
                         }
                     } }
+                }
+            }
+            @if !children.is_empty() {
+                section #children {
+                    h2 { "Child runs" }
+                    table {
+                        thead { tr { th { "Step" } th.num { "Task" } th { "Run" } th { "Flow" } th { "Status" } } }
+                        tbody { @for child in &children {
+                            tr {
+                                td { (child.parent_step_slug) }
+                                td.num { (child.parent_task_index) }
+                                td.mono { a href=(format!("/runs/{}", child.run_id)) { (child.run_id) } }
+                                td { (child.flow_slug) }
+                                td { (badge(&child.status)) }
+                            }
+                        } }
+                    }
                 }
             }
             @if !waits.is_empty() {

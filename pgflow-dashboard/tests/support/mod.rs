@@ -140,3 +140,48 @@ pub async fn waiting_for_approval(pool: &PgPool) -> (WorkerHandle, Uuid) {
         .run_id();
     (worker, run)
 }
+
+/// A flow whose only step runs the approval flow as its child.
+#[pgflow::flow(slug = "delegating_v1", alias = "delegating")]
+pub mod delegating_v1 {
+    use serde_json::Value;
+
+    #[step(subflow = super::approved_v1, queue = "approved")]
+    pub async fn ask(input: Value) -> Result<Value, String> {
+        Ok(input)
+    }
+}
+
+/// A worker of both flows, and a run of the delegating one whose child waits for its signal:
+/// (worker, parent, child).
+pub async fn waiting_child(pool: &PgPool) -> (WorkerHandle, Uuid, Uuid) {
+    let config = WorkerConfig::new(delegating_v1::Queue::Approved)
+        .pool(pool.clone())
+        .poll_interval(Duration::from_millis(100))
+        .heartbeat_interval(Duration::from_millis(200))
+        .function_name("dashboard_tests");
+    let worker = Worker::start_with(
+        (approved_v1::deployment(), delegating_v1::deployment()),
+        config,
+    )
+    .await
+    .expect("start the worker");
+    let client = Client::new(pool.clone());
+    let parent = delegating_v1::start(&client, &serde_json::json!({}))
+        .await
+        .expect("start a delegating run")
+        .run_id();
+    for _ in 0..200 {
+        let child: Option<Uuid> =
+            sqlx::query_scalar("select run_id from pgflow.runs where parent_run_id = $1")
+                .bind(parent)
+                .fetch_optional(pool)
+                .await
+                .expect("read the child");
+        if let Some(child) = child {
+            return (worker, parent, child);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("run {parent} started no child within 20 s");
+}
