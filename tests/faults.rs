@@ -1,13 +1,14 @@
 //! The fault test: a few hundred runs of a chain flow, a map flow, a flow that waits for a
-//! signal and a flow that sleeps (a fixed time, and until a time its first step chose) on a
-//! private cluster, while worker processes are SIGKILLed on a timer and respawned
+//! signal, a flow that sleeps (a fixed time, and until a time its first step chose) and a flow
+//! that maps over child runs of the chain flow on a private cluster, while worker processes are SIGKILLed on a timer and respawned
 //! and Postgres is restarted (`-m immediate`, a crash) in the middle. Half the waiting runs get
 //! their signal by run id before they reach the wait (it must be kept for them), the other half
 //! by event key while the chaos goes on (emitted again and again: only runs waiting at that
 //! moment are reached). Every run must complete with the right output, no attempt of any task
 //! may run its handler twice, the attempt that completed a task must be its last, no wait or
-//! signal may be lost, no sleep may end early or be lost, and nothing may be left queued,
-//! started, waiting or in the queue.
+//! signal may be lost, no sleep may end early or be lost, every parent must get its children's
+//! outputs in order with one child per element, and nothing may be left queued, started,
+//! waiting or in the queue.
 //!
 //! One binary, two parts (`harness = false`): run bare, it is the test; run as
 //! `faults worker <url>`, it is one worker process the test spawns and kills.
@@ -25,6 +26,9 @@ const CHAIN_RUNS: u32 = 200;
 const MAP_RUNS: u32 = 50;
 const SIGNAL_RUNS: u32 = 60;
 const SLEEP_RUNS: u32 = 40;
+const PARENT_RUNS: u32 = 30;
+/// Children of each parent run.
+const CHILDREN: u32 = 3;
 /// Elements of each map run.
 const MAP_WIDTH: u32 = 8;
 /// Worker processes alive at once.
@@ -163,6 +167,19 @@ pub mod fault_sleep {
     }
 }
 
+/// A map over child runs of the chain flow: each element n runs `fault_chain` with n.
+#[pgflow::flow(slug = "fault_parent", input = Vec<u32>, timeout = 2, base_delay = 0, max_attempts = 30)]
+pub mod fault_parent {
+    use super::*;
+
+    #[step(map, subflow = fault_chain, queue = "faults")]
+    /// The child's input: the element.
+    pub async fn each(n: u32, ctx: Context) -> Result<u32, String> {
+        record(&ctx).await?;
+        Ok(n)
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -214,6 +231,7 @@ async fn worker(url: &str) -> ExitCode {
             fault_map::deployment(),
             fault_signal::deployment(),
             fault_sleep::deployment(),
+            fault_parent::deployment(),
         ),
         config,
     )
@@ -301,6 +319,17 @@ async fn scenario() -> Result<String, String> {
         .start_many(Start::flow::<fault_sleep::Flow>(), &sleep_inputs, &[])
         .await
         .map_err(|e| e.to_string())?;
+    let parent_inputs: Vec<Vec<u32>> = (0..PARENT_RUNS)
+        .map(|p| (0..CHILDREN).map(|c| 10_000 + p * CHILDREN + c).collect())
+        .collect();
+    client
+        .deploy(&fault_parent::deployment())
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .start_many(Start::flow::<fault_parent::Flow>(), &parent_inputs, &[])
+        .await
+        .map_err(|e| e.to_string())?;
     // The even ones by run id now, before any worker runs: kept until they wait.
     for (n, run) in signal_runs.iter().enumerate().filter(|(n, _)| n % 2 == 0) {
         fault_signal::signal_go(&client, run.run_id(), &(n as u32))
@@ -320,7 +349,8 @@ async fn scenario() -> Result<String, String> {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
     });
-    let total_runs = i64::from(CHAIN_RUNS + MAP_RUNS + SIGNAL_RUNS + SLEEP_RUNS);
+    let total_runs =
+        i64::from(CHAIN_RUNS + MAP_RUNS + SIGNAL_RUNS + SLEEP_RUNS + PARENT_RUNS * (1 + CHILDREN));
 
     let mut workers: Vec<Child> = (0..WORKERS)
         .map(|_| spawn_worker(&url, &worker_log))
@@ -408,6 +438,24 @@ async fn check(pool: &PgPool) -> Result<(), String> {
             "select count(*) from pgflow.runs r
              where r.flow_slug = 'fault_signal'
                and (select count(*) from pgflow.signals s where s.run_id = r.run_id) <> 1",
+        ),
+        (
+            "parent runs whose children are not one per element, in order, of the chain flow",
+            "select count(*) from pgflow.runs p
+             where p.flow_slug = 'fault_parent'
+               and (select array_agg(c.input::int order by c.parent_task_index)
+                    from pgflow.runs c
+                    where c.parent_run_id = p.run_id and c.flow_slug = 'fault_chain')
+                   is distinct from (select array_agg(e::int order by n)
+                                     from jsonb_array_elements(p.input) with ordinality x(e, n))",
+        ),
+        (
+            "parent runs whose output is not their children's outputs in order",
+            "select count(*) from pgflow.runs p
+             where p.flow_slug = 'fault_parent'
+               and p.output -> 'each' is distinct from
+                   (select jsonb_agg(c.output order by c.parent_task_index)
+                    from pgflow.runs c where c.parent_run_id = p.run_id)",
         ),
         (
             "sleep runs with a wrong output",
