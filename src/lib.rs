@@ -65,7 +65,7 @@ pub use pgflow_macros::flow;
 /// Marks an `async fn` inside a [`flow`] module as a step (keys: `queue`, `depends_on`, `map`,
 /// `max_attempts`, `base_delay`, `max_delay`, `jitter_percent`, `timeout`, `start_delay`,
 /// `when`, `unless`, `when_unmet`, `when_exhausted`, `signal`, `key`, `wait_timeout`,
-/// `when_timed_out`, `sleep`, `sleep_until`; see [`flow`]). `#[flow]` reads and removes
+/// `when_timed_out`, `sleep`, `sleep_until`, `subflow`; see [`flow`]). `#[flow]` reads and removes
 /// it; anywhere else it is a compile error.
 pub use pgflow_macros::step;
 

@@ -6,8 +6,9 @@
 --
 -- Lock order: a child's run before its parent's (a child that ends settles its parent while
 -- it holds its own lock). The one path the other way, a parent's cancel reaching its children,
--- takes only the children nobody holds (SKIP LOCKED); settle_subflows, which every process
--- with a running worker calls each second, cancels the ones it skipped.
+-- takes only the children nobody holds (SKIP LOCKED) and notes the others in
+-- pgflow.children_to_cancel; settle_subflows, which every process with a running worker calls
+-- each second, cancels those.
 
 -- start_children: starts the children of steps (parallel arrays: run, step) that run a
 -- subflow, are 'waiting' and have their tasks done: for each task, a run of the step's flow
@@ -210,64 +211,70 @@ end;
 $$;
 
 -- cancel_children: cancels the children still going of runs p_run_ids (that were just
--- cancelled), with the reason `parent run <id> was cancelled`, and theirs in turn. A child
--- another transaction holds at that moment is skipped, for settle_subflows to cancel.
+-- cancelled), with the reason `its parent run was cancelled`, and theirs in turn. A child
+-- another transaction holds at that moment is noted in pgflow.children_to_cancel, for
+-- settle_subflows.
 -- Locks: the children's runs that nobody holds (SKIP LOCKED), then as cancel_runs.
 create or replace function pgflow.cancel_children(p_run_ids uuid[])
 returns void
 language plpgsql
 as $$
 declare
+  v_live uuid[];
   v_children uuid[];
 begin
+  select array_agg(c.run_id) into v_live
+  from pgflow.runs c
+  where c.parent_run_id = any(p_run_ids) and c.status = 'started';
+  if v_live is null then
+    return;
+  end if;
   select array_agg(c.run_id) into v_children
   from (select c.run_id from pgflow.runs c
-        where c.parent_run_id = any(p_run_ids) and c.status = 'started'
+        where c.run_id = any(v_live)
         order by c.run_id
         for no key update skip locked) c;
+  insert into pgflow.children_to_cancel (run_id, parent_run_id)
+  select c.run_id, c.parent_run_id from pgflow.runs c
+  where c.run_id = any(v_live) and not (c.run_id = any(coalesce(v_children, array[]::uuid[])))
+  on conflict do nothing;
   if v_children is not null then
     perform pgflow.cancel_runs(v_children, 'its parent run was cancelled');
   end if;
 end;
 $$;
 
--- settle_subflows: what the immediate paths may leave over, at most p_limit of each: the
--- children still going of cancelled parents are cancelled, and steps waiting for children that
--- all ended are settled. Returns how many runs it changed. Any number of processes may call
--- it at once.
--- Locks: as cancel_runs (SKIP LOCKED children) and settle_parents.
+-- settle_subflows: cancels the children a parent's cancel could not take at that moment
+-- (pgflow.children_to_cancel), at most p_limit, those nobody holds now; the rest stay noted
+-- for the next call. Returns how many it cancelled. Any number of processes may call it at
+-- once. (Nothing else is left over: a child that ends settles its parent in the same
+-- transaction.)
+-- Locks: the noted runs nobody holds (SKIP LOCKED), then as cancel_runs.
 create or replace function pgflow.settle_subflows(p_limit integer default 1000)
 returns integer
 language plpgsql
 as $$
 declare
-  v_orphans uuid[];
-  v_ended uuid[];
+  v_noted uuid[];
+  v_taken uuid[];
+  v_cancelled integer;
 begin
-  select array_agg(c.run_id) into v_orphans
+  select array_agg(n.run_id) into v_noted
+  from (select n.run_id from pgflow.children_to_cancel n order by n.run_id limit p_limit) n;
+  if v_noted is null then
+    return 0;
+  end if;
+  select array_agg(c.run_id) into v_taken
   from (select c.run_id from pgflow.runs c
-        join pgflow.runs p on p.run_id = c.parent_run_id
-        where c.parent_run_id is not null and c.status = 'started' and p.status = 'cancelled'
+        where c.run_id = any(v_noted)
         order by c.run_id
-        limit p_limit
-        for no key update of c skip locked) c;
-  if v_orphans is not null then
-    perform pgflow.cancel_runs(v_orphans, 'its parent run was cancelled');
+        for no key update skip locked) c;
+  if v_taken is null then
+    return 0;
   end if;
-
-  select array_agg(c.run_id) into v_ended
-  from (select w.run_id, w.step_slug from pgflow.waits w
-        where w.kind = 'subflow'
-          and not exists (select 1 from pgflow.runs c
-                          where c.parent_run_id = w.run_id and c.parent_step_slug = w.step_slug
-                            and c.status = 'started')
-        limit p_limit) w
-  cross join lateral (select c.run_id from pgflow.runs c
-                      where c.parent_run_id = w.run_id and c.parent_step_slug = w.step_slug
-                      limit 1) c;
-  if v_ended is not null then
-    perform pgflow.settle_parents(v_ended);
-  end if;
-  return coalesce(cardinality(v_orphans), 0) + coalesce(cardinality(v_ended), 0);
+  select count(*) filter (where x.cancelled)::integer into v_cancelled
+  from pgflow.cancel_runs(v_taken, 'its parent run was cancelled') x;
+  delete from pgflow.children_to_cancel n where n.run_id = any(v_taken);
+  return v_cancelled;
 end;
 $$;

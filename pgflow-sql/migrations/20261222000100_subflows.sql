@@ -26,9 +26,13 @@ alter table pgflow.runs
 create unique index runs_parent_task_key
   on pgflow.runs (parent_run_id, parent_step_slug, parent_task_index)
   where parent_run_id is not null;
--- The children still going (a cancelled parent's are cancelled).
-create index runs_live_children_idx on pgflow.runs (parent_run_id)
-  where parent_run_id is not null and status = 'started';
+-- Children a parent's cancel could not take at that moment (another transaction held them),
+-- for settle_subflows to cancel. (An index on children by status would do, but a column in an
+-- index predicate makes every update of it, every run's end, a non-HOT update.)
+create table pgflow.children_to_cancel (
+  run_id uuid primary key,
+  parent_run_id uuid not null
+);
 
 alter table pgflow.waits
   drop constraint waits_kind_domain,

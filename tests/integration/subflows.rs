@@ -337,3 +337,42 @@ async fn cancelling_a_parent_cancels_its_children_and_a_cancelled_child_fails_it
     worker.shutdown();
     worker.wait().await.unwrap();
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_child_held_at_its_parents_cancel_is_cancelled_by_the_next_look(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = worker(&pool).await;
+    let handle = holder_v1::start(&client, &3).await.unwrap();
+    let parent = handle.run_id();
+    let started = eventually(20, async || children(&pool, parent).await.len() == 1).await;
+    assert!(started);
+    let child = children(&pool, parent).await[0].0;
+
+    // Another transaction holds the child (as a completion in flight would) while the parent
+    // is cancelled: the cancel does not wait for it, and notes it.
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("select 1 from pgflow.runs where run_id = $1 for no key update")
+        .bind(child)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    client.cancel(parent, None).await.unwrap();
+    holder.rollback().await.unwrap();
+    assert_eq!(run(&pool, child).await.status, RunStatus::Started);
+
+    // The next look (every process with a running worker looks each second) cancels it.
+    let cancelled = eventually(20, async || {
+        run(&pool, child).await.status == RunStatus::Cancelled
+    })
+    .await;
+    assert!(cancelled, "the child is cancelled after its parent");
+    let noted: i64 = sqlx::query_scalar("select count(*) from pgflow.children_to_cancel")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(noted, 0);
+
+    worker.shutdown();
+    worker.wait().await.unwrap();
+}

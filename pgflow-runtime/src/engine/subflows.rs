@@ -1,6 +1,6 @@
 //! Subflows: steps that run another flow. The SQL core starts a step's children when its tasks
-//! are done and settles the step when they end, in the transactions that do so; what those
-//! paths leave over (a child a parent's cancel could not take at that moment) is done by
+//! are done and settles the step when they end, in the transactions that do so; the one thing
+//! those paths leave over (a child a parent's cancel could not take at that moment) is done by
 //! [`settle_subflows`], which every process with a running worker calls each second.
 
 use sqlx::PgExecutor;
@@ -8,8 +8,8 @@ use uuid::Uuid;
 
 use crate::error::EngineError;
 
-/// Cancels the children still going of cancelled runs and settles the steps whose children all
-/// ended, at most `limit` of each (`pgflow.settle_subflows`). Returns how many runs it changed.
+/// Cancels the children of cancelled runs that their parent's cancel could not take at that
+/// moment, at most `limit` (`pgflow.settle_subflows`). Returns how many it cancelled.
 pub async fn settle_subflows(
     executor: impl PgExecutor<'_>,
     limit: i32,
