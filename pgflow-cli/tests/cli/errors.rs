@@ -49,7 +49,9 @@ fn bad_arguments_get_claps_whole_message_and_exit_code_2() {
     );
     let err = stderr(&run(&["runs", "--status", "weird"]));
     assert!(
-        err.contains("[possible values: scheduled, started, completed, failed, cancelled]"),
+        err.contains(
+            "[possible values: scheduled, started, waiting, completed, failed, cancelled]"
+        ),
         "{err}"
     );
 }
