@@ -13,14 +13,15 @@
 -- start_children: starts the children of steps (parallel arrays: run, step) that run a
 -- subflow, are 'waiting' and have their tasks done: for each task, a run of the step's flow
 -- (an alias resolves to its active version) with the task's output as its input, recording
--- its parent run, step and task, under the idempotency key `subflow:<run>/<step>/<task>`. A
--- child the key already names is reused, so a retry of the parent reruns nothing that
+-- its parent run, step and task, under the idempotency key `subflow:<run>/<step>/<task>`.
+-- A task that has a child already keeps it, so a retry of the parent reruns nothing that
 -- completed: a completed child settles its task at once, a failed one is retried, one still
--- going is waited for. A child that cannot start (no such flow, an input that does not fit
--- the flow's recorded schema, or a handler type that is not the flow's recorded input type)
--- fails the step and its run, naming why.
--- Locks: the steps' runs (held by the caller), then as start_flows and retry_runs for the
--- children, then as settle_parents.
+-- going is waited for. A resumed run (runs.resumed_from) first takes over the children of the
+-- run it resumed that completed or failed with the same input, likewise. A child that cannot
+-- start (no such flow, an input that does not fit the flow's recorded schema, or a handler
+-- type that is not the flow's recorded input type) fails the step and its run, naming why.
+-- Locks: the steps' runs (held by the caller), then the children taken over, then as
+-- start_flows and retry_runs for the children, then as settle_parents.
 create or replace function pgflow.start_children(p_run_ids uuid[], p_step_slugs text[])
 returns void
 language plpgsql
@@ -41,6 +42,20 @@ begin
   where ss.status = 'waiting'
   on conflict (run_id, step_slug) do nothing;
 
+  -- A resumed run takes over the ended children of the run it resumed that ran the same input.
+  update pgflow.runs c
+  set parent_run_id = t.run_id
+  from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
+  join pgflow.runs r on r.run_id = u.run_id and r.resumed_from is not null
+  join pgflow.step_tasks t on t.run_id = u.run_id and t.step_slug = u.step_slug
+  where c.parent_run_id = r.resumed_from and c.parent_step_slug = t.step_slug
+    and c.parent_task_index = t.task_index and c.status in ('completed', 'failed')
+    and c.input = coalesce(t.output, 'null'::jsonb)
+    and not exists (select 1 from pgflow.runs x
+                    where x.parent_run_id = t.run_id and x.parent_step_slug = t.step_slug
+                      and x.parent_task_index = t.task_index);
+
+  -- The tasks without a child yet, by the flow they run.
   for v_group in
     select s.subflow, s.subflow_input_type,
            array_agg(t.run_id order by t.run_id, t.step_slug, t.task_index) as parent_runs,
@@ -57,6 +72,9 @@ begin
     join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
     join pgflow.step_tasks t on t.run_id = ss.run_id and t.step_slug = ss.step_slug
     where s.subflow is not null
+      and not exists (select 1 from pgflow.runs c
+                      where c.parent_run_id = t.run_id and c.parent_step_slug = t.step_slug
+                        and c.parent_task_index = t.task_index)
     group by s.subflow, s.subflow_input_type
   loop
     begin
@@ -97,19 +115,29 @@ begin
     from unnest(v_children, v_group.parent_runs, v_group.parent_steps, v_group.parent_tasks)
       as p(child_id, run_id, step_slug, task_index)
     where c.run_id = p.child_id and c.parent_run_id is null;
-
-    -- Children the key already named: a failed one runs again; an ended one settles now.
-    v_retry := array(select c.run_id from pgflow.runs c
-                     where c.run_id = any(v_children) and c.status = 'failed');
-    if cardinality(v_retry) > 0 then
-      perform pgflow.retry_runs(v_retry);
-    end if;
-    v_ended := array(select c.run_id from pgflow.runs c
-                     where c.run_id = any(v_children) and c.status <> 'started');
-    if cardinality(v_ended) > 0 then
-      perform pgflow.settle_parents(v_ended);
-    end if;
   end loop;
+
+  -- Children of steps still waiting that ended already (kept, taken over, or ended as they
+  -- started): a failed one runs again; the others settle their tasks now.
+  v_retry := array(select c.run_id
+                   from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
+                   join pgflow.step_states ss
+                     on ss.run_id = u.run_id and ss.step_slug = u.step_slug
+                    and ss.status = 'waiting'
+                   join pgflow.runs c
+                     on c.parent_run_id = u.run_id and c.parent_step_slug = u.step_slug
+                   where c.status = 'failed');
+  if cardinality(v_retry) > 0 then
+    perform pgflow.retry_runs(v_retry);
+  end if;
+  v_ended := array(select c.run_id
+                   from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
+                   join pgflow.runs c
+                     on c.parent_run_id = u.run_id and c.parent_step_slug = u.step_slug
+                   where c.status <> 'started');
+  if cardinality(v_ended) > 0 then
+    perform pgflow.settle_parents(v_ended);
+  end if;
 end;
 $$;
 

@@ -18,6 +18,8 @@ use crate::support::{eventually, install, run, step_statuses, worker_config};
 
 /// Whether `authorize` declines a charge of 13 cents (a test turns it off to let a retry pass).
 static DECLINE_13: AtomicBool = AtomicBool::new(true);
+/// The same for 17 cents (another test's, so that the two may run at once).
+static DECLINE_17: AtomicBool = AtomicBool::new(true);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChargeIn {
@@ -31,7 +33,9 @@ pub mod charge_v1 {
 
     #[step(queue = "subflows")]
     pub async fn authorize(input: ChargeIn) -> Result<u64, String> {
-        if input.cents == 13 && DECLINE_13.load(Ordering::SeqCst) {
+        if (input.cents == 13 && DECLINE_13.load(Ordering::SeqCst))
+            || (input.cents == 17 && DECLINE_17.load(Ordering::SeqCst))
+        {
             return Err("card declined".to_owned());
         }
         Ok(input.cents)
@@ -137,6 +141,17 @@ async fn ended(pool: &PgPool, run_id: Uuid, status: RunStatus) -> bool {
     eventually(30, async || run(pool, run_id).await.status == status).await
 }
 
+/// Whether every child of a run ends within the test's patience.
+async fn siblings_settle(pool: &PgPool, run_id: Uuid) -> bool {
+    eventually(30, async || {
+        children(pool, run_id)
+            .await
+            .iter()
+            .all(|k| k.2 != "started")
+    })
+    .await
+}
+
 async fn step_error(pool: &PgPool, run_id: Uuid, step: &str) -> String {
     sqlx::query_scalar(
         "select error_message from pgflow.step_states where run_id = $1 and step_slug = $2",
@@ -229,6 +244,8 @@ async fn a_failed_child_fails_its_parent_and_a_retry_reruns_only_what_failed(poo
         ended(&pool, parent, RunStatus::Failed).await,
         "the parent fails with its child"
     );
+    // The failed child's sibling goes on, and completes.
+    assert!(siblings_settle(&pool, parent).await);
     let kids = children(&pool, parent).await;
     assert_eq!(kids.len(), 2);
     assert_eq!(kids[0].2, "completed");
@@ -372,6 +389,50 @@ async fn a_child_held_at_its_parents_cancel_is_cancelled_by_the_next_look(pool: 
         .await
         .unwrap();
     assert_eq!(noted, 0);
+
+    worker.shutdown();
+    worker.wait().await.unwrap();
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_resumed_parent_takes_over_the_children_that_ran_its_input(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = worker(&pool).await;
+    let handle = batch_v1::start(&client, &vec![6, 17]).await.unwrap();
+    let old = handle.run_id();
+    assert!(ended(&pool, old, RunStatus::Failed).await);
+    // The failed child's sibling goes on, and completes.
+    assert!(siblings_settle(&pool, old).await);
+    let kids = children(&pool, old).await;
+    assert_eq!(
+        (kids[0].2.as_str(), kids[1].2.as_str()),
+        ("completed", "failed")
+    );
+
+    // Resumed from the map step once the card goes through: the new run's handlers give the
+    // same inputs, so it takes over both children; the failed one runs again, the completed
+    // one is kept as it was.
+    DECLINE_17.store(false, Ordering::SeqCst);
+    let resumed = client.resume(old, "charge_each").await.unwrap();
+    let new = resumed.run_id;
+    let done = ended(&pool, new, RunStatus::Completed).await;
+    DECLINE_17.store(true, Ordering::SeqCst);
+    assert!(done, "the resumed run completes");
+    let output = run(&pool, new).await.output.unwrap();
+    assert_eq!(
+        output["summary"],
+        serde_json::json!(["captured 6", "captured 17"])
+    );
+    let taken = children(&pool, new).await;
+    assert_eq!(
+        taken.iter().map(|k| k.0).collect::<Vec<_>>(),
+        kids.iter().map(|k| k.0).collect::<Vec<_>>(),
+        "the same child runs, now the resumed run's"
+    );
+    assert_eq!(run(&pool, kids[0].0).await.retry_count, 0);
+    assert_eq!(run(&pool, kids[1].0).await.retry_count, 1);
+    assert!(children(&pool, old).await.is_empty());
 
     worker.shutdown();
     worker.wait().await.unwrap();
