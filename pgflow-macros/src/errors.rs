@@ -315,8 +315,9 @@ pub(crate) mod msg {
     }
 
     pub(crate) fn subflow_value() -> String {
-        "`subflow` takes the module of the flow the step runs: `subflow = charge_v1` or \
-         `subflow = crate::billing::charge_v1` (a module `#[pgflow::flow]` made)"
+        "`subflow` takes the flow the step runs: its module, `subflow = charge_v1` or `subflow = \
+         crate::billing::charge_v1` (a module `#[pgflow::flow]` made), or its alias by name, \
+         `subflow = \"charge\"`"
             .to_owned()
     }
 

@@ -7,7 +7,7 @@ use syn::{Ident, ItemMod, Type};
 
 use crate::errors::{Errors, msg};
 use crate::model::{Flow, ParamKind, Step};
-use crate::parse::{MapSource, SkipMode};
+use crate::parse::{MapSource, SkipMode, Subflow};
 
 /// The module with the generated items appended.
 pub(crate) fn expand(
@@ -528,12 +528,16 @@ fn sleep_fields(step: &Step) -> TokenStream {
 
 /// The `StepDecl` field of the flow a step runs, if it runs one.
 fn subflow_field(step: &Step) -> TokenStream {
-    let (Some(path), Some(ret)) = (&step.subflow, &step.output) else {
+    let (Some(subflow), Some(ret)) = (&step.subflow, &step.output) else {
         return TokenStream::new();
+    };
+    let alias = match subflow {
+        Subflow::Module(path) => quote!(<#path::Flow as ::pgflow::__private::FlowSpec>::ALIAS),
+        Subflow::Named(name) => quote!(#name),
     };
     quote! {
         subflow: ::core::option::Option::Some(::pgflow::__private::SubflowDecl {
-            alias: <#path::Flow as ::pgflow::__private::FlowSpec>::ALIAS,
+            alias: #alias,
             input_type: ::std::any::type_name::<
                 <#ret as ::pgflow::__private::StepResult>::Output
             > as fn() -> &'static str,
@@ -689,9 +693,13 @@ fn output_struct(flow: &Flow, steps: &[&Step]) -> TokenStream {
 /// `T`, or `Vec<T>` for a map step.
 fn step_output_type(step: &Step) -> Option<TokenStream> {
     let ret = step.output.as_ref()?;
-    // A step that runs a flow outputs that flow's output; any other, what its handler returns.
+    // A step that runs a flow outputs that flow's output (as JSON for a flow named by its
+    // alias, whose output type the compiler cannot see); any other, what its handler returns.
     let output = match &step.subflow {
-        Some(path) => quote!(<#path::Flow as ::pgflow::__private::FlowSpec>::Output),
+        Some(Subflow::Module(path)) => {
+            quote!(<#path::Flow as ::pgflow::__private::FlowSpec>::Output)
+        }
+        Some(Subflow::Named(_)) => quote!(::pgflow::__private::serde_json::Value),
         None => quote!(<#ret as ::pgflow::__private::StepResult>::Output),
     };
     Some(if step.map.is_some() {
@@ -769,7 +777,7 @@ fn static_checks(flow: &Flow, step: &Step, input_ty: &Type) -> TokenStream {
         checks.push(quote_spanned! {ret.span()=>
             const _: () = <#ret as ::pgflow::__private::StepResult>::HOLDS;
         });
-        if let Some(path) = &step.subflow {
+        if let Some(Subflow::Module(path)) = &step.subflow {
             checks.push(quote_spanned! {ret.span()=>
                 const _: () = <<#ret as ::pgflow::__private::StepResult>::Output
                     as ::pgflow::__private::SubflowInput<

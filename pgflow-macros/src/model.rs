@@ -5,7 +5,7 @@
 use syn::{FnArg, Ident, Item, ItemFn, ItemMod, Pat, ReturnType, Type};
 
 use crate::errors::{Errors, msg};
-use crate::parse::{self, FlowArgs, Located, MapSource, SkipMode, StepArgs};
+use crate::parse::{self, FlowArgs, Located, MapSource, SkipMode, StepArgs, Subflow};
 use crate::pattern::Pattern;
 use pgflow_names::{validate_queue_name, validate_slug};
 
@@ -80,7 +80,7 @@ pub(crate) struct Step {
     pub sleep_until: Option<Vec<Ident>>,
     /// The module of the flow the step runs: its handler returns that flow's input, and the
     /// step's output is that flow's output.
-    pub subflow: Option<syn::Path>,
+    pub subflow: Option<Subflow>,
     /// Parameters that name no dependency: reported only when every dependency of the step
     /// exists (a misspelt dependency is the error to show, not its consequences).
     pub unmatched_params: Vec<syn::Error>,
@@ -562,11 +562,17 @@ fn check_signal_args(slug: &str, args: &StepArgs, deps: &[Ident], errors: &mut E
     }
 }
 
-/// A step that runs a flow neither waits for a signal nor sleeps.
+/// A step that runs a flow neither waits for a signal nor sleeps; a flow named by its alias
+/// has a valid name.
 fn check_subflow_args(slug: &str, args: &StepArgs, errors: &mut Errors) {
     let Some(subflow) = &args.subflow else {
         return;
     };
+    if let Subflow::Named(name) = subflow
+        && let Err(error) = validate_slug("flow name", &name.value())
+    {
+        errors.at(name, msg::invalid_name(error));
+    }
     let other = if args.signal.is_some() {
         Some("signal")
     } else if args.sleep.is_some() {
@@ -577,7 +583,11 @@ fn check_subflow_args(slug: &str, args: &StepArgs, errors: &mut Errors) {
         None
     };
     if let Some(key) = other {
-        errors.at(subflow, msg::subflow_and_wait(slug, key));
+        let message = msg::subflow_and_wait(slug, key);
+        match subflow {
+            Subflow::Module(path) => errors.at(path, message),
+            Subflow::Named(name) => errors.at(name, message),
+        }
     }
 }
 

@@ -71,8 +71,8 @@ pub(crate) struct StepArgs {
     pub sleep: Option<Located<u64>>,
     /// `sleep_until = input.remind_at`: where the time it sleeps until is read.
     pub sleep_until: Option<Vec<Ident>>,
-    /// `subflow = charge_v1`: the module of the flow the step runs.
-    pub subflow: Option<syn::Path>,
+    /// `subflow = charge_v1` or `subflow = "charge"`: the flow the step runs.
+    pub subflow: Option<Subflow>,
 }
 
 /// A value of `when_unmet` or `when_exhausted`.
@@ -550,19 +550,34 @@ fn flag_value(
     Ok(Some(meta.path.span()))
 }
 
-/// `subflow = charge_v1` or `subflow = crate::billing::charge_v1`: a path to a flow module.
+/// The flow a step runs.
+#[derive(Clone)]
+pub(crate) enum Subflow {
+    /// `subflow = charge_v1`, `subflow = crate::billing::charge_v1`: a flow module in scope,
+    /// whose input and output types the compiler checks.
+    Module(syn::Path),
+    /// `subflow = "charge"`: an alias (or concrete slug) by name, typed by the names the flows
+    /// record when a child starts; its output reaches dependents as JSON.
+    Named(LitStr),
+}
+
+/// `subflow = charge_v1`, `subflow = crate::billing::charge_v1` or `subflow = "charge"`.
 fn subflow_value(
     meta: &ParseNestedMeta<'_>,
     _key: &str,
     errors: &mut Errors,
-) -> syn::Result<Option<syn::Path>> {
+) -> syn::Result<Option<Subflow>> {
     if !meta.input.peek(Token![=]) {
         errors.at(&meta.path, msg::subflow_value());
         return Ok(None);
     }
     let expr = expr_value(meta)?;
     match expr {
-        Expr::Path(path) if path.qself.is_none() => Ok(Some(path.path)),
+        Expr::Path(path) if path.qself.is_none() => Ok(Some(Subflow::Module(path.path))),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(name),
+            ..
+        }) => Ok(Some(Subflow::Named(name))),
         other => {
             errors.at(&other, msg::subflow_value());
             Ok(None)

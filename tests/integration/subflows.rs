@@ -84,6 +84,35 @@ pub mod batch_v1 {
     }
 }
 
+/// A parent that names its child flow by alias: the handler's type is checked against the
+/// input type the child records when the child starts, and the child's output comes as JSON.
+#[pgflow::flow(slug = "named_v1", input = u64, max_attempts = 1)]
+pub mod named_v1 {
+    use super::*;
+
+    #[step(subflow = "charge", queue = "subflows_named")]
+    pub async fn charge(input: u64) -> Result<ChargeIn, String> {
+        Ok(ChargeIn { cents: input })
+    }
+
+    #[step(depends_on = [charge], queue = "subflows_named")]
+    pub async fn receipt(charge: serde_json::Value) -> Result<String, String> {
+        Ok(format!(
+            "receipt: {}",
+            charge["capture"].as_str().unwrap_or("?")
+        ))
+    }
+}
+
+/// The same by name, with a handler that returns what the child does not take.
+#[pgflow::flow(slug = "misnamed_v1", input = u64, max_attempts = 1)]
+pub mod misnamed_v1 {
+    #[step(subflow = "charge", queue = "subflows_named")]
+    pub async fn charge(input: u64) -> Result<u64, String> {
+        Ok(input)
+    }
+}
+
 /// A child that waits for a signal, so that it is still going when its parent is cancelled.
 #[pgflow::flow(slug = "held_v1", input = u32)]
 pub mod held_v1 {
@@ -436,4 +465,39 @@ async fn a_resumed_parent_takes_over_the_children_that_ran_its_input(pool: PgPoo
 
     worker.shutdown();
     worker.wait().await.unwrap();
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_child_flow_named_by_alias_is_typed_by_the_names_the_flows_record(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = worker(&pool).await;
+    let named = Worker::start_with(
+        (named_v1::deployment(), misnamed_v1::deployment()),
+        worker_config(named_v1::Queue::SubflowsNamed, &pool),
+    )
+    .await
+    .unwrap();
+    let handle = named_v1::start(&client, &42).await.unwrap();
+    let output = handle.wait(&client, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(output.receipt, "receipt: captured 42");
+
+    // A handler whose type is not the input type the child's active version records: no child
+    // starts, and the step and its run fail saying which types differ.
+    let handle = misnamed_v1::start(&client, &42).await.unwrap();
+    let parent = handle.run_id();
+    assert!(ended(&pool, parent, RunStatus::Failed).await);
+    assert!(children(&pool, parent).await.is_empty());
+    let error = step_error(&pool, parent, "charge").await;
+    assert!(
+        error.contains("could not start its child run of flow `charge`")
+            && error.contains("(version `charge_v1`) takes `")
+            && error.contains("ChargeIn`, but the handler returns `u64`"),
+        "{error}"
+    );
+
+    for worker in [worker, named] {
+        worker.shutdown();
+        worker.wait().await.unwrap();
+    }
 }

@@ -1,4 +1,5 @@
-// A step that runs a flow names its module, and neither waits for a signal nor sleeps.
+// A step that runs a flow names its module or its alias, and neither waits for a signal nor
+// sleeps.
 #[pgflow::flow(slug = "child")]
 pub mod child {
     #[step]
@@ -9,8 +10,13 @@ pub mod child {
 
 #[pgflow::flow(slug = "parent")]
 mod parent {
-    #[step(subflow = "child")]
+    #[step(subflow = 3)]
     async fn a(input: serde_json::Value) -> Result<serde_json::Value, String> {
+        Ok(input)
+    }
+
+    #[step(subflow = "Not-A-Flow")]
+    async fn c(input: serde_json::Value) -> Result<serde_json::Value, String> {
         Ok(input)
     }
 

@@ -31,9 +31,19 @@ pub mod order_v1 {
         Ok(Charge { cents })
     }
 
-    #[step(depends_on = [charge, each])]
-    pub async fn receipt(charge: charge_v1::Output, each: Vec<charge_v1::Output>) -> Result<String, String> {
-        Ok(format!("{} and {} more", charge.capture, each.len()))
+    // By alias: the child's output comes as JSON.
+    #[step(subflow = "charge")]
+    pub async fn by_name(input: Vec<u64>) -> Result<Charge, String> {
+        Ok(Charge { cents: input.len() as u64 })
+    }
+
+    #[step(depends_on = [charge, each, by_name])]
+    pub async fn receipt(
+        charge: charge_v1::Output,
+        each: Vec<charge_v1::Output>,
+        by_name: serde_json::Value,
+    ) -> Result<String, String> {
+        Ok(format!("{} and {} more, {by_name}", charge.capture, each.len()))
     }
 }
 
@@ -45,5 +55,5 @@ fn main() {
         .iter()
         .filter_map(|step| step.subflow.as_ref().map(|s| s.flow.clone()))
         .collect();
-    assert_eq!(subflows, ["charge", "charge"]);
+    assert_eq!(subflows, ["charge", "charge", "charge"]);
 }
