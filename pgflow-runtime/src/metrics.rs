@@ -60,8 +60,11 @@ pub mod names {
     pub const LIVE_WORKERS: &str = "pgflow_live_workers";
     /// Gauge, read from Postgres: steps waiting (`flow`, `reason`: `signal` for a step waiting
     /// for a signal by run id, `event` for one an event reaches by key, `sleep` for one that
-    /// sleeps).
+    /// sleeps, `subflow` for one waiting for its child runs).
     pub const WAITING_STEPS: &str = "pgflow_waiting_steps";
+    /// Gauge, read from Postgres: runs with a step waiting (`flow`, `reason`, as
+    /// [`WAITING_STEPS`]); a run waiting for two reasons counts under both.
+    pub const WAITING_RUNS: &str = "pgflow_waiting_runs";
 }
 
 /// The labels of a task's metrics.
@@ -136,6 +139,7 @@ pub async fn record_database_gauges(db: &Db) -> Result<(), EngineError> {
     for waiting in crate::admin::inspect::waiting_steps(db).await? {
         let labels = [("flow", waiting.flow_slug), ("reason", waiting.reason)];
         metrics::gauge!(names::WAITING_STEPS, &labels).set(waiting.steps as f64);
+        metrics::gauge!(names::WAITING_RUNS, &labels).set(waiting.runs as f64);
     }
     Ok(())
 }

@@ -174,6 +174,14 @@ async fn the_prometheus_endpoint_shows_what_the_runs_did(pool: PgPool) {
         )
     };
     assert_eq!(waiting("gated_v1", "signal"), Some(2.0));
+    assert_eq!(
+        value(
+            &text,
+            "pgflow_waiting_runs",
+            &[("flow", "gated_v1"), ("reason", "signal")]
+        ),
+        Some(2.0)
+    );
     assert_eq!(waiting("gated_v1", "event"), Some(0.0));
     assert_eq!(waiting("metered_v1", "signal"), Some(0.0));
     // No series is labelled by run.

@@ -432,6 +432,8 @@ pub struct WaitingSteps {
     pub reason: String,
     /// How many of its steps wait now.
     pub steps: i64,
+    /// How many of its runs have a step that waits now.
+    pub runs: i64,
 }
 
 /// The steps waiting now, per flow and reason, with a zero for every flow and reason with none
@@ -440,7 +442,8 @@ pub async fn waiting_steps(
     executor: impl PgExecutor<'_>,
 ) -> Result<Vec<WaitingSteps>, EngineError> {
     let rows = sqlx::query_as(&format!(
-        "select f.flow_slug, r.reason, count(w.run_id) as steps
+        "select f.flow_slug, r.reason, count(w.run_id) as steps,
+                count(distinct w.run_id) as runs
          from pgflow.flows f
          cross join (values ('signal'), ('event'), ('sleep'), ('subflow')) as r(reason)
          left join pgflow.waits w on w.flow_slug = f.flow_slug and {WAIT_REASON} = r.reason
