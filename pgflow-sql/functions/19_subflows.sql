@@ -16,7 +16,8 @@
 -- its parent run, step and task, under the idempotency key `subflow:<run>/<step>/<task>`.
 -- A task that has a child already keeps it, so a retry of the parent reruns nothing that
 -- completed: a completed child settles its task at once, a failed one is retried, one still
--- going is waited for. A resumed run (runs.resumed_from) first takes over the children of the
+-- going is waited for, and a cancelled one is resumed (the new run takes its place under the
+-- parent; the cancelled one stays, linked from it by resumed_from). A resumed run (runs.resumed_from) first takes over the children of the
 -- run it resumed that completed or failed with the same input, likewise. A child that cannot
 -- start (no such flow, an input that does not fit the flow's recorded schema, or a handler
 -- type that is not the flow's recorded input type) fails the step and its run, naming why.
@@ -34,6 +35,8 @@ declare
   v_failed_runs uuid[];
   v_retry uuid[];
   v_ended uuid[];
+  v_cancelled record;
+  v_resumed pgflow.runs;
 begin
   insert into pgflow.waits (run_id, step_slug, flow_slug, kind)
   select ss.run_id, ss.step_slug, ss.flow_slug, 'subflow'
@@ -115,6 +118,33 @@ begin
     from unnest(v_children, v_group.parent_runs, v_group.parent_steps, v_group.parent_tasks)
       as p(child_id, run_id, step_slug, task_index)
     where c.run_id = p.child_id and c.parent_run_id is null;
+  end loop;
+
+  -- A cancelled child kept by a step still waiting (its parent is retried) is resumed from its
+  -- first step it did not complete; the new run takes its place.
+  for v_cancelled in
+    select c.run_id, c.parent_run_id, c.parent_step_slug, c.parent_task_index,
+           (select cs.step_slug from pgflow.step_states cs
+            join pgflow.steps s on s.flow_slug = cs.flow_slug and s.step_slug = cs.step_slug
+            where cs.run_id = c.run_id and cs.status not in ('completed', 'skipped')
+            order by s.step_index limit 1) as from_step
+    from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
+    join pgflow.step_states ss
+      on ss.run_id = u.run_id and ss.step_slug = u.step_slug and ss.status = 'waiting'
+    join pgflow.runs c on c.parent_run_id = u.run_id and c.parent_step_slug = u.step_slug
+    where c.status = 'cancelled'
+    order by c.run_id
+  loop
+    continue when v_cancelled.from_step is null;
+    update pgflow.runs c
+    set parent_run_id = null, parent_step_slug = null, parent_task_index = null
+    where c.run_id = v_cancelled.run_id;
+    v_resumed := pgflow.resume_run(v_cancelled.run_id, v_cancelled.from_step);
+    update pgflow.runs c
+    set parent_run_id = v_cancelled.parent_run_id,
+        parent_step_slug = v_cancelled.parent_step_slug,
+        parent_task_index = v_cancelled.parent_task_index
+    where c.run_id = v_resumed.run_id;
   end loop;
 
   -- Children of steps still waiting that ended already (kept, taken over, or ended as they

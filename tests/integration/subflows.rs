@@ -380,6 +380,24 @@ async fn cancelling_a_parent_cancels_its_children_and_a_cancelled_child_fails_it
         "{error}"
     );
 
+    // Retried, the parent resumes the cancelled child: a new run takes its place (linked to
+    // it by resumed_from), waits for its signal again, and completes the parent.
+    client.retry(parent).await.unwrap();
+    let kids = children(&pool, parent).await;
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    let resumed = kids[0].0;
+    assert_ne!(resumed, child);
+    assert_eq!(run(&pool, resumed).await.resumed_from, Some(child));
+    assert_eq!(run(&pool, child).await.parent_run_id, None);
+    let waits = eventually(20, async || {
+        status_of(&pool, resumed, "hold").await == "waiting"
+    })
+    .await;
+    assert!(waits, "the resumed child waits for its signal again");
+    held_v1::signal_release(&client, resumed, &5).await.unwrap();
+    let output = handle.wait(&client, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(output.delegate.hold, 7);
+
     worker.shutdown();
     worker.wait().await.unwrap();
 }
