@@ -17,10 +17,11 @@
 -- A task that has a child already keeps it, so a retry of the parent reruns nothing that
 -- completed: a completed child settles its task at once, a failed one is retried, one still
 -- going is waited for, and a cancelled one is resumed (the new run takes its place under the
--- parent; the cancelled one stays, linked from it by resumed_from). A resumed run (runs.resumed_from) first takes over the children of the
--- run it resumed that completed or failed with the same input, likewise. A child that cannot
--- start (no such flow, an input that does not fit the flow's recorded schema, or a handler
--- type that is not the flow's recorded input type) fails the step and its run, naming why.
+-- parent; the cancelled one stays, linked from it by resumed_from). A resumed run
+-- (runs.resumed_from) first takes over the children of the run it resumed that completed or
+-- failed with the same input, likewise. A child that cannot start (no such flow, an input that
+-- does not fit the flow's recorded schema, or a handler type that is not the flow's recorded
+-- input type) fails the step and its run, naming why.
 -- Locks: the steps' runs (held by the caller), then the children taken over, then as
 -- start_flows and retry_runs for the children, then as settle_parents.
 create or replace function pgflow.start_children(p_run_ids uuid[], p_step_slugs text[])
