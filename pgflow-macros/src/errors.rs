@@ -358,9 +358,15 @@ pub(crate) mod msg {
     }
 
     pub(crate) fn wait_without_signal(step: &str, key: &str) -> String {
+        // A timeout also bounds the wait of a step that runs a flow; a key is a signal's only.
+        let or_subflow = if key == "key" {
+            ""
+        } else {
+            " (or `subflow = child`)"
+        };
         format!(
-            "step `{step}` sets `{key}` but waits for no signal; add `signal = name`, or remove \
-             `{key}`"
+            "step `{step}` sets `{key}` but waits for no signal; add `signal = name`{or_subflow}, \
+             or remove `{key}`"
         )
     }
 

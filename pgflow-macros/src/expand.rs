@@ -535,12 +535,16 @@ fn subflow_field(step: &Step) -> TokenStream {
         Subflow::Module(path) => quote!(<#path::Flow as ::pgflow::__private::FlowSpec>::ALIAS),
         Subflow::Named(name) => quote!(#name),
     };
+    let timeout = option_tokens(step.wait_timeout);
+    let mode = Ident::new(step.when_timed_out.variant(), Span::call_site());
     quote! {
         subflow: ::core::option::Option::Some(::pgflow::__private::SubflowDecl {
             alias: #alias,
             input_type: ::std::any::type_name::<
                 <#ret as ::pgflow::__private::StepResult>::Output
             > as fn() -> &'static str,
+            timeout: #timeout,
+            when_timed_out: ::pgflow::__private::WhenTimedOut::#mode,
         }),
     }
 }

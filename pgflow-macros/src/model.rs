@@ -137,9 +137,9 @@ impl Step {
         }
     }
 
-    /// Whether the step waits for a signal with a deadline.
+    /// Whether the step waits (for a signal or its child runs) with a deadline.
     pub(crate) fn times_out(&self) -> bool {
-        self.signal.is_some() && self.wait_timeout.is_some()
+        (self.signal.is_some() || self.subflow.is_some()) && self.wait_timeout.is_some()
     }
 
     /// The generated functions that send the step's signal, if it waits for one: by run id,
@@ -545,6 +545,10 @@ fn check_signal_args(slug: &str, args: &StepArgs, deps: &[Ident], errors: &mut E
         None => {
             if let Some(root) = args.key.as_ref().and_then(|path| path.first()) {
                 errors.at(root, msg::wait_without_signal(slug, "key"));
+            }
+            // A step that runs a flow may time out waiting for its children.
+            if args.subflow.is_some() {
+                return;
             }
             if let Some(timeout) = &args.wait_timeout {
                 errors.push(syn::Error::new(

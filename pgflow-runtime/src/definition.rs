@@ -225,15 +225,31 @@ pub struct StepSubflow {
     /// The Rust type the handler returns (`std::any::type_name`), when known: a child whose
     /// flow records another input type is not started, and the step fails saying so.
     pub input_type: Option<String>,
+    /// How long the step may wait for its children, counted from when they started; `None`:
+    /// for ever. Passing it cancels the children still going.
+    pub timeout: Option<Duration>,
+    /// What passing the timeout does to the step.
+    pub when_timed_out: WhenTimedOut,
 }
 
 impl StepSubflow {
-    /// Runs flow `flow` (an alias or a concrete slug), without a recorded input type.
+    /// Runs flow `flow` (an alias or a concrete slug), without a recorded input type or a
+    /// timeout.
     pub fn of(flow: impl Into<String>) -> Self {
         Self {
             flow: flow.into(),
             input_type: None,
+            timeout: None,
+            when_timed_out: WhenTimedOut::Fail,
         }
+    }
+
+    /// Gives up waiting for the children after `timeout`, doing what `when_timed_out` says.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration, when_timed_out: WhenTimedOut) -> Self {
+        self.timeout = Some(timeout);
+        self.when_timed_out = when_timed_out;
+        self
     }
 }
 
@@ -506,9 +522,12 @@ impl FlowDefinition {
                         "signal": step.signal.as_ref().map(|s| s.name.as_str()),
                         "signal_type": step.signal.as_ref().and_then(|s| s.type_name.as_deref()),
                         "signal_schema": step.signal.as_ref().and_then(|s| s.schema.clone()),
-                        "wait_timeout": step.signal.as_ref()
-                            .and_then(|s| s.timeout).map(|d| d.as_secs().max(1)),
-                        "when_timed_out": step.signal.as_ref().map(|s| s.when_timed_out.as_str()),
+                        "wait_timeout": step.signal.as_ref().and_then(|s| s.timeout)
+                            .or_else(|| step.subflow.as_ref().and_then(|s| s.timeout))
+                            .map(|d| d.as_secs().max(1)),
+                        "when_timed_out": step.signal.as_ref().map(|s| s.when_timed_out)
+                            .or_else(|| step.subflow.as_ref().map(|s| s.when_timed_out))
+                            .map(WhenTimedOut::as_str),
                         "signal_key": step.signal.as_ref().and_then(|s| s.key_path.clone()),
                         "sleep": match &step.sleep {
                             // Whole seconds, rounded up: only a zero sleep is refused.

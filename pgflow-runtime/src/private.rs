@@ -120,6 +120,10 @@ pub struct SubflowDecl {
     pub alias: &'static str,
     /// The type the handler returns (`std::any::type_name`): the child's input type.
     pub input_type: fn() -> &'static str,
+    /// `wait_timeout` in seconds, if set.
+    pub timeout: Option<u64>,
+    /// `when_timed_out`.
+    pub when_timed_out: WhenTimedOut,
 }
 
 /// The signal a step waits for, as the macro writes it down.
@@ -235,6 +239,8 @@ pub fn definition(decl: &FlowDecl) -> FlowDefinition {
             subflow: step.subflow.map(|subflow| StepSubflow {
                 flow: subflow.alias.to_owned(),
                 input_type: Some((subflow.input_type)().to_owned()),
+                timeout: subflow.timeout.map(Duration::from_secs),
+                when_timed_out: subflow.when_timed_out,
             }),
         });
     }

@@ -25,7 +25,9 @@ as $$
                      jsonb_build_object('signal', s.signal_name,
                                         'when_timed_out', s.when_timed_out,
                                         'key', to_jsonb(s.signal_key_path)) end,
-           'subflow', s.subflow)
+           'subflow', case when s.subflow is not null then
+                        jsonb_build_object('flow', s.subflow,
+                                           'when_timed_out', s.when_timed_out) end)
            order by s.step_index), '[]'::jsonb)
   from pgflow.steps s
   where s.flow_slug = p_flow_slug
@@ -194,7 +196,9 @@ $$;
 --            returns the child's input, and the step's output is the child run's output (a map
 --            step's: the outputs of its children, in task order); part of the shape.
 --            "subflow_input_type" is the Rust type the handler returns, checked against the
---            child flow's recorded input type when a child starts (a setting).
+--            child flow's recorded input type when a child starts (a setting). A step that
+--            runs a subflow may set "wait_timeout" and "when_timed_out" too: how long it waits
+--            for its children, and what passing it does (its children are then cancelled).
 --
 -- p_input_type, p_output_type: the Rust type names of the flow's input and output as the
 --            caller's code names them (null: not known); recorded on compile and brought up to
@@ -363,6 +367,13 @@ begin
     v_when_exhausted := pgflow.skip_mode_option(p_flow_slug, v_slug, v_step, 'when_exhausted',
       array['fail', 'skip', 'skip_cascade'], 'fail');
 
+    v_subflow := nullif(v_step -> 'subflow', 'null'::jsonb) #>> '{}';
+    if v_subflow is not null and (jsonb_typeof(v_step -> 'subflow') <> 'string'
+                                  or not pgflow.is_valid_slug(v_subflow)) then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` runs flow %s; a flow name must start with a letter or `_`, contain only '
+        || 'letters, digits and `_`, and be at most 47 bytes', v_slug, v_step -> 'subflow'));
+    end if;
     v_signal := nullif(v_step -> 'signal', 'null'::jsonb) #>> '{}';
     v_wait := null;
     if v_signal is not null then
@@ -398,12 +409,13 @@ begin
         'when_timed_out', pgflow.skip_mode_option(p_flow_slug, v_slug, v_step, 'when_timed_out',
                                                   array['fail', 'skip', 'skip_cascade'], 'fail'),
         'key', v_key);
-    elsif coalesce(v_step -> 'wait_timeout', 'null'::jsonb) <> 'null'::jsonb
-          or coalesce(v_step -> 'when_timed_out', 'null'::jsonb) <> 'null'::jsonb
-          or coalesce(v_step -> 'signal_key', 'null'::jsonb) <> 'null'::jsonb then
+    elsif coalesce(v_step -> 'signal_key', 'null'::jsonb) <> 'null'::jsonb
+          or (v_subflow is null
+              and (coalesce(v_step -> 'wait_timeout', 'null'::jsonb) <> 'null'::jsonb
+                   or coalesce(v_step -> 'when_timed_out', 'null'::jsonb) <> 'null'::jsonb)) then
       perform pgflow.raise_invalid_definition(p_flow_slug, format(
         'step `%s` sets `wait_timeout`, `when_timed_out` or `signal_key` but waits for nothing; '
-        || 'add `signal`, or drop them', v_slug));
+        || 'add `signal` (or, for the timeout, `subflow`), or drop them', v_slug));
     end if;
 
     v_sleep_until := nullif(v_step -> 'sleep_until', 'null'::jsonb);
@@ -429,13 +441,6 @@ begin
         || 'sleep on a step before it)', v_slug, v_signal));
     end if;
 
-    v_subflow := nullif(v_step -> 'subflow', 'null'::jsonb) #>> '{}';
-    if v_subflow is not null and (jsonb_typeof(v_step -> 'subflow') <> 'string'
-                                  or not pgflow.is_valid_slug(v_subflow)) then
-      perform pgflow.raise_invalid_definition(p_flow_slug, format(
-        'step `%s` runs flow %s; a flow name must start with a letter or `_`, contain only '
-        || 'letters, digits and `_`, and be at most 47 bytes', v_slug, v_step -> 'subflow'));
-    end if;
     if v_subflow is not null and (v_signal is not null or v_sleep_until is not null
                                   or coalesce(v_step -> 'sleep', 'null'::jsonb) <> 'null'::jsonb)
     then
@@ -454,7 +459,11 @@ begin
                                  'when_unmet', v_when_unmet,
                                  'when_exhausted', v_when_exhausted),
       'wait', v_wait,
-      'subflow', v_subflow));
+      'subflow', case when v_subflow is not null then jsonb_build_object(
+        'flow', v_subflow,
+        'when_timed_out', pgflow.skip_mode_option(p_flow_slug, v_slug, v_step, 'when_timed_out',
+                                                  array['fail', 'skip', 'skip_cascade'], 'fail'))
+      end));
     v_settings := v_settings || jsonb_build_array(jsonb_build_object(
       'slug', v_slug,
       'deps', to_jsonb(v_deps),
@@ -625,14 +634,15 @@ begin
            shape.value -> 'skip' ->> 'when_unmet',
            shape.value -> 'skip' ->> 'when_exhausted',
            shape.value -> 'wait' ->> 'signal',
-           coalesce(shape.value -> 'wait' ->> 'when_timed_out', 'fail'),
+           coalesce(shape.value -> 'wait' ->> 'when_timed_out',
+                    shape.value -> 'subflow' ->> 'when_timed_out', 'fail'),
            (settings ->> 'wait_timeout')::integer,
            settings ->> 'signal_type',
            nullif(settings -> 'signal_schema', 'null'::jsonb),
            pgflow.text_array(shape.value -> 'wait' -> 'key'),
            (settings ->> 'sleep')::integer,
            pgflow.text_array(settings -> 'sleep_until'),
-           shape.value ->> 'subflow',
+           shape.value -> 'subflow' ->> 'flow',
            settings ->> 'subflow_input_type'
     from jsonb_array_elements(v_shape) with ordinality as shape(value, ordinality)
     join lateral (select v_settings -> (shape.ordinality::integer - 1) as settings) s on true;

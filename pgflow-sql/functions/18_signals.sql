@@ -203,10 +203,11 @@ as $$
 $$;
 
 -- expire_waits: ends the waits whose deadline has passed (at most p_limit, oldest deadline
--- first). A sleep's ends at its wake time: its step starts. A signal's times out, as its step's
--- when_timed_out says: `fail` fails the step (its error names the signal and how long it
--- waited) and its run; `skip` and `skip_cascade` skip it (reason timed_out, and with
--- skip_cascade everything downstream), and the run goes on. The deadline is the database's
+-- first). A sleep's ends at its wake time: its step starts. A signal's times out, and so does a
+-- subflow's (its children still going are then cancelled), as its step's when_timed_out says:
+-- `fail` fails the step (its error names what it waited for and how long) and its run; `skip`
+-- and `skip_cascade` skip it (reason timed_out, and with skip_cascade everything downstream),
+-- and the run goes on. The deadline is the database's
 -- clock, so a wait ends on time whichever process looks, and late (at the next look) when none
 -- does. Any number of processes may call it at once: a wait ends once.
 -- Returns how many waits it ended and the soonest deadline still ahead (null: none), so the
@@ -224,6 +225,8 @@ declare
   v_skip_steps text[];
   v_skip_cascade boolean[];
   v_woken_runs uuid[];
+  v_parent_runs uuid[];
+  v_parent_steps text[];
   v_count integer := 0;
 begin
   select array_agg(distinct w.run_id) into v_due
@@ -235,7 +238,7 @@ begin
   if v_due is not null then
     perform pgflow.lock_runs(v_due);
     with due as (
-      select w.ctid as row_ctid, w.run_id, w.step_slug, w.signal_name, w.waiting_since,
+      select w.ctid as row_ctid, w.run_id, w.step_slug, w.signal_name, w.waiting_since, w.kind,
              case when w.kind = 'sleep' then 'wake' else s.when_timed_out end as ending
       from pgflow.waits w
       join pgflow.runs r on r.run_id = w.run_id and r.status = 'started'
@@ -253,8 +256,10 @@ begin
       update pgflow.step_states ss
       set status = 'failed', failed_at = now(),
           error_message = format(
-            'step `%s` waited %s for signal `%s` and timed out (when_timed_out = fail)',
-            e.step_slug, date_trunc('second', now() - e.waiting_since), e.signal_name)
+            'step `%s` waited %s for %s and timed out (when_timed_out = fail)',
+            e.step_slug, date_trunc('second', now() - e.waiting_since),
+            case when e.kind = 'subflow' then 'its child runs'
+                 else format('signal `%s`', e.signal_name) end)
       from ended e
       where e.ending = 'fail' and ss.run_id = e.run_id and ss.step_slug = e.step_slug
         and ss.status = 'waiting'
@@ -268,11 +273,15 @@ begin
             where e.ending like 'skip%'),
            (select array_agg(e.ending = 'skip_cascade' order by e.run_id, e.step_slug)
             from ended e where e.ending like 'skip%'),
-           (select array_agg(distinct e.run_id) from ended e where e.ending = 'wake')
-    into v_count, v_fail_runs, v_skip_runs, v_skip_steps, v_skip_cascade, v_woken_runs;
+           (select array_agg(distinct e.run_id) from ended e where e.ending = 'wake'),
+           (select array_agg(e.run_id) from ended e where e.kind = 'subflow'),
+           (select array_agg(e.step_slug) from ended e where e.kind = 'subflow')
+    into v_count, v_fail_runs, v_skip_runs, v_skip_steps, v_skip_cascade, v_woken_runs,
+         v_parent_runs, v_parent_steps;
+
 
     if v_fail_runs is not null then
-      perform pgflow.fail_runs(v_fail_runs, 'run failed: a step timed out waiting for a signal');
+      perform pgflow.fail_runs(v_fail_runs, 'run failed: a step timed out waiting');
     end if;
     if v_skip_runs is not null then
       perform pgflow.skip_steps(v_skip_runs, v_skip_steps,
@@ -281,6 +290,12 @@ begin
     end if;
     if v_woken_runs is not null then
       perform pgflow.start_ready_steps(v_woken_runs);
+    end if;
+    -- Children of steps that stopped waiting for them go (after their steps ended, so that
+    -- their cancel does not fail those steps again).
+    if v_parent_runs is not null then
+      perform pgflow.cancel_children(v_parent_runs, v_parent_steps,
+                                     'its parent step timed out waiting for it');
     end if;
     -- Waits of runs that ended without them (failed or cancelled meanwhile) go too.
     delete from pgflow.waits w

@@ -39,10 +39,12 @@ declare
   v_cancelled record;
   v_resumed pgflow.runs;
 begin
-  insert into pgflow.waits (run_id, step_slug, flow_slug, kind)
-  select ss.run_id, ss.step_slug, ss.flow_slug, 'subflow'
+  insert into pgflow.waits (run_id, step_slug, flow_slug, kind, deadline)
+  select ss.run_id, ss.step_slug, ss.flow_slug, 'subflow',
+         now() + make_interval(secs => s.wait_timeout)
   from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
   join pgflow.step_states ss on ss.run_id = u.run_id and ss.step_slug = u.step_slug
+  join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
   where ss.status = 'waiting'
   on conflict (run_id, step_slug) do nothing;
 
@@ -270,11 +272,16 @@ end;
 $$;
 
 -- cancel_children: cancels the children still going of runs p_run_ids (that were just
--- cancelled), with the reason `its parent run was cancelled`, and theirs in turn. A child
--- another transaction holds at that moment is noted in pgflow.children_to_cancel, for
+-- cancelled), with the reason `its parent run was cancelled`, and theirs in turn; with
+-- p_step_slugs (parallel to p_run_ids), only the children of those steps, with p_reason. A
+-- child another transaction holds at that moment is noted in pgflow.children_to_cancel, for
 -- settle_subflows.
 -- Locks: the children's runs that nobody holds (SKIP LOCKED), then as cancel_runs.
-create or replace function pgflow.cancel_children(p_run_ids uuid[])
+create or replace function pgflow.cancel_children(
+  p_run_ids uuid[],
+  p_step_slugs text[] default null,
+  p_reason text default 'its parent run was cancelled'
+)
 returns void
 language plpgsql
 as $$
@@ -282,9 +289,16 @@ declare
   v_live uuid[];
   v_children uuid[];
 begin
-  select array_agg(c.run_id) into v_live
-  from pgflow.runs c
-  where c.parent_run_id = any(p_run_ids) and c.status = 'started';
+  if p_step_slugs is null then
+    select array_agg(c.run_id) into v_live
+    from pgflow.runs c
+    where c.parent_run_id = any(p_run_ids) and c.status = 'started';
+  else
+    select array_agg(c.run_id) into v_live
+    from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
+    join pgflow.runs c on c.parent_run_id = u.run_id and c.parent_step_slug = u.step_slug
+    where c.status = 'started';
+  end if;
   if v_live is null then
     return;
   end if;
@@ -293,12 +307,12 @@ begin
         where c.run_id = any(v_live)
         order by c.run_id
         for no key update skip locked) c;
-  insert into pgflow.children_to_cancel (run_id, parent_run_id)
-  select c.run_id, c.parent_run_id from pgflow.runs c
+  insert into pgflow.children_to_cancel (run_id, parent_run_id, reason)
+  select c.run_id, c.parent_run_id, p_reason from pgflow.runs c
   where c.run_id = any(v_live) and not (c.run_id = any(coalesce(v_children, array[]::uuid[])))
   on conflict do nothing;
   if v_children is not null then
-    perform pgflow.cancel_runs(v_children, 'its parent run was cancelled');
+    perform pgflow.cancel_runs(v_children, p_reason);
   end if;
 end;
 $$;
@@ -316,7 +330,8 @@ as $$
 declare
   v_noted uuid[];
   v_taken uuid[];
-  v_cancelled integer;
+  v_reason record;
+  v_cancelled integer := 0;
 begin
   select array_agg(n.run_id) into v_noted
   from (select n.run_id from pgflow.children_to_cancel n order by n.run_id limit p_limit) n;
@@ -331,8 +346,15 @@ begin
   if v_taken is null then
     return 0;
   end if;
-  select count(*) filter (where x.cancelled)::integer into v_cancelled
-  from pgflow.cancel_runs(v_taken, 'its parent run was cancelled') x;
+  for v_reason in
+    select n.reason, array_agg(n.run_id order by n.run_id) as run_ids
+    from pgflow.children_to_cancel n
+    where n.run_id = any(v_taken)
+    group by n.reason
+  loop
+    v_cancelled := v_cancelled + (select count(*) filter (where x.cancelled)::integer
+                                  from pgflow.cancel_runs(v_reason.run_ids, v_reason.reason) x);
+  end loop;
   delete from pgflow.children_to_cancel n where n.run_id = any(v_taken);
   return v_cancelled;
 end;

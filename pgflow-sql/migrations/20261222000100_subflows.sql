@@ -26,12 +26,14 @@ alter table pgflow.runs
 create unique index runs_parent_task_key
   on pgflow.runs (parent_run_id, parent_step_slug, parent_task_index)
   where parent_run_id is not null;
--- Children a parent's cancel could not take at that moment (another transaction held them),
--- for settle_subflows to cancel. (An index on children by status would do, but a column in an
--- index predicate makes every update of it, every run's end, a non-HOT update.)
+-- Children a parent's cancel (or its step's timeout) could not take at that moment (another
+-- transaction held them), for settle_subflows to cancel, with the reason to give. (An index on
+-- children by status would do, but a column in an index predicate makes every update of it,
+-- every run's end, a non-HOT update.)
 create table pgflow.children_to_cancel (
   run_id uuid primary key,
-  parent_run_id uuid not null
+  parent_run_id uuid not null,
+  reason text not null
 );
 
 alter table pgflow.waits

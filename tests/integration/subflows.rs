@@ -84,6 +84,26 @@ pub mod batch_v1 {
     }
 }
 
+/// A parent that waits a second at most for its child (which waits for a signal), then goes
+/// on without it.
+#[pgflow::flow(slug = "impatient_v1", input = u32)]
+pub mod impatient_v1 {
+    use super::*;
+
+    #[step(subflow = held_v1, wait_timeout = 1, when_timed_out = skip, queue = "subflows")]
+    pub async fn ask(input: u32) -> Result<u32, String> {
+        Ok(input)
+    }
+
+    #[step(depends_on = [ask], queue = "subflows")]
+    pub async fn conclude(ask: Option<held_v1::Output>) -> Result<String, String> {
+        Ok(match ask {
+            Some(answer) => format!("answered {}", answer.hold),
+            None => "gave up".to_owned(),
+        })
+    }
+}
+
 /// A parent that names its child flow by alias: the handler's type is checked against the
 /// input type the child records when the child starts, and the child's output comes as JSON.
 #[pgflow::flow(slug = "named_v1", input = u64, max_attempts = 1)]
@@ -138,6 +158,7 @@ async fn worker(pool: &PgPool) -> pgflow::WorkerHandle {
             batch_v1::deployment(),
             held_v1::deployment(),
             holder_v1::deployment(),
+            impatient_v1::deployment(),
         ),
         worker_config(charge_v1::Queue::Subflows, pool),
     )
@@ -518,4 +539,32 @@ async fn a_child_flow_named_by_alias_is_typed_by_the_names_the_flows_record(pool
         worker.shutdown();
         worker.wait().await.unwrap();
     }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_step_that_times_out_waiting_for_its_children_cancels_them(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let worker = worker(&pool).await;
+    let handle = impatient_v1::start(&client, &1).await.unwrap();
+    let parent = handle.run_id();
+    let output = handle.wait(&client, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(output.conclude, "gave up");
+    let reason: Option<String> = sqlx::query_scalar(
+        "select skip_reason from pgflow.step_states where run_id = $1 and step_slug = 'ask'",
+    )
+    .bind(parent)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(reason.as_deref(), Some("timed_out"));
+    let child = run(&pool, children(&pool, parent).await[0].0).await;
+    assert_eq!(child.status, RunStatus::Cancelled);
+    assert_eq!(
+        child.cancel_reason.as_deref(),
+        Some("its parent step timed out waiting for it")
+    );
+
+    worker.shutdown();
+    worker.wait().await.unwrap();
 }

@@ -26,7 +26,7 @@ pub mod order_v1 {
         Ok(Charge { cents: input.iter().sum() })
     }
 
-    #[step(map, subflow = crate::billing::charge_v1)]
+    #[step(map, subflow = crate::billing::charge_v1, wait_timeout = "1h")]
     pub async fn each(cents: u64) -> Result<Charge, String> {
         Ok(Charge { cents })
     }
