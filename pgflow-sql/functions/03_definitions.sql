@@ -43,6 +43,31 @@ as $$
   from jsonb_array_elements_text(nullif(p_value, 'null'::jsonb)) with ordinality as e(value, n)
 $$;
 
+-- Checks a step's path option p_key (`signal_key`, `sleep_until`): absent or null gives null,
+-- else a JSON array of field names whose first element is `input` or one of the step's
+-- dependencies p_deps (see run_value_at), returned as it is.
+create or replace function pgflow.run_path_option(
+  p_flow_slug text, p_step_slug text, p_step jsonb, p_key text, p_deps text[]
+)
+returns jsonb
+language plpgsql
+immutable
+as $$
+declare
+  v_path jsonb := nullif(p_step -> p_key, 'null'::jsonb);
+begin
+  if v_path is not null and (
+       jsonb_typeof(v_path) <> 'array' or jsonb_array_length(v_path) = 0
+       or exists (select 1 from jsonb_array_elements(v_path) e where jsonb_typeof(e) <> 'string')
+       or not (v_path ->> 0 = 'input' or v_path ->> 0 = any(p_deps))) then
+    perform pgflow.raise_invalid_definition(p_flow_slug, format(
+      'step `%s`: %s must be a path of field names whose first element is `input` or one of '
+      || 'the step''s dependencies, got %s', p_step_slug, p_key, v_path));
+  end if;
+  return v_path;
+end;
+$$;
+
 -- Raises PF001 with a message naming the flow and what is wrong.
 create or replace function pgflow.raise_invalid_definition(p_flow_slug text, p_problem text)
 returns void
@@ -394,16 +419,7 @@ begin
           'step `%s`: the signal schema must be a JSON Schema: a JSON object (or true or false)',
           v_slug));
       end if;
-      v_key := nullif(v_step -> 'signal_key', 'null'::jsonb);
-      if v_key is not null and (
-           jsonb_typeof(v_key) <> 'array' or jsonb_array_length(v_key) = 0
-           or exists (select 1 from jsonb_array_elements(v_key) e
-                      where jsonb_typeof(e) <> 'string')
-           or not (v_key ->> 0 = 'input' or v_key ->> 0 = any(v_deps))) then
-        perform pgflow.raise_invalid_definition(p_flow_slug, format(
-          'step `%s`: signal_key must be a path of field names whose first element is `input` '
-          || 'or one of the step''s dependencies, got %s', v_slug, v_key));
-      end if;
+      v_key := pgflow.run_path_option(p_flow_slug, v_slug, v_step, 'signal_key', v_deps);
       v_signals := v_signals || v_signal;
       v_wait := jsonb_build_object('signal', v_signal,
         'when_timed_out', pgflow.skip_mode_option(p_flow_slug, v_slug, v_step, 'when_timed_out',
@@ -418,16 +434,7 @@ begin
         || 'add `signal` (or, for the timeout, `subflow`), or drop them', v_slug));
     end if;
 
-    v_sleep_until := nullif(v_step -> 'sleep_until', 'null'::jsonb);
-    if v_sleep_until is not null and (
-         jsonb_typeof(v_sleep_until) <> 'array' or jsonb_array_length(v_sleep_until) = 0
-         or exists (select 1 from jsonb_array_elements(v_sleep_until) e
-                    where jsonb_typeof(e) <> 'string')
-         or not (v_sleep_until ->> 0 = 'input' or v_sleep_until ->> 0 = any(v_deps))) then
-      perform pgflow.raise_invalid_definition(p_flow_slug, format(
-        'step `%s`: sleep_until must be a path of field names whose first element is `input` '
-        || 'or one of the step''s dependencies, got %s', v_slug, v_sleep_until));
-    end if;
+    v_sleep_until := pgflow.run_path_option(p_flow_slug, v_slug, v_step, 'sleep_until', v_deps);
     if v_sleep_until is not null and coalesce(v_step -> 'sleep', 'null'::jsonb) <> 'null'::jsonb
     then
       perform pgflow.raise_invalid_definition(p_flow_slug, format(

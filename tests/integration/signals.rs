@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::support::{eventually, install, run, step_statuses, task_rows, worker_config};
+use crate::support::{eventually, install, run, step_error, step_status, task_rows, worker_config};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Refund {
@@ -103,18 +103,9 @@ async fn refund_worker(pool: &PgPool) -> pgflow::WorkerHandle {
     .unwrap()
 }
 
-async fn status_of(pool: &PgPool, run_id: Uuid, step: &str) -> String {
-    step_statuses(pool, run_id)
-        .await
-        .into_iter()
-        .find(|(slug, _)| slug == step)
-        .map(|(_, status)| status)
-        .unwrap()
-}
-
 async fn waits_for(pool: &PgPool, run_id: Uuid, step: &str) -> bool {
     eventually(20, async || {
-        status_of(pool, run_id, step).await == "waiting"
+        step_status(pool, run_id, step).await == "waiting"
     })
     .await
 }
@@ -223,7 +214,7 @@ async fn a_signal_sent_before_the_step_waits_is_kept_and_the_step_does_not_wait(
         .await
         .unwrap();
     assert_eq!(kept, SignalOutcome::Kept);
-    assert_eq!(status_of(&pool, handle.run_id(), "pay").await, "created");
+    assert_eq!(step_status(&pool, handle.run_id(), "pay").await, "created");
 
     let worker = refund_worker(&pool).await;
     let output = handle.wait(&client, Duration::from_secs(20)).await.unwrap();
@@ -269,7 +260,7 @@ async fn a_signal_in_a_transaction_that_rolls_back_is_never_sent(pool: PgPool) {
     );
     tx.rollback().await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(status_of(&pool, run_id, "pay").await, "waiting");
+    assert_eq!(step_status(&pool, run_id, "pay").await, "waiting");
     assert_eq!(signal_count(&pool).await, 0);
     assert!(task_rows(&pool, run_id).await.len() == 1, "pay has no task");
 
@@ -306,7 +297,7 @@ async fn a_signal_to_a_cancelled_run_is_refused_and_cancelling_ends_the_wait(poo
         .cancel(run_id, Some("customer withdrew"))
         .await
         .unwrap();
-    assert_eq!(status_of(&pool, run_id, "pay").await, "cancelled");
+    assert_eq!(step_status(&pool, run_id, "pay").await, "cancelled");
     let waits: i64 = sqlx::query_scalar("select count(*) from pgflow.waits")
         .fetch_one(&pool)
         .await
@@ -342,7 +333,7 @@ async fn a_wait_that_times_out_skips_its_step_even_when_no_worker_ran_at_the_dea
 
     // Past the deadline with no process looking: the step still waits.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(status_of(&pool, run_id, "record").await, "waiting");
+    assert_eq!(step_status(&pool, run_id, "record").await, "waiting");
 
     // The next process to run ends it: the step is skipped and its dependent runs without it.
     let worker = Worker::start_with(
@@ -398,20 +389,14 @@ async fn a_wait_that_times_out_fails_its_run_and_a_retry_waits_again(pool: PgPoo
     let handle = vetted_v1::start(&client, &refund).await.unwrap();
     let run_id = handle.run_id();
     // A root step waits from the start.
-    assert_eq!(status_of(&pool, run_id, "vet").await, "waiting");
+    assert_eq!(step_status(&pool, run_id, "vet").await, "waiting");
 
     let failed = eventually(20, async || {
         run(&pool, run_id).await.status == pgflow::RunStatus::Failed
     })
     .await;
     assert!(failed, "the run fails when the wait times out");
-    let error: String = sqlx::query_scalar(
-        "select error_message from pgflow.step_states where run_id = $1 and step_slug = 'vet'",
-    )
-    .bind(run_id)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let error = step_error(&pool, run_id, "vet").await;
     assert!(
         error.contains("waited")
             && error.contains("signal `vetting`")
@@ -426,7 +411,7 @@ async fn a_wait_that_times_out_fails_its_run_and_a_retry_waits_again(pool: PgPoo
     // A retry decides the step again: it waits anew, and a signal in time completes the run.
     let retry = client.retry(run_id).await.unwrap();
     assert!(retry.retried);
-    assert_eq!(status_of(&pool, run_id, "vet").await, "waiting");
+    assert_eq!(step_status(&pool, run_id, "vet").await, "waiting");
     let sent = vetted_v1::signal_vetting(&client, run_id, &vetted_v1::Vetting { passed: true })
         .await
         .unwrap();
@@ -469,7 +454,7 @@ async fn an_untyped_signal_that_does_not_fit_its_schema_is_refused_naming_the_fi
         "{message}"
     );
     assert_eq!(signal_count(&pool).await, 0);
-    assert_eq!(status_of(&pool, run_id, "vet").await, "waiting");
+    assert_eq!(step_status(&pool, run_id, "vet").await, "waiting");
 
     // From SQL, as an application would in its own transaction.
     let sent: String =
@@ -563,7 +548,7 @@ async fn retention_leaves_waiting_runs_alone(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!(pruned.runs, 0, "{pruned:?}");
-    assert_eq!(status_of(&pool, handle.run_id(), "pay").await, "waiting");
+    assert_eq!(step_status(&pool, handle.run_id(), "pay").await, "waiting");
 
     worker.shutdown();
     worker.wait().await.unwrap();
@@ -793,7 +778,7 @@ async fn a_callback_token_sends_its_signal_once_and_only_while_its_run_waits(poo
             .unwrap();
         assert_eq!(outcome, CallbackOutcome::Unknown, "{bad:?}");
     }
-    assert_eq!(status_of(&pool, paid.run_id(), "book").await, "waiting");
+    assert_eq!(step_status(&pool, paid.run_id(), "book").await, "waiting");
 
     // Used once it sends the signal; a second use changes nothing.
     let first = send_signal_by_token(&pool, &token, &serde_json::json!(true))

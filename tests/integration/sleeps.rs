@@ -18,7 +18,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::support::{
-    eventually, flow, install, run, single, step_statuses, task_rows, worker_config,
+    eventually, flow, install, run, single, step_error, step_status, task_rows, worker_config,
 };
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,15 +92,6 @@ async fn trial_worker(pool: &PgPool) -> pgflow::WorkerHandle {
     .unwrap()
 }
 
-async fn status_of(pool: &PgPool, run_id: Uuid, step: &str) -> String {
-    step_statuses(pool, run_id)
-        .await
-        .into_iter()
-        .find(|(slug, _)| slug == step)
-        .map(|(_, status)| status)
-        .unwrap()
-}
-
 /// The sleeps of a run: (step, wake time), in step order.
 async fn sleeps(pool: &PgPool, run_id: Uuid) -> Vec<(String, DateTime<Utc>)> {
     sqlx::query_as(
@@ -158,8 +149,8 @@ async fn a_sleeping_step_holds_nothing_and_wakes_at_its_time(pool: PgPool) {
     assert_eq!(sleeping[0].1, follow_up_at);
     assert_eq!(sleeping[1].0, "welcome");
     assert_eq!(sleeping[1].1, signed_up + chrono::Duration::seconds(1));
-    assert_eq!(status_of(&pool, run_id, "welcome").await, "waiting");
-    assert_eq!(status_of(&pool, run_id, "follow_up").await, "waiting");
+    assert_eq!(step_status(&pool, run_id, "welcome").await, "waiting");
+    assert_eq!(step_status(&pool, run_id, "follow_up").await, "waiting");
     // Sleeping holds no task and no message.
     let tasks = task_rows(&pool, run_id).await;
     assert_eq!(tasks.len(), 1, "only signup has a task: {tasks:?}");
@@ -236,13 +227,7 @@ async fn a_wake_time_that_is_no_time_fails_the_run_naming_the_field(pool: PgPool
         })
         .await;
         assert!(failed, "a run whose wake time is {at} fails");
-        let error: String = sqlx::query_scalar(
-            "select error_message from pgflow.step_states where run_id = $1 and step_slug = 'act'",
-        )
-        .bind(run_id)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+        let error = step_error(&pool, run_id, "act").await;
         assert!(
             error.contains("`plan.at`") && error.contains(&format!("got a {got} that is no time")),
             "{error}"
@@ -266,13 +251,13 @@ async fn cancelling_a_sleeping_run_ends_its_sleep(pool: PgPool) {
     let handle = trial_v1::start(&client, &trial(Some(far))).await.unwrap();
     let run_id = handle.run_id();
     let asleep = eventually(20, async || {
-        status_of(&pool, run_id, "follow_up").await == "waiting"
+        step_status(&pool, run_id, "follow_up").await == "waiting"
     })
     .await;
     assert!(asleep);
 
     client.cancel(run_id, Some("trial ended")).await.unwrap();
-    assert_eq!(status_of(&pool, run_id, "follow_up").await, "cancelled");
+    assert_eq!(step_status(&pool, run_id, "follow_up").await, "cancelled");
     assert!(
         sleeps(&pool, run_id).await.is_empty(),
         "the sleep ends with its run"
@@ -301,7 +286,7 @@ async fn a_sleep_outlives_its_workers_and_wakes_when_a_process_looks(pool: PgPoo
     client.deploy(&nap_v1::deployment()).await.unwrap();
     let handle = nap_v1::start(&client, &41).await.unwrap();
     let run_id = handle.run_id();
-    assert_eq!(status_of(&pool, run_id, "nap").await, "waiting");
+    assert_eq!(step_status(&pool, run_id, "nap").await, "waiting");
     let naps = sleeps(&pool, run_id).await;
     assert_eq!(naps.len(), 1);
     assert_eq!(
@@ -311,7 +296,7 @@ async fn a_sleep_outlives_its_workers_and_wakes_when_a_process_looks(pool: PgPoo
 
     // Past its wake time with no process looking: it still sleeps.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(status_of(&pool, run_id, "nap").await, "waiting");
+    assert_eq!(step_status(&pool, run_id, "nap").await, "waiting");
 
     // The next process to run wakes it.
     let worker = Worker::start_with(

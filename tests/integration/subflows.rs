@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::support::{eventually, install, run, step_statuses, worker_config};
+use crate::support::{eventually, install, run, step_error, step_status, worker_config};
 
 /// Whether `authorize` declines a charge of 13 cents (a test turns it off to let a retry pass).
 static DECLINE_13: AtomicBool = AtomicBool::new(true);
@@ -178,15 +178,6 @@ async fn children(pool: &PgPool, run_id: Uuid) -> Vec<(Uuid, String, String, Str
     .unwrap()
 }
 
-async fn status_of(pool: &PgPool, run_id: Uuid, step: &str) -> String {
-    step_statuses(pool, run_id)
-        .await
-        .into_iter()
-        .find(|(slug, _)| slug == step)
-        .map(|(_, status)| status)
-        .unwrap()
-}
-
 async fn ended(pool: &PgPool, run_id: Uuid, status: RunStatus) -> bool {
     eventually(30, async || run(pool, run_id).await.status == status).await
 }
@@ -200,17 +191,6 @@ async fn siblings_settle(pool: &PgPool, run_id: Uuid) -> bool {
             .all(|k| k.2 != "started")
     })
     .await
-}
-
-async fn step_error(pool: &PgPool, run_id: Uuid, step: &str) -> String {
-    sqlx::query_scalar(
-        "select error_message from pgflow.step_states where run_id = $1 and step_slug = $2",
-    )
-    .bind(run_id)
-    .bind(step)
-    .fetch_one(pool)
-    .await
-    .unwrap()
 }
 
 #[sqlx::test(migrations = false)]
@@ -349,11 +329,11 @@ async fn cancelling_a_parent_cancels_its_children_and_a_cancelled_child_fails_it
     let parent = handle.run_id();
     let child_waits = eventually(20, async || {
         children(&pool, parent).await.len() == 1
-            && status_of(&pool, children(&pool, parent).await[0].0, "hold").await == "waiting"
+            && step_status(&pool, children(&pool, parent).await[0].0, "hold").await == "waiting"
     })
     .await;
     assert!(child_waits, "the child starts and waits for its signal");
-    assert_eq!(status_of(&pool, parent, "delegate").await, "waiting");
+    assert_eq!(step_status(&pool, parent, "delegate").await, "waiting");
     let reason: String = sqlx::query_scalar(
         "select kind from pgflow.waits where run_id = $1 and step_slug = 'delegate'",
     )
@@ -411,7 +391,7 @@ async fn cancelling_a_parent_cancels_its_children_and_a_cancelled_child_fails_it
     assert_eq!(run(&pool, resumed).await.resumed_from, Some(child));
     assert_eq!(run(&pool, child).await.parent_run_id, None);
     let waits = eventually(20, async || {
-        status_of(&pool, resumed, "hold").await == "waiting"
+        step_status(&pool, resumed, "hold").await == "waiting"
     })
     .await;
     assert!(waits, "the resumed child waits for its signal again");

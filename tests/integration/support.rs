@@ -127,6 +127,28 @@ pub async fn step_statuses(pool: &PgPool, run_id: Uuid) -> Vec<(String, String)>
     .expect("step states")
 }
 
+/// The status of one step of a run.
+pub async fn step_status(pool: &PgPool, run_id: Uuid, step: &str) -> String {
+    sqlx::query_scalar("select status from pgflow.step_states where run_id = $1 and step_slug = $2")
+        .bind(run_id)
+        .bind(step)
+        .fetch_one(pool)
+        .await
+        .expect("a step state")
+}
+
+/// The error message of one step of a run (a failed one's).
+pub async fn step_error(pool: &PgPool, run_id: Uuid, step: &str) -> String {
+    sqlx::query_scalar(
+        "select error_message from pgflow.step_states where run_id = $1 and step_slug = $2",
+    )
+    .bind(run_id)
+    .bind(step)
+    .fetch_one(pool)
+    .await
+    .expect("a step's error")
+}
+
 /// `(step_slug, task_index, status, attempts_count)` of every task of a run.
 pub async fn task_rows(pool: &PgPool, run_id: Uuid) -> Vec<(String, i32, String, i32)> {
     sqlx::query_as(
