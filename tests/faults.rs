@@ -1,14 +1,17 @@
 //! The fault test: a few hundred runs of a chain flow, a map flow, a flow that waits for a
-//! signal, a flow that sleeps (a fixed time, and until a time its first step chose) and a flow
-//! that maps over child runs of the chain flow on a private cluster, while worker processes are SIGKILLed on a timer and respawned
+//! signal, a flow that sleeps (a fixed time, and until a time its first step chose), a flow
+//! that maps over child runs of the chain flow and a flow with concurrency caps (per tenant,
+//! and for every task of a step) on a private cluster, while worker processes are SIGKILLed on
+//! a timer and respawned
 //! and Postgres is restarted (`-m immediate`, a crash) in the middle. Half the waiting runs get
 //! their signal by run id before they reach the wait (it must be kept for them), the other half
 //! by event key while the chaos goes on (emitted again and again: only runs waiting at that
 //! moment are reached). Every run must complete with the right output, no attempt of any task
 //! may run its handler twice, the attempt that completed a task must be its last, no wait or
 //! signal may be lost, no sleep may end early or be lost, every parent must get its children's
-//! outputs in order with one child per element, and nothing may be left queued, started,
-//! waiting or in the queue.
+//! outputs in order with one child per element, no cap may ever be exceeded (a killed
+//! handler counts as running until its task's next attempt starts), and nothing may be left
+//! queued, started, waiting, held or in the queue.
 //!
 //! One binary, two parts (`harness = false`): run bare, it is the test; run as
 //! `faults worker <url>`, it is one worker process the test spawns and kills.
@@ -27,6 +30,9 @@ const MAP_RUNS: u32 = 50;
 const SIGNAL_RUNS: u32 = 60;
 const SLEEP_RUNS: u32 = 40;
 const PARENT_RUNS: u32 = 30;
+const CAPPED_RUNS: u32 = 60;
+/// Tenants of the capped runs (each capped at 2 tasks at once).
+const TENANTS: u32 = 3;
 /// Children of each parent run.
 const CHILDREN: u32 = 3;
 /// Elements of each map run.
@@ -127,6 +133,58 @@ pub mod fault_signal {
     pub async fn gate(first: u32, go: u32, ctx: Context) -> Result<u32, String> {
         record(&ctx).await?;
         Ok(first + go)
+    }
+}
+
+/// Records when this attempt of a capped step runs (its start, and its end unless it is
+/// killed), under the cap's key, around the work `record` does.
+async fn record_span(ctx: &Context, cap_key: &str) -> Result<(), String> {
+    let span: i64 = sqlx::query_scalar(
+        "insert into cap_log (run_id, step_slug, task_index, cap_key, started_at)
+         values ($1, $2, $3, $4, clock_timestamp()) returning id",
+    )
+    .bind(ctx.run_id())
+    .bind(ctx.step_slug().as_str())
+    .bind(ctx.task_index())
+    .bind(cap_key)
+    .fetch_one(ctx.pool())
+    .await
+    .map_err(|e| e.to_string())?;
+    record(ctx).await?;
+    sqlx::query("update cap_log set ended_at = clock_timestamp() where id = $1")
+        .bind(span)
+        .execute(ctx.pool())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// A capped run's input: its tenant and number.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Job {
+    /// The key of the per-tenant cap.
+    pub tenant: String,
+    /// The run's number.
+    pub n: u32,
+}
+
+/// per_tenant (at most 2 at once per tenant) → shared (at most 3 at once in all).
+#[pgflow::flow(slug = "fault_capped", input = Job, timeout = 2, base_delay = 0, max_attempts = 30)]
+pub mod fault_capped {
+    use super::*;
+
+    #[step(concurrency = 2, concurrency_key = input.tenant, queue = "faults")]
+    /// Adds one.
+    pub async fn per_tenant(input: Job, ctx: Context) -> Result<u32, String> {
+        record_span(&ctx, &input.tenant).await?;
+        Ok(input.n + 1)
+    }
+
+    #[step(depends_on = [per_tenant], concurrency = 3, queue = "faults")]
+    /// Doubles.
+    pub async fn shared(per_tenant: u32, ctx: Context) -> Result<u32, String> {
+        record_span(&ctx, "").await?;
+        Ok(per_tenant * 2)
     }
 }
 
@@ -232,6 +290,7 @@ async fn worker(url: &str) -> ExitCode {
             fault_signal::deployment(),
             fault_sleep::deployment(),
             fault_parent::deployment(),
+            fault_capped::deployment(),
         ),
         config,
     )
@@ -276,7 +335,10 @@ async fn scenario() -> Result<String, String> {
     pgflow::install(&admin).await.map_err(|e| e.to_string())?;
     sqlx::raw_sql(
         "create table fault_log (run_id uuid, step_slug text, task_index int, attempt int);
-         grant all on fault_log to public",
+         create table cap_log (id bigint generated always as identity, run_id uuid,
+                               step_slug text, task_index int, cap_key text,
+                               started_at timestamptz, ended_at timestamptz);
+         grant all on fault_log, cap_log to public",
     )
     .execute(&admin)
     .await
@@ -330,6 +392,20 @@ async fn scenario() -> Result<String, String> {
         .start_many(Start::flow::<fault_parent::Flow>(), &parent_inputs, &[])
         .await
         .map_err(|e| e.to_string())?;
+    let capped_inputs: Vec<Job> = (0..CAPPED_RUNS)
+        .map(|n| Job {
+            tenant: format!("tenant{}", n % TENANTS),
+            n,
+        })
+        .collect();
+    client
+        .deploy(&fault_capped::deployment())
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .start_many(Start::flow::<fault_capped::Flow>(), &capped_inputs, &[])
+        .await
+        .map_err(|e| e.to_string())?;
     // The even ones by run id now, before any worker runs: kept until they wait.
     for (n, run) in signal_runs.iter().enumerate().filter(|(n, _)| n % 2 == 0) {
         fault_signal::signal_go(&client, run.run_id(), &(n as u32))
@@ -349,8 +425,14 @@ async fn scenario() -> Result<String, String> {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
     });
-    let total_runs =
-        i64::from(CHAIN_RUNS + MAP_RUNS + SIGNAL_RUNS + SLEEP_RUNS + PARENT_RUNS * (1 + CHILDREN));
+    let total_runs = i64::from(
+        CHAIN_RUNS
+            + MAP_RUNS
+            + SIGNAL_RUNS
+            + SLEEP_RUNS
+            + PARENT_RUNS * (1 + CHILDREN)
+            + CAPPED_RUNS,
+    );
 
     let mut workers: Vec<Child> = (0..WORKERS)
         .map(|_| spawn_worker(&url, &worker_log))
@@ -475,6 +557,41 @@ async fn check(pool: &PgPool) -> Result<(), String> {
              where r.flow_slug = 'fault_sleep'
                and (nap.started_at < first.completed_at + interval '2 seconds'
                     or until.started_at < (first.output ->> 'at')::timestamptz)",
+        ),
+        (
+            "capped runs with a wrong output",
+            "select count(*) from pgflow.runs
+             where flow_slug = 'fault_capped'
+               and output -> 'shared' is distinct from to_jsonb(((input ->> 'n')::int + 1) * 2)",
+        ),
+        ("tasks left held", "select count(*) from pgflow.held_tasks"),
+        (
+            // A killed attempt counts as running until the next attempt of its task starts
+            // (its handler died before that: the task was requeued only after its timeout).
+            "moments when a cap was exceeded (per_tenant: 2 per tenant; shared: 3 in all)",
+            "with spans as (
+               select l.step_slug, l.cap_key, l.started_at,
+                      coalesce(l.ended_at,
+                               (select min(n.started_at) from cap_log n
+                                where n.run_id = l.run_id and n.step_slug = l.step_slug
+                                  and n.task_index = l.task_index
+                                  and n.started_at > l.started_at),
+                               'infinity') as ended_at
+               from cap_log l
+             ),
+             moments as (
+               select step_slug, cap_key, started_at as at, 1 as delta from spans
+               union all
+               select step_slug, cap_key, ended_at, -1 from spans
+             ),
+             running as (
+               select step_slug, sum(delta) over (partition by step_slug, cap_key
+                                                  order by at, delta
+                                                  rows unbounded preceding) as n
+               from moments
+             )
+             select count(*) from running
+             where n > case step_slug when 'per_tenant' then 2 else 3 end",
         ),
         (
             "messages left in the queue",

@@ -314,6 +314,19 @@ pub(crate) mod msg {
             .to_owned()
     }
 
+    pub(crate) fn concurrency_key_value() -> String {
+        "`concurrency_key` takes where the key is read: `concurrency_key = input.tenant_id` (the \
+         flow input's field) or `concurrency_key = account.id` (a dependency's output's field)"
+            .to_owned()
+    }
+
+    pub(crate) fn concurrency_key_without_limit(step: &str) -> String {
+        format!(
+            "step `{step}` sets `concurrency_key` without `concurrency`; add the cap each key \
+             gets, as `concurrency = 2`"
+        )
+    }
+
     pub(crate) fn subflow_value() -> String {
         "`subflow` takes the flow the step runs: its module, `subflow = charge_v1` or `subflow = \
          crate::billing::charge_v1` (a module `#[pgflow::flow]` made), or its alias by name, \

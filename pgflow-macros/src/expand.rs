@@ -231,26 +231,26 @@ fn generated_items(
     }
 }
 
-/// A step reached by key reads its key, and a step that sleeps until a time reads that time,
-/// at a field path of the flow input or of a dependency's output: a function that reads those
-/// fields compiles only when they exist, and a misspelt field is reported at its name in
-/// `key = ...` or `sleep_until = ...`; the time must also be a `pgflow::rules::WakeTime`.
-/// (Nothing to check for a key without fields, or a root whose type is `serde_json::Value`.)
+/// A step reached by key reads its key, a capped step its cap's key, and a step that sleeps
+/// until a time reads that time, at a field path of the flow input or of a dependency's output:
+/// a function that reads those fields compiles only when they exist, and a misspelt field is
+/// reported at its name in `key = ...`, `concurrency_key = ...` or `sleep_until = ...`; the
+/// time must also be a `pgflow::rules::WakeTime`. (Nothing to check for a key without fields,
+/// or a root whose type is `serde_json::Value`.)
 fn path_checks(
     flow: &Flow,
     step: &Step,
     output_of: &dyn Fn(&Ident) -> Option<TokenStream>,
 ) -> Vec<TokenStream> {
-    let key = step
-        .signal_key
-        .as_ref()
-        .filter(|path| path.len() > 1)
-        .and_then(|path| path_check(flow, path, output_of, None));
+    let keys = [&step.signal_key, &step.concurrency_key]
+        .into_iter()
+        .filter_map(|path| path.as_ref().filter(|path| path.len() > 1))
+        .filter_map(|path| path_check(flow, path, output_of, None));
     let wake = step.sleep_until.as_ref().and_then(|path| {
         let span = path.last()?.span();
         path_check(flow, path, output_of, Some(span))
     });
-    key.into_iter().chain(wake).collect()
+    keys.chain(wake).collect()
 }
 
 /// A function that reads `path` from the type of its root; with `wake_time_at`, it also checks
@@ -477,6 +477,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
         let signal = signal_field(flow, step);
         let sleep = sleep_fields(step);
         let subflow = subflow_field(step);
+        let concurrency = concurrency_fields(step);
         quote! {
             ::pgflow::__private::StepDecl {
                 slug: #slug,
@@ -493,6 +494,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
                 #signal
                 #sleep
                 #subflow
+                #concurrency
                 ..::pgflow::__private::StepDecl::DEFAULT
             }
         }
@@ -524,6 +526,18 @@ fn sleep_fields(step: &Step) -> TokenStream {
         }
         (None, None) => TokenStream::new(),
     }
+}
+
+/// The `StepDecl` fields of a step's concurrency cap, if it has one.
+fn concurrency_fields(step: &Step) -> TokenStream {
+    let Some(limit) = step.concurrency else {
+        return TokenStream::new();
+    };
+    let key = step.concurrency_key.as_ref().map(|path| {
+        let parts = path_strings(path);
+        quote!(concurrency_key: ::core::option::Option::Some(&[#(#parts),*]),)
+    });
+    quote!(concurrency: ::core::option::Option::Some(#limit), #key)
 }
 
 /// The `StepDecl` field of the flow a step runs, if it runs one.

@@ -78,6 +78,10 @@ pub(crate) struct Step {
     pub sleep: Option<u64>,
     /// Where the time the step sleeps until is read: `input` or a dependency, then fields.
     pub sleep_until: Option<Vec<Ident>>,
+    /// The most tasks of the step running at once, across every worker.
+    pub concurrency: Option<u32>,
+    /// Where the key the cap applies per is read: `input` or a dependency, then fields.
+    pub concurrency_key: Option<Vec<Ident>>,
     /// The module of the flow the step runs: its handler returns that flow's input, and the
     /// step's output is that flow's output.
     pub subflow: Option<Subflow>,
@@ -469,6 +473,7 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
 
     check_signal_args(&slug, &args, &deps, errors);
     check_sleep_args(&slug, &args, &deps, errors);
+    check_concurrency_args(&slug, &args, &deps, errors);
     check_subflow_args(&slug, &args, errors);
 
     let mut unmatched_params = Vec::new();
@@ -514,6 +519,8 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
         signal_key: args.key,
         sleep: args.sleep.map(|v| v.value),
         sleep_until: args.sleep_until,
+        concurrency: args.concurrency.map(|v| v.value),
+        concurrency_key: args.concurrency_key,
         subflow: args.subflow,
         unmatched_params,
     }
@@ -604,7 +611,25 @@ fn check_sleep_args(slug: &str, args: &StepArgs, deps: &[Ident], errors: &mut Er
     check_path_root("sleep_until", slug, args.sleep_until.as_ref(), deps, errors);
 }
 
-/// A path (`key`, `sleep_until`) starts at `input` or one of the step's dependencies.
+/// `concurrency_key` needs `concurrency` (the cap each key gets), and its path starts at the
+/// input or a dependency.
+fn check_concurrency_args(slug: &str, args: &StepArgs, deps: &[Ident], errors: &mut Errors) {
+    if let Some(root) = args.concurrency_key.as_ref().and_then(|path| path.first())
+        && args.concurrency.is_none()
+    {
+        errors.at(root, msg::concurrency_key_without_limit(slug));
+    }
+    check_path_root(
+        "concurrency_key",
+        slug,
+        args.concurrency_key.as_ref(),
+        deps,
+        errors,
+    );
+}
+
+/// A path (`key`, `sleep_until`, `concurrency_key`) starts at `input` or one of the step's
+/// dependencies.
 fn check_path_root(
     key: &str,
     slug: &str,

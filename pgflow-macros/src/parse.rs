@@ -73,6 +73,10 @@ pub(crate) struct StepArgs {
     pub sleep_until: Option<Vec<Ident>>,
     /// `subflow = charge_v1` or `subflow = "charge"`: the flow the step runs.
     pub subflow: Option<Subflow>,
+    /// `concurrency = 10`: the most tasks of the step running at once, across every worker.
+    pub concurrency: Option<Located<u32>>,
+    /// `concurrency_key = input.tenant_id`: where the key the cap applies per is read.
+    pub concurrency_key: Option<Vec<Ident>>,
 }
 
 /// A value of `when_unmet` or `when_exhausted`.
@@ -133,6 +137,8 @@ const STEP_KEYS: &[&str] = &[
     "sleep",
     "sleep_until",
     "subflow",
+    "concurrency",
+    "concurrency_key",
 ];
 
 /// Parses `#[flow(...)]` arguments, recording problems in `errors`.
@@ -222,6 +228,14 @@ pub(crate) fn step_args(tokens: TokenStream, errors: &mut Errors) -> StepArgs {
                 path_value(m, e, msg::sleep_until_value)
             }),
             "subflow" => set_once(&mut args.subflow, &meta, &key, errors, subflow_value),
+            "concurrency" => set_once(&mut args.concurrency, &meta, &key, errors, |m, k, e| {
+                integer_value(m, k, e, 1)
+            }),
+            "concurrency_key" => {
+                set_once(&mut args.concurrency_key, &meta, &key, errors, |m, _, e| {
+                    path_value(m, e, msg::concurrency_key_value)
+                })
+            }
             "wait_timeout" => set_once(&mut args.wait_timeout, &meta, &key, errors, |m, k, e| {
                 duration_value(m, k, e, 1)
             }),

@@ -253,6 +253,41 @@ impl StepSubflow {
     }
 }
 
+/// How many of a step's tasks may run at once, across every worker and process: its tasks wait,
+/// held in Postgres with no message on the queue, until one of the cap's slots is free, and a
+/// task keeps its slot until it ends (through its retries, and a requeue after its worker
+/// died). With a key, the cap applies per key: the value read, as the step becomes ready, at a
+/// path of the flow input or a dependency's output (a missing value is a key of its own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepConcurrency {
+    /// The most tasks (per key, with one) that hold a slot at once; at least 1.
+    pub limit: u32,
+    /// Where the key is read: `input` (the flow input) or one of the step's dependencies, then
+    /// field names (`["input", "tenant_id"]`); `None`: one cap for every task of the step.
+    pub key_path: Option<Vec<String>>,
+}
+
+impl StepConcurrency {
+    /// At most `limit` tasks of the step at once, whatever their run.
+    pub fn at_most(limit: u32) -> Self {
+        Self {
+            limit,
+            key_path: None,
+        }
+    }
+
+    /// The cap applies per value at `path` (`["input", "tenant_id"]`).
+    #[must_use]
+    pub fn per_key<I, S>(mut self, path: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.key_path = Some(path.into_iter().map(Into::into).collect());
+        self
+    }
+}
+
 /// When a step runs: JSON containment patterns matched, when the step is ready, against its
 /// input: the flow input for a root step, otherwise the object of its dependencies' outputs
 /// keyed by step slug (a skipped dependency is `null` there). The step runs when the input
@@ -293,6 +328,8 @@ pub struct StepDefinition {
     /// The flow the step runs once its tasks are done (a step that runs a flow neither sleeps
     /// nor waits for a signal).
     pub subflow: Option<StepSubflow>,
+    /// How many of its tasks may run at once; `None`: as many as workers take.
+    pub concurrency: Option<StepConcurrency>,
 }
 
 impl StepDefinition {
@@ -309,6 +346,7 @@ impl StepDefinition {
             signal: None,
             sleep: None,
             subflow: None,
+            concurrency: None,
         }
     }
 
@@ -373,6 +411,13 @@ impl StepDefinition {
     #[must_use]
     pub fn runs(mut self, subflow: StepSubflow) -> Self {
         self.subflow = Some(subflow);
+        self
+    }
+
+    /// Caps how many of the step's tasks run at once.
+    #[must_use]
+    pub fn concurrency(mut self, concurrency: StepConcurrency) -> Self {
+        self.concurrency = Some(concurrency);
         self
     }
 }
@@ -543,6 +588,9 @@ impl FlowDefinition {
                         "subflow": step.subflow.as_ref().map(|s| s.flow.as_str()),
                         "subflow_input_type": step.subflow.as_ref()
                             .and_then(|s| s.input_type.as_deref()),
+                        "concurrency": step.concurrency.as_ref().map(|c| c.limit),
+                        "concurrency_key": step.concurrency.as_ref()
+                            .and_then(|c| c.key_path.clone()),
                     })
                 })
                 .collect(),

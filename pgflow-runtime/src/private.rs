@@ -21,8 +21,8 @@ pub use crate::handler::{HandlerFuture, StepFailure, StepHandler, TaskInput};
 pub use crate::state::State;
 
 use crate::definition::{
-    FlowOptions, StepCondition, StepDefinition, StepOptions, StepSignal, StepSleep, StepSubflow,
-    StepType,
+    FlowOptions, StepConcurrency, StepCondition, StepDefinition, StepOptions, StepSignal,
+    StepSleep, StepSubflow, StepType,
 };
 pub use crate::definition::{WhenExhausted, WhenTimedOut, WhenUnmet};
 pub use crate::engine::{EventDelivery, SignalOutcome};
@@ -111,6 +111,10 @@ pub struct StepDecl {
     pub sleep_until: Option<&'static [&'static str]>,
     /// `subflow`: the flow the step runs, if set.
     pub subflow: Option<SubflowDecl>,
+    /// `concurrency`: the most tasks of the step at once, if set.
+    pub concurrency: Option<u32>,
+    /// `concurrency_key`: where the cap's key is read (`input` or a dependency, then fields).
+    pub concurrency_key: Option<&'static [&'static str]>,
 }
 
 /// The flow a step runs, as the macro writes it down.
@@ -164,6 +168,8 @@ impl StepDecl {
         sleep: None,
         sleep_until: None,
         subflow: None,
+        concurrency: None,
+        concurrency_key: None,
     };
 }
 
@@ -241,6 +247,10 @@ pub fn definition(decl: &FlowDecl) -> FlowDefinition {
                 input_type: Some((subflow.input_type)().to_owned()),
                 timeout: subflow.timeout.map(Duration::from_secs),
                 when_timed_out: subflow.when_timed_out,
+            }),
+            concurrency: step.concurrency.map(|limit| StepConcurrency {
+                limit,
+                key_path: step.concurrency_key.map(owned_path),
             }),
         });
     }

@@ -43,7 +43,7 @@ as $$
   from jsonb_array_elements_text(nullif(p_value, 'null'::jsonb)) with ordinality as e(value, n)
 $$;
 
--- Checks a step's path option p_key (`signal_key`, `sleep_until`): absent or null gives null,
+-- Checks a step's path option p_key (`signal_key`, `sleep_until`, `concurrency_key`): absent or null gives null,
 -- else a JSON array of field names whose first element is `input` or one of the step's
 -- dependencies p_deps (see run_value_at), returned as it is.
 create or replace function pgflow.run_path_option(
@@ -224,6 +224,11 @@ $$;
 --            child flow's recorded input type when a child starts (a setting). A step that
 --            runs a subflow may set "wait_timeout" and "when_timed_out" too: how long it waits
 --            for its children, and what passing it does (its children are then cancelled).
+--            "concurrency" (at least 1) caps how many of the step's tasks run at once, across
+--            every worker; with "concurrency_key" (a path like signal_key's), per value read
+--            there as the step becomes ready (a missing value is the key ""). Both are
+--            settings: a cap holds tasks back, it changes neither what runs nor what it
+--            receives (see 20_concurrency_caps.sql).
 --
 -- p_input_type, p_output_type: the Rust type names of the flow's input and output as the
 --            caller's code names them (null: not known); recorded on compile and brought up to
@@ -285,6 +290,7 @@ declare
   v_wait jsonb;
   v_key jsonb;
   v_sleep_until jsonb;
+  v_concurrency_key jsonb;
   v_subflow text;
 begin
   -- 1. Validate the definition completely before touching anything.
@@ -456,6 +462,15 @@ begin
         || 'them (put the wait on a step before it)', v_slug, v_subflow));
     end if;
 
+    v_concurrency_key := pgflow.run_path_option(p_flow_slug, v_slug, v_step, 'concurrency_key',
+                                                v_deps);
+    if v_concurrency_key is not null
+       and coalesce(v_step -> 'concurrency', 'null'::jsonb) = 'null'::jsonb then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` sets `concurrency_key` without `concurrency`; add the cap each key gets '
+        || '(`concurrency`: 2 runs at most two of its tasks per key at once)', v_slug));
+    end if;
+
     v_seen := v_seen || v_slug;
     v_shape := v_shape || jsonb_build_array(jsonb_build_object(
       'slug', v_slug,
@@ -485,7 +500,9 @@ begin
       'signal_schema', nullif(v_step -> 'signal_schema', 'null'::jsonb),
       'sleep', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'sleep', 1, null),
       'sleep_until', v_sleep_until,
-      'subflow_input_type', v_step ->> 'subflow_input_type'));
+      'subflow_input_type', v_step ->> 'subflow_input_type',
+      'concurrency', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'concurrency', 1, null),
+      'concurrency_key', v_concurrency_key));
   end loop;
 
   -- 2. Serialize compile/verify of this flow slug.
@@ -594,13 +611,16 @@ begin
         signal_schema = nullif(x -> 'signal_schema', 'null'::jsonb),
         sleep_seconds = (x ->> 'sleep')::integer,
         sleep_until_path = pgflow.text_array(x -> 'sleep_until'),
-        subflow_input_type = coalesce(x ->> 'subflow_input_type', s.subflow_input_type)
+        subflow_input_type = coalesce(x ->> 'subflow_input_type', s.subflow_input_type),
+        concurrency_limit = (x ->> 'concurrency')::integer,
+        concurrency_key_path = pgflow.text_array(x -> 'concurrency_key')
     from jsonb_array_elements(v_settings) x
     where s.flow_slug = p_flow_slug
       and s.step_slug = x ->> 'slug'
       and (s.opt_max_attempts, s.opt_base_delay, s.opt_max_delay, s.opt_jitter, s.opt_timeout,
            s.opt_start_delay, s.wait_timeout, s.signal_type, s.signal_schema, s.sleep_seconds,
-           s.sleep_until_path, s.subflow_input_type)
+           s.sleep_until_path, s.subflow_input_type, s.concurrency_limit,
+           s.concurrency_key_path)
           is distinct from ((x ->> 'max_attempts')::integer, (x ->> 'base_delay')::integer,
                             (x ->> 'max_delay')::integer, (x ->> 'jitter')::integer,
                             (x ->> 'timeout')::integer, (x ->> 'start_delay')::integer,
@@ -608,7 +628,9 @@ begin
                             coalesce(x ->> 'signal_type', s.signal_type),
                             nullif(x -> 'signal_schema', 'null'::jsonb),
                             (x ->> 'sleep')::integer, pgflow.text_array(x -> 'sleep_until'),
-                            coalesce(x ->> 'subflow_input_type', s.subflow_input_type));
+                            coalesce(x ->> 'subflow_input_type', s.subflow_input_type),
+                            (x ->> 'concurrency')::integer,
+                            pgflow.text_array(x -> 'concurrency_key'));
     v_status := 'verified';
   else
     -- 3b. Compile.
@@ -623,7 +645,8 @@ begin
                               opt_timeout, opt_start_delay, condition_when, condition_unless,
                               when_unmet, when_exhausted, signal_name, when_timed_out,
                               wait_timeout, signal_type, signal_schema, signal_key_path,
-                              sleep_seconds, sleep_until_path, subflow, subflow_input_type)
+                              sleep_seconds, sleep_until_path, subflow, subflow_input_type,
+                              concurrency_limit, concurrency_key_path)
     select p_flow_slug,
            shape.value ->> 'slug',
            (shape.ordinality - 1)::integer,
@@ -650,7 +673,9 @@ begin
            (settings ->> 'sleep')::integer,
            pgflow.text_array(settings -> 'sleep_until'),
            shape.value -> 'subflow' ->> 'flow',
-           settings ->> 'subflow_input_type'
+           settings ->> 'subflow_input_type',
+           (settings ->> 'concurrency')::integer,
+           pgflow.text_array(settings -> 'concurrency_key')
     from jsonb_array_elements(v_shape) with ordinality as shape(value, ordinality)
     join lateral (select v_settings -> (shape.ordinality::integer - 1) as settings) s on true;
 

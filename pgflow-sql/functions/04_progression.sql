@@ -186,10 +186,11 @@ begin
       select l.row_ctid, l.run_id, l.step_slug, l.n, l.ready, s.queue_name,
              coalesce(s.opt_start_delay, 0) as start_delay,
              case when not l.ready then null
-                  -- a condition, a signal or a sleep is decided by start_ready_steps
+                  -- a condition, a signal, a sleep or a cap is decided by start_ready_steps
                   when s.condition_when is not null or s.condition_unless is not null
                        or s.signal_name is not null or s.sleep_seconds is not null
-                       or s.sleep_until_path is not null then null
+                       or s.sleep_until_path is not null
+                       or s.concurrency_limit is not null then null
                   when s.step_type = 'single' then 1
                   else (select case when dss.status = 'skipped' then 0
                                     when jsonb_typeof(dss.output) = 'array'
@@ -417,6 +418,9 @@ $$;
 -- missing or null one) starts it at once, and one that is no RFC 3339 time fails the step and
 -- its run. It starts once its wait is gone (expire_waits removes it at the wake time).
 --
+-- A step with a concurrency cap (steps.concurrency_limit) starts here too: its tasks are held
+-- until their key has a free slot (hold_step_tasks; see 20_concurrency_caps.sql).
+--
 -- A step with a condition is decided here. Its input is the flow input (a root step) or the
 -- object of its dependencies' outputs, keyed by step slug (null for a skipped one); the
 -- condition holds when the input contains the `when` pattern (if any) and does not contain
@@ -433,6 +437,7 @@ language plpgsql
 as $$
 declare
   v_started pgflow.started_step[];
+  v_capped pgflow.started_step[];
   v_bad_runs uuid[];
   v_bad_wake_runs uuid[];
   v_unmet_runs uuid[];
@@ -443,6 +448,7 @@ begin
   with ready as (
     select ss.ctid as row_ctid, ss.run_id, ss.step_slug, s.step_type, s.queue_name,
            s.when_unmet, s.signal_name, s.wait_timeout, sig.awaited, sig.signal_key,
+           s.concurrency_limit is not null as capped,
            slp.wake_at, slp.bad_wake, s.sleep_until_path, jsonb_typeof(slp.raw) as wake_got,
            coalesce(s.opt_start_delay, 0)
              + greatest(0, ceil(extract(epoch from r.scheduled_for - clock_timestamp())))::integer
@@ -557,7 +563,7 @@ begin
            or (d.outcome in ('start', 'wait') and not d.run_fails))
     returning ss.run_id, ss.step_slug, ss.status, d.outcome, d.task_count, ss.flow_slug,
               d.queue_name, d.start_delay, d.signal_name, d.wait_timeout, d.signal_key,
-              d.wake_at
+              d.wake_at, d.capped
   ),
   waiting as (
     insert into pgflow.waits (run_id, step_slug, flow_slug, signal_name, deadline, signal_key,
@@ -572,7 +578,11 @@ begin
   ),
   started as (
     select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
-                     ::pgflow.started_step) filter (where status = 'started') as steps,
+                     ::pgflow.started_step)
+             filter (where status = 'started' and not (capped and task_count > 0)) as steps,
+           array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
+                     ::pgflow.started_step)
+             filter (where status = 'started' and capped and task_count > 0) as capped_steps,
            array_agg(distinct run_id) filter (where outcome = 'bad_map') as bad_runs,
            array_agg(distinct run_id) filter (where outcome = 'bad_wake') as bad_wake_runs,
            array_agg(distinct run_id) filter (where outcome = 'unmet') as unmet_runs
@@ -585,9 +595,9 @@ begin
     from decided d
     where d.outcome = 'skip' and not d.run_fails
   )
-  select started.steps, started.bad_runs, started.bad_wake_runs, started.unmet_runs,
-         skipping.runs, skipping.steps, skipping.cascade
-  into v_started, v_bad_runs, v_bad_wake_runs, v_unmet_runs, v_skip_runs, v_skip_steps,
+  select started.steps, started.capped_steps, started.bad_runs, started.bad_wake_runs,
+         started.unmet_runs, skipping.runs, skipping.steps, skipping.cascade
+  into v_started, v_capped, v_bad_runs, v_bad_wake_runs, v_unmet_runs, v_skip_runs, v_skip_steps,
        v_skip_cascade
   from started, skipping;
 
@@ -607,6 +617,9 @@ begin
   end if;
   if v_started is not null then
     perform pgflow.enqueue_step_tasks(v_started);
+  end if;
+  if v_capped is not null then
+    perform pgflow.hold_step_tasks(v_capped);
   end if;
 end;
 $$;

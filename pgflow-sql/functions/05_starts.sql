@@ -248,7 +248,8 @@ begin
       cross join pgflow.steps s
       cross join lateral (select s.condition_when is not null or s.condition_unless is not null
                                    or s.sleep_seconds is not null
-                                   or s.sleep_until_path is not null as deferred,
+                                   or s.sleep_until_path is not null
+                                   or s.concurrency_limit is not null as deferred,
                                  s.signal_name is not null as waits) c
       where s.flow_slug = v_flow_slug
     ),

@@ -231,8 +231,8 @@ $$;
 -- claims_at_release: how many tasks a completion call may claim for a worker when a task of
 -- each of its supported pairs (p_flow_slugs[i], p_step_slugs[i]) completes, by the rule
 -- enqueue_step_tasks claims with: the completed step's dependents on p_queue_name that the
--- worker runs, with no start delay, condition, signal or sleep (those are decided on the slower
--- path, which never claims). `at_most` is their count, or null when any number (a map
+-- worker runs, with no start delay, condition, signal, sleep or concurrency cap (those are
+-- decided on the slower path, which never claims). `at_most` is their count, or null when any number (a map
 -- dependent has one task per element). A worker sizes the slots it offers a completion call
 -- by it. Pairs that release none are absent, and so are map steps: only the last of a map
 -- step's many tasks releases anything, and holding slots for each of their completions would
@@ -260,7 +260,7 @@ as $$
     and coalesce(dependent.opt_start_delay, 0) = 0
     and dependent.condition_when is null and dependent.condition_unless is null
     and dependent.signal_name is null and dependent.sleep_seconds is null
-    and dependent.sleep_until_path is null
+    and dependent.sleep_until_path is null and dependent.concurrency_limit is null
     and exists (select 1 from unnest(p_flow_slugs, p_step_slugs) as s(flow_slug, step_slug)
                 where s.flow_slug = dependent.flow_slug and s.step_slug = dependent.step_slug)
   group by p.flow_slug, p.step_slug

@@ -89,6 +89,10 @@ begin
   if v_runs is null then
     return;
   end if;
+  -- The slots of capped tasks that completed go to the next held tasks.
+  if exists (select 1 from pgflow.cap_slots) then
+    perform pgflow.release_after_ends(p_run_ids, p_step_slugs, p_task_indexes);
+  end if;
 
   with per_step as (
     -- A single step has one task: the output completed here is the step's output.
@@ -424,7 +428,7 @@ begin
     where f.will_retry;
   end if;
 
-  -- Out of attempts, or failed permanently: fail for good.
+  -- Out of attempts, or failed permanently: fail for good (and give up a capped task's slot).
   if false = any(v_retry) then
     perform pgflow.fail_tasks_permanently(
       array_agg(f.run_id), array_agg(f.step_slug), array_agg(f.task_index),
@@ -432,6 +436,9 @@ begin
     from unnest(v_runs, v_steps, v_indexes, v_errors, v_retry)
       as f(run_id, step_slug, task_index, error_message, will_retry)
     where not f.will_retry;
+    if exists (select 1 from pgflow.cap_slots) then
+      perform pgflow.release_after_ends(v_runs, v_steps, v_indexes);
+    end if;
   end if;
 
   return query

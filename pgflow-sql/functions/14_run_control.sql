@@ -166,6 +166,9 @@ declare
   v_runs uuid[];
   v_steps text[];
   v_indexes integer[];
+  v_held_runs uuid[];
+  v_held_steps text[];
+  v_held_indexes integer[];
   v_parent_runs uuid[];
   v_parent_steps text[];
 begin
@@ -242,9 +245,29 @@ begin
       perform pgflow.start_children(v_parent_runs, v_parent_steps);
     end if;
 
+    -- The requeued tasks get a message each, or, those of a capped step, are held again.
+    if v_runs is not null then
+      with requeued as (
+        select q.run_id, q.step_slug, q.task_index, s.concurrency_limit is not null as capped
+        from unnest(v_runs, v_steps, v_indexes) as q(run_id, step_slug, task_index)
+        join pgflow.runs r on r.run_id = q.run_id
+        join pgflow.steps s on s.flow_slug = r.flow_slug and s.step_slug = q.step_slug
+      )
+      select array_agg(q.run_id) filter (where not q.capped),
+             array_agg(q.step_slug) filter (where not q.capped),
+             array_agg(q.task_index) filter (where not q.capped),
+             array_agg(q.run_id) filter (where q.capped),
+             array_agg(q.step_slug) filter (where q.capped),
+             array_agg(q.task_index) filter (where q.capped)
+      into v_runs, v_steps, v_indexes, v_held_runs, v_held_steps, v_held_indexes
+      from requeued q;
+    end if;
     if v_runs is not null then
       perform pgflow.send_task_messages(v_runs, v_steps, v_indexes,
                                         array_fill(0, array[cardinality(v_runs)]));
+    end if;
+    if v_held_runs is not null then
+      perform pgflow.hold_tasks(v_held_runs, v_held_steps, v_held_indexes);
     end if;
     perform pgflow.start_ready_steps(v_retried);
   end if;

@@ -80,7 +80,7 @@ begin
                                 'refresh_statistics', 'tables_to_vacuum', 'lock_namespace',
                                 'schedules_to_fire', 'fire_schedule', 'request_wakeups',
                                 'withdraw_wakeups', 'expire_waits', 'signal_payload',
-                                'settle_subflows') then
+                                'settle_subflows', 'release_capped_tasks') then
                array['pgflow_worker']
              when p.proname in ('start_flows', 'start_flow', 'start_alias_typed',
                                 'run_step_states', 'subscribe_events',

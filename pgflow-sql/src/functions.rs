@@ -48,6 +48,7 @@ pub static FUNCTION_FILES: &[FunctionFile] = function_files![
     "17_flow_control.sql",
     "18_signals.sql",
     "19_subflows.sql",
+    "20_concurrency_caps.sql",
     "99_privileges.sql",
 ];
 

@@ -12,6 +12,7 @@
 mod app_state;
 mod browse;
 mod cancel;
+mod caps;
 mod claim;
 mod claims_at_release;
 mod concurrency;

@@ -1,5 +1,8 @@
 //! Flow control: holding work back. A paused queue is claimed from by no one until it is
-//! resumed; nothing on it is lost, and runs keep starting and queueing tasks on it.
+//! resumed; nothing on it is lost, and runs keep starting and queueing tasks on it. A step with
+//! a concurrency cap holds its tasks until a slot of their key is free; the calls that end
+//! tasks give their slots out, and [`release_capped_tasks`], which every process with a running
+//! worker calls each second, gives out the rest.
 
 use sqlx::PgExecutor;
 
@@ -30,4 +33,19 @@ pub async fn resume_queue(executor: impl PgExecutor<'_>, queue: &str) -> Result<
         .fetch_one(executor)
         .await?;
     Ok(resumed)
+}
+
+/// Gives out the slots of capped steps that ended tasks freed without giving them out (a
+/// cancel, a failed run, a skip), for at most `limit` keys (`pgflow.release_capped_tasks`).
+/// One caller works at a time; the others return 0 at once. Returns how many held tasks it
+/// released.
+pub async fn release_capped_tasks(
+    executor: impl PgExecutor<'_>,
+    limit: i32,
+) -> Result<u32, EngineError> {
+    let released: i32 = sqlx::query_scalar("select pgflow.release_capped_tasks($1)")
+        .bind(limit)
+        .fetch_one(executor)
+        .await?;
+    Ok(u32::try_from(released).unwrap_or(0))
 }

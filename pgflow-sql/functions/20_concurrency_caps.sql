@@ -1,0 +1,319 @@
+-- Concurrency caps: a step with a concurrency_limit has at most that many tasks holding a slot
+-- at once, per key when it has a concurrency_key_path (the tables: migration
+-- 20261223000100_concurrency_caps.sql). start_ready_steps holds the tasks of a capped step
+-- (hold_tasks) instead of sending their messages; a task is released (given a slot and its
+-- message) when a slot of its key is free. The calls that end tasks (store_completions,
+-- fail_tasks) give their tasks' slots to the next held tasks at once; slots that other ends
+-- free (a cancel, a run that fails, a skip) are given out by release_capped_tasks, which every
+-- process with a worker calls once a second.
+
+-- cap_key_of: the key a task of a capped step holds its slot under: the value at p_path in its
+-- run (see run_value_at) as text; '' without a path or a value there.
+create or replace function pgflow.cap_key_of(p_path text[], p_run_id uuid, p_input jsonb)
+returns text
+language sql
+stable
+as $$
+  select coalesce(pgflow.run_value_at(p_path, p_run_id, p_input) #>> '{}', '')
+$$;
+
+-- A capped task's slot is free when its holder has ended (or is gone): the rule every release
+-- decides by. (A SQL function Postgres inlines into the statements that call it.)
+create or replace function pgflow.slot_is_free(p_run_id uuid, p_step_slug text,
+                                               p_task_index integer)
+returns boolean
+language sql
+stable
+as $$
+  select p_run_id is null
+    or not exists (select 1 from pgflow.step_tasks t
+                   where t.run_id = p_run_id and t.step_slug = p_step_slug
+                     and t.task_index = p_task_index and t.status in ('queued', 'started'))
+$$;
+
+-- release_held_tasks: gives the free slots of one key of a capped step to its held tasks,
+-- longest held first, and sends their messages (visible at once). A slot is free when its
+-- holder has ended as this transaction sees it: a caller that ended tasks gives their slots
+-- out. Slots another transaction is giving out, and held tasks it is releasing, are skipped,
+-- never waited for. Held tasks that ended while held (cancelled, failed with their run) are
+-- passed over. Returns how many tasks it released.
+-- Locks: the key's free slots (SKIP LOCKED), then its next held tasks (SKIP LOCKED) and their
+-- tasks.
+create or replace function pgflow.release_held_tasks(p_flow_slug text, p_step_slug text,
+                                                      p_cap_key text)
+returns integer
+language plpgsql
+as $$
+declare
+  v_limit integer;
+  v_candidates integer[];
+  v_slots integer[];
+  v_held tid[];
+  v_runs uuid[];
+  v_indexes integer[];
+begin
+  select s.concurrency_limit into v_limit
+  from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_step_slug;
+  if v_limit is null then
+    return 0;
+  end if;
+
+  -- Take the slots that look free. A slot another transaction just gave out may look free to
+  -- this statement and be locked after that transaction committed...
+  select array_agg(c.slot) into v_candidates
+  from (select cs.slot from pgflow.cap_slots cs
+        where cs.flow_slug = p_flow_slug and cs.step_slug = p_step_slug
+          and cs.cap_key = p_cap_key and cs.slot <= v_limit
+          and pgflow.slot_is_free(cs.run_id, cs.step_slug, cs.task_index)
+        order by cs.slot
+        for update skip locked) c;
+  if v_candidates is null then
+    return 0;
+  end if;
+  -- ...so which of them are free is decided again, now that no one else can give them out.
+  select array_agg(cs.slot order by cs.slot) into v_slots
+  from pgflow.cap_slots cs
+  where cs.flow_slug = p_flow_slug and cs.step_slug = p_step_slug and cs.cap_key = p_cap_key
+    and cs.slot = any(v_candidates)
+    and pgflow.slot_is_free(cs.run_id, cs.step_slug, cs.task_index);
+  if v_slots is null then
+    return 0;
+  end if;
+
+  select array_agg(n.held_ctid order by n.held_seq), array_agg(n.run_id order by n.held_seq),
+         array_agg(n.task_index order by n.held_seq)
+  into v_held, v_runs, v_indexes
+  from (select h.ctid as held_ctid, h.held_seq, h.run_id, h.task_index
+        from pgflow.held_tasks h
+        join pgflow.step_tasks t
+          on t.run_id = h.run_id and t.step_slug = h.step_slug and t.task_index = h.task_index
+        where h.flow_slug = p_flow_slug and h.step_slug = p_step_slug
+          and h.cap_key = p_cap_key and t.status = 'queued' and t.message_id is null
+        order by h.held_seq
+        limit cardinality(v_slots)
+        for update of h skip locked
+        for no key update of t) n;
+  if v_held is null then
+    return 0;
+  end if;
+
+  update pgflow.cap_slots cs
+  set run_id = n.run_id, task_index = n.task_index, taken_at = now()
+  from unnest(v_slots[1:cardinality(v_runs)], v_runs, v_indexes) as n(slot, run_id, task_index)
+  where cs.flow_slug = p_flow_slug and cs.step_slug = p_step_slug and cs.cap_key = p_cap_key
+    and cs.slot = n.slot;
+  delete from pgflow.held_tasks h where h.ctid = any(v_held);
+  perform pgflow.send_task_messages(v_runs, array_fill(p_step_slug, array[cardinality(v_runs)]),
+                                    v_indexes, array_fill(0, array[cardinality(v_runs)]));
+  return cardinality(v_runs);
+end;
+$$;
+
+-- release_keys: for each (flow, step, key) given (parallel arrays), in order, makes sure the
+-- key has a slot row for each unit of its step's limit and releases its held tasks (see
+-- release_held_tasks). Returns how many tasks it released.
+-- Locks: as release_held_tasks, one key after another, in (flow, step, key) order.
+create or replace function pgflow.release_keys(p_flow_slugs text[], p_step_slugs text[],
+                                               p_cap_keys text[])
+returns integer
+language plpgsql
+as $$
+declare
+  v_key record;
+  v_released integer := 0;
+begin
+  for v_key in
+    select distinct k.flow_slug, k.step_slug, k.cap_key, s.concurrency_limit
+    from unnest(p_flow_slugs, p_step_slugs, p_cap_keys) as k(flow_slug, step_slug, cap_key)
+    join pgflow.steps s on s.flow_slug = k.flow_slug and s.step_slug = k.step_slug
+    where s.concurrency_limit is not null
+    order by k.flow_slug, k.step_slug, k.cap_key
+  loop
+    if (select count(*) from pgflow.cap_slots cs
+        where cs.flow_slug = v_key.flow_slug and cs.step_slug = v_key.step_slug
+          and cs.cap_key = v_key.cap_key and cs.slot <= v_key.concurrency_limit)
+       < v_key.concurrency_limit then
+      insert into pgflow.cap_slots (flow_slug, step_slug, cap_key, slot)
+      select v_key.flow_slug, v_key.step_slug, v_key.cap_key, g
+      from generate_series(1, v_key.concurrency_limit) g
+      on conflict do nothing;
+    end if;
+    v_released := v_released
+      + pgflow.release_held_tasks(v_key.flow_slug, v_key.step_slug, v_key.cap_key);
+  end loop;
+  return v_released;
+end;
+$$;
+
+-- hold_tasks: holds queued tasks of capped steps that have no message (parallel arrays: run,
+-- step, task index), in the order given, under the key each reads from its run, then releases
+-- what their keys' free slots allow. A task that holds a slot from before (a retried run's
+-- failed task) gives it up first.
+-- Expects the caller to hold the tasks' locks.
+-- Locks: the tasks' old slots, then as release_keys.
+create or replace function pgflow.hold_tasks(p_run_ids uuid[], p_step_slugs text[],
+                                             p_task_indexes integer[])
+returns void
+language plpgsql
+as $$
+declare
+  v_flows text[];
+  v_steps text[];
+  v_keys text[];
+begin
+  update pgflow.cap_slots cs
+  set run_id = null, task_index = null, taken_at = null
+  from unnest(p_run_ids, p_step_slugs, p_task_indexes) as u(run_id, step_slug, task_index)
+  where cs.run_id = u.run_id and cs.step_slug = u.step_slug and cs.task_index = u.task_index;
+  -- A held task has no message (a retried task still names its old one).
+  update pgflow.step_tasks t
+  set message_id = null
+  from unnest(p_run_ids, p_step_slugs, p_task_indexes) as u(run_id, step_slug, task_index)
+  where t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index
+    and t.message_id is not null;
+
+  with held as (
+    insert into pgflow.held_tasks (flow_slug, step_slug, cap_key, run_id, task_index)
+    select t.flow_slug, t.step_slug,
+           pgflow.cap_key_of(s.concurrency_key_path, t.run_id, r.input), t.run_id, t.task_index
+    from unnest(p_run_ids, p_step_slugs, p_task_indexes) with ordinality
+      as u(run_id, step_slug, task_index, n)
+    join pgflow.step_tasks t
+      on t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index
+    join pgflow.runs r on r.run_id = t.run_id
+    join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
+    order by u.n
+    on conflict (run_id, step_slug, task_index) do nothing
+    returning flow_slug, step_slug, cap_key
+  )
+  select array_agg(h.flow_slug), array_agg(h.step_slug), array_agg(h.cap_key)
+  into v_flows, v_steps, v_keys
+  from held h;
+
+  if v_flows is not null then
+    perform pgflow.release_keys(v_flows, v_steps, v_keys);
+  end if;
+end;
+$$;
+
+-- hold_step_tasks: creates the tasks of capped steps that were just started (see
+-- enqueue_step_tasks), 'queued' without a message, and holds them (hold_tasks).
+-- Locks: as hold_tasks.
+create or replace function pgflow.hold_step_tasks(p_steps pgflow.started_step[])
+returns void
+language plpgsql
+as $$
+declare
+  v_runs uuid[];
+  v_steps text[];
+  v_indexes integer[];
+begin
+  with created as (
+    insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name)
+    select u.run_id, u.step_slug, i, u.flow_slug, u.queue_name
+    from unnest(p_steps) as u
+    cross join lateral generate_series(0, u.task_count - 1) as i
+    order by u.run_id, u.step_slug, i
+    returning run_id, step_slug, task_index
+  )
+  select array_agg(c.run_id order by c.run_id, c.step_slug, c.task_index),
+         array_agg(c.step_slug order by c.run_id, c.step_slug, c.task_index),
+         array_agg(c.task_index order by c.run_id, c.step_slug, c.task_index)
+  into v_runs, v_steps, v_indexes
+  from created c;
+
+  if v_runs is not null then
+    perform pgflow.hold_tasks(v_runs, v_steps, v_indexes);
+  end if;
+end;
+$$;
+
+-- release_after_ends: gives out the slots of the given tasks (parallel arrays) that ended in
+-- this transaction: store_completions and fail_tasks call it with the tasks they reported. A
+-- task that holds no slot costs one look at an index of the tasks that hold one.
+-- Locks: as release_keys.
+create or replace function pgflow.release_after_ends(p_run_ids uuid[], p_step_slugs text[],
+                                                     p_task_indexes integer[])
+returns void
+language plpgsql
+as $$
+declare
+  v_flows text[];
+  v_steps text[];
+  v_keys text[];
+begin
+  select array_agg(cs.flow_slug), array_agg(cs.step_slug), array_agg(cs.cap_key)
+  into v_flows, v_steps, v_keys
+  from unnest(p_run_ids, p_step_slugs, p_task_indexes) as u(run_id, step_slug, task_index)
+  join pgflow.cap_slots cs
+    on cs.run_id = u.run_id and cs.step_slug = u.step_slug and cs.task_index = u.task_index;
+
+  if v_flows is not null then
+    perform pgflow.release_keys(v_flows, v_steps, v_keys);
+  end if;
+end;
+$$;
+
+-- release_capped_tasks: the once-a-second sweep (every process with a worker calls it; one
+-- runs at a time, the others return 0 at once). Drops held tasks that ended while held,
+-- releases the held tasks of up to p_limit keys whose slots freed without a release (a cancel,
+-- a failed run, a skip, a race between two releases), and deletes the slot rows of keys idle
+-- for an hour (no held task, every slot free). Returns how many tasks it released.
+-- Locks: advisory (namespace, 4), then as release_keys; the idle keys' slots (SKIP LOCKED).
+create or replace function pgflow.release_capped_tasks(p_limit integer default 1000)
+returns integer
+language plpgsql
+as $$
+declare
+  v_flows text[];
+  v_steps text[];
+  v_keys text[];
+  v_released integer := 0;
+begin
+  if not pg_try_advisory_xact_lock(pgflow.lock_namespace(), 4) then
+    return 0;
+  end if;
+
+  delete from pgflow.held_tasks h
+  using pgflow.step_tasks t
+  where t.run_id = h.run_id and t.step_slug = h.step_slug and t.task_index = h.task_index
+    and t.status <> 'queued';
+
+  select array_agg(k.flow_slug), array_agg(k.step_slug), array_agg(k.cap_key)
+  into v_flows, v_steps, v_keys
+  from (select distinct h.flow_slug, h.step_slug, h.cap_key
+        from pgflow.held_tasks h
+        join pgflow.steps s on s.flow_slug = h.flow_slug and s.step_slug = h.step_slug
+        where (select count(*) from pgflow.cap_slots cs
+               where cs.flow_slug = h.flow_slug and cs.step_slug = h.step_slug
+                 and cs.cap_key = h.cap_key and cs.slot <= s.concurrency_limit
+                 and not pgflow.slot_is_free(cs.run_id, cs.step_slug, cs.task_index))
+              < coalesce(s.concurrency_limit, 0)
+        order by 1, 2, 3
+        limit p_limit) k;
+  if v_flows is not null then
+    v_released := pgflow.release_keys(v_flows, v_steps, v_keys);
+  end if;
+
+  with idle as (
+    select cs.flow_slug, cs.step_slug, cs.cap_key
+    from pgflow.cap_slots cs
+    group by cs.flow_slug, cs.step_slug, cs.cap_key
+    having bool_and(coalesce(cs.taken_at < now() - interval '1 hour', true)
+                    and pgflow.slot_is_free(cs.run_id, cs.step_slug, cs.task_index))
+       and not exists (select 1 from pgflow.held_tasks h
+                       where h.flow_slug = cs.flow_slug and h.step_slug = cs.step_slug
+                         and h.cap_key = cs.cap_key)
+  ),
+  locked as (
+    select cs.ctid as row_ctid
+    from pgflow.cap_slots cs
+    join idle i
+      on i.flow_slug = cs.flow_slug and i.step_slug = cs.step_slug and i.cap_key = cs.cap_key
+    for update of cs skip locked
+  )
+  delete from pgflow.cap_slots cs using locked where cs.ctid = locked.row_ctid;
+
+  return v_released;
+end;
+$$;
