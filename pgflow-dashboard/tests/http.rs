@@ -354,3 +354,46 @@ async fn a_parent_and_its_child_link_each_other_and_list_as_waiting(pool: PgPool
     );
     assert!(page.contains("data-status=\"waiting\""), "{page}");
 }
+
+/// One task at a time per tenant (no worker runs it in the test: the second run's task waits).
+#[pgflow::flow(slug = "per_tenant")]
+pub mod per_tenant {
+    #[step(queue = "per_tenant", concurrency = 1, concurrency_key = input.tenant)]
+    pub async fn call(input: serde_json::Value) -> Result<serde_json::Value, String> {
+        Ok(input)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_overview_and_a_run_show_what_a_cap_holds_back(pool: PgPool) {
+    pgflow::install(&pool).await.unwrap();
+    let client = Client::new(pool.clone());
+    client.deploy(&per_tenant::deployment()).await.unwrap();
+    let mut runs = Vec::new();
+    for n in 0..2 {
+        let input = serde_json::json!({"tenant": "acme", "n": n});
+        runs.push(per_tenant::start(&client, &input).await.unwrap().run_id());
+    }
+    let app = dashboard(&pool, Access::ReadOnly, false);
+
+    let (status, page, _) = get(&app, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("id=\"caps\""), "{page}");
+    assert!(
+        page.contains("data-step=\"per_tenant/call\" data-key=\"acme\""),
+        "{page}"
+    );
+
+    let (status, page, _) = get(&app, &format!("/runs/{}", runs[1])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("id=\"held\""), "{page}");
+    assert!(
+        page.contains("held: key `acme` is at its cap of 1 (1 running)"),
+        "{page}"
+    );
+    let (_, page, _) = get(&app, &format!("/runs/{}", runs[0])).await;
+    assert!(
+        !page.contains("id=\"held\""),
+        "the first run's task has the slot"
+    );
+}

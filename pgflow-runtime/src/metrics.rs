@@ -65,6 +65,12 @@ pub mod names {
     /// Gauge, read from Postgres: runs with a step waiting (`flow`, `reason`, as
     /// [`WAITING_STEPS`]); a run waiting for two reasons counts under both.
     pub const WAITING_RUNS: &str = "pgflow_waiting_runs";
+    /// Gauge, read from Postgres: tasks held back (`flow`, `step`, `reason`: `concurrency` for
+    /// tasks waiting for a slot of their step's cap).
+    pub const HELD_TASKS: &str = "pgflow_held_tasks";
+    /// Gauge, read from Postgres: tasks holding a slot of their step's concurrency cap (`flow`,
+    /// `step`).
+    pub const CAPPED_RUNNING: &str = "pgflow_capped_tasks_running";
 }
 
 /// The labels of a task's metrics.
@@ -124,7 +130,7 @@ pub(crate) fn slots_busy(queue: &str, worker: &str, busy: usize) {
 }
 
 /// Reads the gauges only Postgres knows (queue depth, oldest message age, tasks in flight, live
-/// workers per queue; waiting steps per flow) and sets them on the installed recorder. Whoever serves metrics calls it
+/// workers per queue; waiting steps per flow; held and capped tasks per step) and sets them on the installed recorder. Whoever serves metrics calls it
 /// before each scrape (`serve_prometheus` does); it reads `pgflow.queue_overview()`, which an
 /// operator login may (`pgflow_operator`).
 pub async fn record_database_gauges(db: &Db) -> Result<(), EngineError> {
@@ -140,6 +146,16 @@ pub async fn record_database_gauges(db: &Db) -> Result<(), EngineError> {
         let labels = [("flow", waiting.flow_slug), ("reason", waiting.reason)];
         metrics::gauge!(names::WAITING_STEPS, &labels).set(waiting.steps as f64);
         metrics::gauge!(names::WAITING_RUNS, &labels).set(waiting.runs as f64);
+    }
+    for capped in crate::admin::inspect::held_tasks(db).await? {
+        let step = [("flow", capped.flow_slug), ("step", capped.step_slug)];
+        metrics::gauge!(names::CAPPED_RUNNING, &step).set(capped.running as f64);
+        let held = [
+            step[0].clone(),
+            step[1].clone(),
+            ("reason", "concurrency".to_owned()),
+        ];
+        metrics::gauge!(names::HELD_TASKS, &held).set(capped.held as f64);
     }
     Ok(())
 }

@@ -130,7 +130,7 @@ begin
     -- Clients read runs and what they produced, and the definitions they ran.
     grant select on pgflow.runs, pgflow.step_states, pgflow.step_tasks, pgflow.task_attempts,
                     pgflow.flows, pgflow.steps, pgflow.deps, pgflow.aliases, pgflow.waits,
-                    pgflow.signals
+                    pgflow.signals, pgflow.held_tasks, pgflow.cap_slots
       to pgflow_client;
     -- Operators are clients too, and read the workers, rollouts and alias history.
     if not pg_has_role('pgflow_operator', 'pgflow_client', 'member') then

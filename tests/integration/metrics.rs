@@ -38,6 +38,15 @@ pub mod gated_v1 {
     }
 }
 
+/// One task at a time: a second run's task is held back (no worker runs this flow).
+#[pgflow::flow(slug = "narrow_v1", input = u32)]
+pub mod narrow_v1 {
+    #[step(concurrency = 1, queue = "narrow")]
+    pub async fn only(input: u32) -> Result<u32, String> {
+        Ok(input)
+    }
+}
+
 /// `GET /metrics` over a plain TCP connection.
 async fn scrape(addr: std::net::SocketAddr) -> String {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -184,6 +193,25 @@ async fn the_prometheus_endpoint_shows_what_the_runs_did(pool: PgPool) {
     );
     assert_eq!(waiting("gated_v1", "event"), Some(0.0));
     assert_eq!(waiting("metered_v1", "signal"), Some(0.0));
+    // Tasks held back by a concurrency cap, and those holding its slots.
+    client.deploy(&narrow_v1::deployment()).await.unwrap();
+    for input in [1, 2, 3] {
+        narrow_v1::start(&client, &input).await.unwrap();
+    }
+    let text = scrape(server.local_addr()).await;
+    let only = [("flow", "narrow_v1"), ("step", "only")];
+    assert_eq!(
+        value(
+            &text,
+            "pgflow_held_tasks",
+            &[only[0], only[1], ("reason", "concurrency")]
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(&text, "pgflow_capped_tasks_running", &only),
+        Some(1.0)
+    );
     // No series is labelled by run.
     assert!(!text.contains("run_id"), "{text}");
 

@@ -116,6 +116,7 @@ pub(super) async fn show(
     let run = pgflow::engine::run(pool, run_id).await?;
     let steps = inspect::run_steps(pool, run_id).await?;
     let waits = inspect::run_waits(pool, run_id).await?;
+    let holds = inspect::run_holds(pool, run_id).await?;
     let children = pgflow::engine::run_children(pool, run_id).await?;
     let tasks = inspect::troubled_tasks(pool, run_id, TASKS_SHOWN).await?;
     let mut attempts = inspect::failed_attempts(pool, run_id, ATTEMPTS_SHOWN + 1).await?;
@@ -133,7 +134,7 @@ pub(super) async fn show(
             "parent_task_index": run.parent_task_index, "children": children,
             "idempotency_key": run.idempotency_key,
             "input": run.input, "output": run.output,
-            "steps": steps, "waits": waits, "retried_tasks": tasks, "failed_attempts": attempts,
+            "steps": steps, "waits": waits, "held": holds, "retried_tasks": tasks, "failed_attempts": attempts,
         }),
         || {
             let now = chrono::Utc::now();
@@ -215,6 +216,18 @@ pub(super) async fn show(
                             Some(at) => until("times out", at),
                             None => "no time-out".to_owned(),
                         }),
+                    ]);
+                }
+                text.push_str(&crate::output::render(&table));
+            }
+            if !holds.is_empty() {
+                text.push_str("\n\nheld back (tasks waiting for a slot of their step's cap)\n");
+                let mut table = out.table(&["step", "tasks", "why"]);
+                for h in &holds {
+                    table.add_row(vec![
+                        Cell::new(&h.step_slug),
+                        Cell::new(h.held),
+                        Cell::new(format!("held: {}", h.reason())),
                     ]);
                 }
                 text.push_str(&crate::output::render(&table));

@@ -22,6 +22,9 @@ fn count(workers: &[&WorkerEntry], state: WorkerLiveness) -> usize {
 }
 
 /// Prints the overview.
+/// Keys of capped steps shown, those with the most tasks waiting first.
+const CAP_KEYS_SHOWN: i64 = 10;
+
 pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failure> {
     let queues = inspect::queues(pool).await?;
     let workers = inspect::workers(pool, WorkerFilter::NotStopped).await?;
@@ -29,6 +32,7 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
     let rollouts = pgflow::engine::rollouts(pool, true).await?;
     // The engine's plans rely on current statistics (docs/operations/database-upkeep.md).
     let autovacuum = inspect::autovacuum_enabled(pool).await?;
+    let caps = inspect::cap_use(pool, CAP_KEYS_SHOWN).await?;
     out.print(
         json!({
             "queues": queues.iter().map(|q| json!({
@@ -47,6 +51,7 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
             })).collect::<Vec<_>>(),
             "open_rollouts": rollouts,
             "autovacuum": autovacuum,
+            "caps": caps,
         }),
         || {
             let mut text = String::new();
@@ -110,6 +115,28 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
                         } else {
                             serving.join("; ")
                         }),
+                    ]);
+                }
+                text.push_str(&crate::output::render(&table));
+                text.push('\n');
+            }
+            if !caps.is_empty() {
+                text.push_str("\nconcurrency caps in use (the keys with the most tasks waiting)\n");
+                let mut table =
+                    out.table(&["step", "key", "cap", "running", "held", "waiting since"]);
+                for c in &caps {
+                    table.add_row(vec![
+                        Cell::new(format!("{}/{}", c.flow_slug, c.step_slug)),
+                        Cell::new(if c.keyed { c.cap_key.as_str() } else { "-" }),
+                        Cell::new(c.cap),
+                        Cell::new(c.running),
+                        if c.held > 0 && c.running == 0 {
+                            // Waiting with nothing running: the sweep has not run (no worker).
+                            out.coloured(&c.held.to_string(), "stale")
+                        } else {
+                            Cell::new(c.held)
+                        },
+                        Cell::new(c.oldest_held_at.map_or_else(|| "-".to_owned(), human::ago)),
                     ]);
                 }
                 text.push_str(&crate::output::render(&table));

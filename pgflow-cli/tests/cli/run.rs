@@ -324,3 +324,58 @@ async fn run_links_a_parent_and_its_children(pool: PgPool) {
         serde_json::from_str(&stdout(&pgflow(&pool, &["--json", "run", &child]))).unwrap();
     assert_eq!(shown["parent_run_id"], parent.as_str());
 }
+
+/// One call at a time per tenant.
+#[pgflow::flow(slug = "tenant_calls")]
+mod tenant_calls {
+    use super::*;
+
+    #[step(queue = "tenant_calls", concurrency = 1, concurrency_key = input.tenant)]
+    pub async fn call(input: Value) -> Result<Value, String> {
+        Ok(input)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn run_and_status_say_which_tasks_a_cap_holds_back_and_why(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&tenant_calls::deployment()).await.unwrap();
+    let mut runs = Vec::new();
+    for n in 0..3 {
+        let run = client
+            .start(
+                Start::flow::<tenant_calls::Flow>(),
+                &json!({"tenant": "acme", "n": n}),
+                StartOptions::new(),
+            )
+            .await
+            .unwrap();
+        runs.push(run.run_id().to_string());
+    }
+
+    // The first run's task has the tenant's one slot; the others wait for it.
+    let first = stdout(&pgflow(&pool, &["run", &runs[0]]));
+    assert!(!first.contains("held back"), "{first}");
+    let second = stdout(&pgflow(&pool, &["run", &runs[1]]));
+    assert!(
+        second.contains("held: key `acme` is at its cap of 1 (1 running)"),
+        "{second}"
+    );
+    let shown: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["--json", "run", &runs[2]]))).unwrap();
+    assert_eq!(shown["held"][0]["step_slug"], "call", "{shown}");
+    assert_eq!(shown["held"][0]["held"], 1);
+
+    let status: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["--json", "status"]))).unwrap();
+    let caps = status["caps"].as_array().unwrap();
+    assert_eq!(caps.len(), 1, "{status}");
+    assert_eq!(caps[0]["cap_key"], "acme");
+    assert_eq!(caps[0]["cap"], 1);
+    assert_eq!(caps[0]["running"], 1);
+    assert_eq!(caps[0]["held"], 2);
+    let text = stdout(&pgflow(&pool, &["status"]));
+    assert!(text.contains("concurrency caps in use"), "{text}");
+    assert!(text.contains("tenant_calls/call"), "{text}");
+}

@@ -10,7 +10,7 @@ use pgflow_runtime::admin::browse::{self, FlowSummary};
 use pgflow_runtime::admin::inspect::{self, WorkerFilter};
 use pgflow_runtime::engine::{self, DrainStatus};
 
-use super::{badge, frame, short_id, time};
+use super::{badge, frame, maybe_time, short_id, time};
 use crate::error::PageError;
 use crate::state::AppState;
 
@@ -18,6 +18,9 @@ use crate::state::AppState;
 pub(crate) fn routes() -> Router<AppState> {
     Router::new().route("/", get(page))
 }
+
+/// Keys of capped steps shown, those with the most tasks held back first.
+const CAP_KEYS_SHOWN: i64 = 20;
 
 /// `GET /`.
 pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, PageError> {
@@ -28,6 +31,7 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
     let aliases = inspect::aliases(db).await?;
     let flows = browse::flow_summaries(db, None).await?;
     let rollouts = engine::rollouts(db, true).await?;
+    let caps = inspect::cap_use(db, CAP_KEYS_SHOWN).await?;
     // A version no longer active that runs still use or workers still carry is being drained.
     let mut drains = Vec::new();
     for flow in flows.iter().filter(|f| !f.active) {
@@ -69,6 +73,31 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
                                 td.num.(if q.live_workers == 0 && q.depth > 0 { "alert" } else { "" }) {
                                     (q.live_workers)
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if !caps.is_empty() {
+            section #caps {
+                h2 { "Concurrency caps in use" }
+                table {
+                    thead { tr {
+                        th { "Step" } th { "Key" } th.num { "Cap" } th.num { "Running" }
+                        th.num { "Held back" } th { "Waiting since" }
+                    } }
+                    tbody {
+                        @for c in &caps {
+                            tr data-step=(format!("{}/{}", c.flow_slug, c.step_slug))
+                               data-key=(c.cap_key) {
+                                td { a href=(format!("/flows/{}", c.flow_slug)) { (c.flow_slug) }
+                                     "/" (c.step_slug) }
+                                td.mono { @if c.keyed { (c.cap_key) } @else { "–" } }
+                                td.num { (c.cap) }
+                                td.num { (c.running) }
+                                td.num { (c.held) }
+                                td { (maybe_time(c.oldest_held_at)) }
                             }
                         }
                     }

@@ -65,6 +65,7 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
     let run = engine::run(db, run_id).await?;
     let steps = inspect::run_steps(db, run_id).await?;
     let waits = inspect::run_waits(db, run_id).await?;
+    let holds = inspect::run_holds(db, run_id).await?;
     let children = engine::run_children(db, run_id).await?;
     let graph = inspect::flow_graph(db, &run.flow_slug).await?;
     let counts = browse::step_task_counts(db, run_id).await?;
@@ -205,6 +206,21 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
                                             "Send signal…" }
                                     } }
                                 }
+                            }
+                        } }
+                    }
+                }
+            }
+            @if !holds.is_empty() {
+                section #held {
+                    h2 { "Held back" }
+                    table {
+                        thead { tr { th { "Step" } th.num { "Tasks" } th { "Why" } } }
+                        tbody { @for hold in &holds {
+                            tr data-step=(hold.step_slug) {
+                                td { (hold.step_slug) }
+                                td.num { (hold.held) }
+                                td { "held: " (hold.reason()) }
                             }
                         } }
                     }

@@ -455,6 +455,178 @@ pub async fn waiting_steps(
     Ok(rows)
 }
 
+/// The tasks that hold a slot of the cap of step `s` (a row of `pgflow.steps`) for key `{key}`:
+/// slots whose holder has not ended, as `pgflow.release_held_tasks` decides.
+fn cap_running(key: &str) -> String {
+    format!(
+        "(select count(*) from pgflow.cap_slots cs \
+          where cs.flow_slug = s.flow_slug and cs.step_slug = s.step_slug and cs.cap_key = {key} \
+            and exists (select 1 from pgflow.step_tasks t \
+                        where t.run_id = cs.run_id and t.step_slug = cs.step_slug \
+                          and t.task_index = cs.task_index \
+                          and t.status in ('queued', 'started')))"
+    )
+}
+
+/// Tasks of a held-back step that wait, `h` being a row of `pgflow.held_tasks`: those whose task
+/// is still queued (a task cancelled while held leaves its row until the next sweep).
+const HELD_LIVE: &str = "exists (select 1 from pgflow.step_tasks t \
+      where t.run_id = h.run_id and t.step_slug = h.step_slug and t.task_index = h.task_index \
+        and t.status = 'queued')";
+
+/// A step of a run whose tasks wait for a slot of the step's concurrency cap.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct RunHold {
+    /// The step.
+    pub step_slug: String,
+    /// The key its cap applies to ("" for a cap without `concurrency_key`, or a missing key).
+    pub cap_key: String,
+    /// Whether the cap applies per key (`concurrency_key`).
+    pub keyed: bool,
+    /// The cap: the most tasks (of the key) at once.
+    pub cap: i32,
+    /// How many of this run's tasks of the step wait.
+    pub held: i64,
+    /// How many tasks (of any run) hold the key's slots now.
+    pub running: i64,
+}
+
+impl RunHold {
+    /// Why its tasks wait, in words: "key `acme` is at its cap of 2 (2 running)".
+    pub fn reason(&self) -> String {
+        let whose = if self.keyed {
+            format!("key `{}` is", self.cap_key)
+        } else {
+            "the step is".to_owned()
+        };
+        format!(
+            "{whose} at its cap of {} ({} running)",
+            self.cap, self.running
+        )
+    }
+}
+
+/// The steps of a run whose tasks wait for a slot of their step's concurrency cap, in the flow's
+/// step order.
+pub async fn run_holds(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Vec<RunHold>, EngineError> {
+    let rows = sqlx::query_as(&format!(
+        "select h.step_slug, h.cap_key, s.concurrency_key_path is not null as keyed,
+                s.concurrency_limit as cap, count(*) as held, {running} as running
+         from pgflow.held_tasks h
+         join pgflow.steps s on s.flow_slug = h.flow_slug and s.step_slug = h.step_slug
+         where h.run_id = $1 and s.concurrency_limit is not null and {HELD_LIVE}
+         group by s.flow_slug, s.step_slug, s.step_index, h.step_slug, h.cap_key,
+                  s.concurrency_key_path, s.concurrency_limit
+         order by s.step_index, h.cap_key",
+        running = cap_running("h.cap_key"),
+    ))
+    .bind(run_id)
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// One key of a capped step: its cap, the tasks holding its slots, and those waiting for one.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct CapUse {
+    /// The concrete flow.
+    pub flow_slug: String,
+    /// The capped step.
+    pub step_slug: String,
+    /// The key ("" for a cap without `concurrency_key`, or a missing key).
+    pub cap_key: String,
+    /// Whether the cap applies per key.
+    pub keyed: bool,
+    /// The cap.
+    pub cap: i32,
+    /// Tasks holding the key's slots now.
+    pub running: i64,
+    /// Tasks waiting for one.
+    pub held: i64,
+    /// Since when the longest-waiting of them waits.
+    pub oldest_held_at: Option<DateTime<Utc>>,
+}
+
+/// The keys of capped steps that have tasks running or waiting, those with the most waiting
+/// first, at most `limit`.
+pub async fn cap_use(
+    executor: impl PgExecutor<'_>,
+    limit: i64,
+) -> Result<Vec<CapUse>, EngineError> {
+    let rows = sqlx::query_as(&format!(
+        "select * from (
+           select s.flow_slug, s.step_slug, k.cap_key,
+                  s.concurrency_key_path is not null as keyed, s.concurrency_limit as cap,
+                  {running} as running,
+                  (select count(*) from pgflow.held_tasks h
+                   where h.flow_slug = s.flow_slug and h.step_slug = s.step_slug
+                     and h.cap_key = k.cap_key and {HELD_LIVE}) as held,
+                  (select min(h.held_at) from pgflow.held_tasks h
+                   where h.flow_slug = s.flow_slug and h.step_slug = s.step_slug
+                     and h.cap_key = k.cap_key and {HELD_LIVE}) as oldest_held_at
+           from pgflow.steps s
+           cross join lateral (
+             select cs.cap_key from pgflow.cap_slots cs
+             where cs.flow_slug = s.flow_slug and cs.step_slug = s.step_slug
+             union
+             select h.cap_key from pgflow.held_tasks h
+             where h.flow_slug = s.flow_slug and h.step_slug = s.step_slug
+           ) k
+           where s.concurrency_limit is not null
+         ) u
+         where u.running > 0 or u.held > 0
+         order by u.held desc, u.running desc, u.flow_slug, u.step_slug, u.cap_key
+         limit $1",
+        running = cap_running("k.cap_key"),
+    ))
+    .bind(limit.max(1))
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// The tasks of one capped step, over all its keys: those holding a slot and those waiting.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct HeldTasks {
+    /// The concrete flow.
+    pub flow_slug: String,
+    /// The capped step.
+    pub step_slug: String,
+    /// Tasks holding a slot now.
+    pub running: i64,
+    /// Tasks waiting for one.
+    pub held: i64,
+}
+
+/// Every capped step with its running and waiting tasks (zero included, so that a gauge fed
+/// from it falls back to zero).
+pub async fn held_tasks(executor: impl PgExecutor<'_>) -> Result<Vec<HeldTasks>, EngineError> {
+    let rows = sqlx::query_as(&format!(
+        "select s.flow_slug, s.step_slug,
+                (select count(*) from pgflow.cap_slots cs
+                 where cs.flow_slug = s.flow_slug and cs.step_slug = s.step_slug
+                   and exists (select 1 from pgflow.step_tasks t
+                               where t.run_id = cs.run_id and t.step_slug = cs.step_slug
+                                 and t.task_index = cs.task_index
+                                 and t.status in ('queued', 'started'))) as running,
+                (select count(*) from pgflow.held_tasks h
+                 where h.flow_slug = s.flow_slug and h.step_slug = s.step_slug
+                   and {HELD_LIVE}) as held
+         from pgflow.steps s
+         where s.concurrency_limit is not null
+         order by s.flow_slug, s.step_slug"
+    ))
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
 /// The steps of a run that wait (for a signal, an event or the end of a sleep), in the flow's
 /// step order.
 pub async fn run_waits(
