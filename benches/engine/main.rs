@@ -23,11 +23,13 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 
 mod anchor;
+mod caps;
 mod claim_scale;
 mod dashboard_pages;
 mod per_call_limit;
 mod waits;
 
+use caps::{caps, print_caps};
 use claim_scale::{claim_scale, print_claims};
 use dashboard_pages::{dashboard_pages, print_pages};
 use waits::{print_waits, waits};
@@ -161,7 +163,8 @@ struct Options {
     /// medians.
     repeat: usize,
     /// `--only=a,b`: run just these scenarios (limit, single, chain3, fanout, shared, low_load,
-    /// fanout_one, memory, claim_scale, per_call_limit, per_call, anchor, dashboard, waits).
+    /// fanout_one, memory, claim_scale, per_call_limit, per_call, anchor, dashboard, waits,
+    /// caps).
     only: Option<Vec<String>>,
     /// `--matrix=1x100,10x10`: (workers, batch) pairs instead of the default matrix.
     matrix: Option<Vec<(usize, usize)>>,
@@ -264,6 +267,16 @@ async fn main() -> Result<(), Error> {
         None
     };
 
+    let capped = if options.wants("caps") {
+        Some(if options.smoke {
+            caps(100, 300).await?
+        } else {
+            caps(10_000, 5_000).await?
+        })
+    } else {
+        None
+    };
+
     print_table(&rows);
     print_anchor_ratios(&rows);
     if options.repeat > 1 {
@@ -288,10 +301,13 @@ async fn main() -> Result<(), Error> {
     if let Some(waited) = &waited {
         print_waits(waited);
     }
+    if let Some(capped) = &capped {
+        print_caps(capped);
+    }
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results.json");
     let results = json!({
         "rows": rows, "worker_rss_mib": rss, "claim_scale": claims, "dashboard_pages": pages,
-        "waits": waited,
+        "waits": waited, "caps": capped,
     });
     std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
     println!("\nwritten to {}", path.display());

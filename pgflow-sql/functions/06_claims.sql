@@ -237,6 +237,8 @@ $$;
 -- by it. Pairs that release none are absent, and so are map steps: only the last of a map
 -- step's many tasks releases anything, and holding slots for each of their completions would
 -- take them from the worker's claims.
+-- A capped step on p_queue_name (see release_held_tasks) adds one: each of its completions
+-- frees a slot of its key, whose next held task the completion claims (a map step's too).
 -- Locks: none (reads only).
 create or replace function pgflow.claims_at_release(
   p_queue_name text,
@@ -247,21 +249,30 @@ returns table (flow_slug text, step_slug text, at_most integer)
 language sql
 stable
 as $$
-  select p.flow_slug, p.step_slug,
-         case when bool_or(dependent.step_type = 'map') then null else count(*)::integer end
-  from unnest(p_flow_slugs, p_step_slugs) as p(flow_slug, step_slug)
-  join pgflow.steps completed
-    on completed.flow_slug = p.flow_slug and completed.step_slug = p.step_slug
-  join pgflow.deps d on d.flow_slug = p.flow_slug and d.dep_slug = p.step_slug
-  join pgflow.steps dependent
-    on dependent.flow_slug = d.flow_slug and dependent.step_slug = d.step_slug
-  where completed.step_type = 'single'
-    and dependent.queue_name = p_queue_name
-    and coalesce(dependent.opt_start_delay, 0) = 0
-    and dependent.condition_when is null and dependent.condition_unless is null
-    and dependent.signal_name is null and dependent.sleep_seconds is null
-    and dependent.sleep_until_path is null and dependent.concurrency_limit is null
-    and exists (select 1 from unnest(p_flow_slugs, p_step_slugs) as s(flow_slug, step_slug)
-                where s.flow_slug = dependent.flow_slug and s.step_slug = dependent.step_slug)
-  group by p.flow_slug, p.step_slug
+  select r.flow_slug, r.step_slug,
+         case when bool_or(r.many) then null else sum(r.n)::integer end
+  from (
+    select p.flow_slug, p.step_slug, dependent.step_type = 'map' as many, 1 as n
+    from unnest(p_flow_slugs, p_step_slugs) as p(flow_slug, step_slug)
+    join pgflow.steps completed
+      on completed.flow_slug = p.flow_slug and completed.step_slug = p.step_slug
+    join pgflow.deps d on d.flow_slug = p.flow_slug and d.dep_slug = p.step_slug
+    join pgflow.steps dependent
+      on dependent.flow_slug = d.flow_slug and dependent.step_slug = d.step_slug
+    where completed.step_type = 'single'
+      and dependent.queue_name = p_queue_name
+      and coalesce(dependent.opt_start_delay, 0) = 0
+      and dependent.condition_when is null and dependent.condition_unless is null
+      and dependent.signal_name is null and dependent.sleep_seconds is null
+      and dependent.sleep_until_path is null and dependent.concurrency_limit is null
+      and exists (select 1 from unnest(p_flow_slugs, p_step_slugs) as s(flow_slug, step_slug)
+                  where s.flow_slug = dependent.flow_slug and s.step_slug = dependent.step_slug)
+    union all
+    select p.flow_slug, p.step_slug, false, 1
+    from unnest(p_flow_slugs, p_step_slugs) as p(flow_slug, step_slug)
+    join pgflow.steps capped
+      on capped.flow_slug = p.flow_slug and capped.step_slug = p.step_slug
+    where capped.concurrency_limit is not null and capped.queue_name = p_queue_name
+  ) r
+  group by r.flow_slug, r.step_slug
 $$;

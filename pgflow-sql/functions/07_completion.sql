@@ -50,6 +50,8 @@ declare
   v_outputs jsonb[];
   v_parent_runs uuid[];
   v_parent_steps text[];
+  v_capped tid[];
+  v_released tid[];
 begin
   if cardinality(p_run_ids) is distinct from cardinality(p_step_slugs)
      or cardinality(p_run_ids) is distinct from cardinality(p_task_indexes)
@@ -89,9 +91,15 @@ begin
   if v_runs is null then
     return;
   end if;
-  -- The slots of capped tasks that completed go to the next held tasks.
+  -- The slots of capped tasks that completed go to the next held tasks (claimed for the
+  -- claimer, as many as it offers slots; the rest of its slots go to what the completions
+  -- release below).
   if exists (select 1 from pgflow.cap_slots) then
-    perform pgflow.release_after_ends(p_run_ids, p_step_slugs, p_task_indexes);
+    v_capped := pgflow.release_after_ends(p_run_ids, p_step_slugs, p_task_indexes, p_claimer);
+    if v_capped is not null then
+      p_claimer.slots := p_claimer.slots[cardinality(v_capped) + 1:];
+      claimed := v_capped;
+    end if;
   end if;
 
   with per_step as (
@@ -137,7 +145,10 @@ begin
     perform pgflow.start_children(v_parent_runs, v_parent_steps);
   end if;
   if v_runs is not null then
-    claimed := pgflow.finish_completed_steps(v_runs, v_steps, v_flows, p_claimer);
+    v_released := pgflow.finish_completed_steps(v_runs, v_steps, v_flows, p_claimer);
+    if v_released is not null then
+      claimed := coalesce(claimed, array[]::tid[]) || v_released;
+    end if;
   end if;
 end;
 $$;

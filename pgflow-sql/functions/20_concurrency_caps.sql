@@ -31,14 +31,163 @@ as $$
                      and t.task_index = p_task_index and t.status in ('queued', 'started'))
 $$;
 
--- release_held_tasks: gives the free slots of one key of a capped step to its held tasks,
--- longest held first, and sends their messages (visible at once). A slot is free when its
--- holder has ended as this transaction sees it: a caller that ended tasks gives their slots
--- out. Slots another transaction is giving out, and held tasks it is releasing, are skipped,
--- never waited for. Held tasks that ended while held (cancelled, failed with their run) are
--- passed over. Returns how many tasks it released.
--- Locks: the key's free slots (SKIP LOCKED), then its next held tasks (SKIP LOCKED) and their
--- tasks.
+-- hand_over_slots: gives free slots (parallel arrays: flow, step, key, slot), which the caller
+-- holds locked, to the held tasks of their keys, longest held first, one task a slot, and
+-- sends those tasks' messages (visible at once). Held tasks another transaction is releasing
+-- are skipped, never waited for, and so are held tasks that ended while held (cancelled,
+-- failed with their run). A slot with no task left to take it stays free.
+-- With a claimer (see complete_and_claim_tasks), as many of the tasks it runs on its queue as
+-- it offers slots are claimed for it instead ('started', the n-th by the worker of the n-th
+-- slot, no message), as enqueue_step_tasks claims what a completion releases: a worker that
+-- completes a capped task runs the next one of its key without a message, a poll or a commit
+-- of its own.
+-- Returns how many tasks it released and the row addresses of those it claimed (null: none).
+-- Locks: the keys' next held tasks (SKIP LOCKED), then their tasks.
+create or replace function pgflow.hand_over_slots(
+  p_flow_slugs text[], p_step_slugs text[], p_cap_keys text[], p_slots integer[],
+  p_claimer pgflow.task_claimer default null,
+  out released integer, out claimed tid[]
+)
+language plpgsql
+as $$
+declare
+  v_held tid[];
+  v_held_flows text[];
+  v_held_steps text[];
+  v_held_keys text[];
+  v_held_seqs bigint[];
+  v_held_runs uuid[];
+  v_held_indexes integer[];
+  v_runs uuid[];
+  v_steps text[];
+  v_indexes integer[];
+begin
+  released := 0;
+  -- The next held tasks of each key, as many as it has slots to give.
+  with freed as (
+    select f.flow_slug, f.step_slug, f.cap_key, count(*) as n
+    from unnest(p_flow_slugs, p_step_slugs, p_cap_keys) as f(flow_slug, step_slug, cap_key)
+    group by f.flow_slug, f.step_slug, f.cap_key
+  ),
+  next as (
+    select x.*
+    from freed
+    cross join lateral (
+      select h.ctid as held_ctid, h.flow_slug, h.step_slug, h.cap_key, h.held_seq, h.run_id,
+             h.task_index
+      from pgflow.held_tasks h
+      join pgflow.step_tasks t
+        on t.run_id = h.run_id and t.step_slug = h.step_slug and t.task_index = h.task_index
+      where h.flow_slug = freed.flow_slug and h.step_slug = freed.step_slug
+        and h.cap_key = freed.cap_key and t.status = 'queued' and t.message_id is null
+      order by h.held_seq
+      limit freed.n
+      for update of h skip locked
+      for no key update of t
+    ) x
+  )
+  select array_agg(held_ctid), array_agg(flow_slug), array_agg(step_slug), array_agg(cap_key),
+         array_agg(held_seq), array_agg(run_id), array_agg(task_index)
+  into v_held, v_held_flows, v_held_steps, v_held_keys, v_held_seqs, v_held_runs,
+       v_held_indexes
+  from next;
+  if v_held is null then
+    return;
+  end if;
+
+  -- Pair them, key by key: the i-th slot (by number) with the i-th task (longest held first).
+  with slots as (
+    select s.flow_slug, s.step_slug, s.cap_key, s.slot,
+           row_number() over (partition by s.flow_slug, s.step_slug, s.cap_key
+                              order by s.slot) as rank
+    from unnest(p_flow_slugs, p_step_slugs, p_cap_keys, p_slots)
+      as s(flow_slug, step_slug, cap_key, slot)
+  ),
+  tasks as (
+    select h.flow_slug, h.step_slug, h.cap_key, h.run_id, h.task_index, h.held_seq,
+           row_number() over (partition by h.flow_slug, h.step_slug, h.cap_key
+                              order by h.held_seq) as rank
+    from unnest(v_held_flows, v_held_steps, v_held_keys, v_held_seqs, v_held_runs,
+                v_held_indexes) as h(flow_slug, step_slug, cap_key, held_seq, run_id, task_index)
+  ),
+  taken as (
+    update pgflow.cap_slots cs
+    set run_id = t.run_id, task_index = t.task_index, taken_at = now()
+    from slots s
+    join tasks t
+      on t.flow_slug = s.flow_slug and t.step_slug = s.step_slug and t.cap_key = s.cap_key
+        and t.rank = s.rank
+    where cs.flow_slug = s.flow_slug and cs.step_slug = s.step_slug
+      and cs.cap_key = s.cap_key and cs.slot = s.slot
+    returning t.run_id, t.step_slug, t.task_index, t.held_seq
+  )
+  select array_agg(run_id order by held_seq), array_agg(step_slug order by held_seq),
+         array_agg(task_index order by held_seq)
+  into v_runs, v_steps, v_indexes
+  from taken;
+  if v_runs is null then
+    return;
+  end if;
+  released := cardinality(v_runs);
+  delete from pgflow.held_tasks h
+  using unnest(v_runs, v_steps, v_indexes) as r(run_id, step_slug, task_index)
+  where h.run_id = r.run_id and h.step_slug = r.step_slug and h.task_index = r.task_index;
+
+  if cardinality(p_claimer.slots) > 0 then
+    with claimable as (
+      select r.run_id, r.step_slug, r.task_index,
+             row_number() over (order by r.ordinality) as slot
+      from unnest(v_runs, v_steps, v_indexes) with ordinality
+        as r(run_id, step_slug, task_index, ordinality)
+      join pgflow.step_tasks t
+        on t.run_id = r.run_id and t.step_slug = r.step_slug and t.task_index = r.task_index
+      where t.queue_name = p_claimer.queue_name
+        and exists (select 1 from unnest(p_claimer.flow_slugs, p_claimer.step_slugs)
+                      as c(flow_slug, step_slug)
+                    where c.flow_slug = t.flow_slug and c.step_slug = t.step_slug)
+    ),
+    started as (
+      update pgflow.step_tasks t
+      set status = 'started', started_at = now(), attempts_count = t.attempts_count + 1,
+          last_worker_id = p_claimer.slots[c.slot]
+      from claimable c
+      where c.slot <= cardinality(p_claimer.slots)
+        and t.run_id = c.run_id and t.step_slug = c.step_slug and t.task_index = c.task_index
+      returning t.ctid, t.run_id, t.step_slug, t.task_index
+    ),
+    claimed_now as (
+      select array_agg(st.ctid) as ctids, array_agg(st.run_id) as runs,
+             array_agg(st.step_slug) as steps, array_agg(st.task_index) as indexes
+      from started st
+    )
+    -- The rest get their messages.
+    select c.ctids, r.runs, r.steps, r.indexes
+    into claimed, v_runs, v_steps, v_indexes
+    from claimed_now c
+    cross join lateral (
+      select array_agg(x.run_id order by x.ordinality) as runs,
+             array_agg(x.step_slug order by x.ordinality) as steps,
+             array_agg(x.task_index order by x.ordinality) as indexes
+      from unnest(v_runs, v_steps, v_indexes) with ordinality
+        as x(run_id, step_slug, task_index, ordinality)
+      where not exists (select 1 from unnest(c.runs, c.steps, c.indexes)
+                          as y(run_id, step_slug, task_index)
+                        where y.run_id = x.run_id and y.step_slug = x.step_slug
+                          and y.task_index = x.task_index)
+    ) r;
+  end if;
+  if v_runs is not null then
+    perform pgflow.send_task_messages(v_runs, v_steps, v_indexes,
+                                      array_fill(0, array[cardinality(v_runs)]));
+  end if;
+end;
+$$;
+
+-- release_held_tasks: gives the free slots of one key of a capped step to its held tasks (see
+-- hand_over_slots). A slot is free when its holder has ended as this transaction sees it.
+-- Slots another transaction is giving out are skipped, never waited for. Returns how many
+-- tasks it released.
+-- Locks: the key's free slots (SKIP LOCKED), then as hand_over_slots.
 create or replace function pgflow.release_held_tasks(p_flow_slug text, p_step_slug text,
                                                       p_cap_key text)
 returns integer
@@ -48,9 +197,6 @@ declare
   v_limit integer;
   v_candidates integer[];
   v_slots integer[];
-  v_held tid[];
-  v_runs uuid[];
-  v_indexes integer[];
 begin
   select s.concurrency_limit into v_limit
   from pgflow.steps s where s.flow_slug = p_flow_slug and s.step_slug = p_step_slug;
@@ -79,33 +225,10 @@ begin
   if v_slots is null then
     return 0;
   end if;
-
-  select array_agg(n.held_ctid order by n.held_seq), array_agg(n.run_id order by n.held_seq),
-         array_agg(n.task_index order by n.held_seq)
-  into v_held, v_runs, v_indexes
-  from (select h.ctid as held_ctid, h.held_seq, h.run_id, h.task_index
-        from pgflow.held_tasks h
-        join pgflow.step_tasks t
-          on t.run_id = h.run_id and t.step_slug = h.step_slug and t.task_index = h.task_index
-        where h.flow_slug = p_flow_slug and h.step_slug = p_step_slug
-          and h.cap_key = p_cap_key and t.status = 'queued' and t.message_id is null
-        order by h.held_seq
-        limit cardinality(v_slots)
-        for update of h skip locked
-        for no key update of t) n;
-  if v_held is null then
-    return 0;
-  end if;
-
-  update pgflow.cap_slots cs
-  set run_id = n.run_id, task_index = n.task_index, taken_at = now()
-  from unnest(v_slots[1:cardinality(v_runs)], v_runs, v_indexes) as n(slot, run_id, task_index)
-  where cs.flow_slug = p_flow_slug and cs.step_slug = p_step_slug and cs.cap_key = p_cap_key
-    and cs.slot = n.slot;
-  delete from pgflow.held_tasks h where h.ctid = any(v_held);
-  perform pgflow.send_task_messages(v_runs, array_fill(p_step_slug, array[cardinality(v_runs)]),
-                                    v_indexes, array_fill(0, array[cardinality(v_runs)]));
-  return cardinality(v_runs);
+  return (pgflow.hand_over_slots(
+    array_fill(p_flow_slug, array[cardinality(v_slots)]),
+    array_fill(p_step_slug, array[cardinality(v_slots)]),
+    array_fill(p_cap_key, array[cardinality(v_slots)]), v_slots)).released;
 end;
 $$;
 
@@ -163,8 +286,14 @@ declare
 begin
   update pgflow.cap_slots cs
   set run_id = null, task_index = null, taken_at = null
-  from unnest(p_run_ids, p_step_slugs, p_task_indexes) as u(run_id, step_slug, task_index)
-  where cs.run_id = u.run_id and cs.step_slug = u.step_slug and cs.task_index = u.task_index;
+  from (select c.ctid as row_ctid
+        from unnest(p_run_ids, p_step_slugs, p_task_indexes) as u(run_id, step_slug, task_index)
+        cross join lateral (
+          select x.ctid from pgflow.cap_slots x
+          where x.run_id = u.run_id and x.step_slug = u.step_slug
+            and x.task_index = u.task_index and x.run_id is not null
+        ) c) held_before
+  where cs.ctid = held_before.row_ctid;
   -- A held task has no message (a retried task still names its old one).
   update pgflow.step_tasks t
   set message_id = null
@@ -228,29 +357,50 @@ begin
 end;
 $$;
 
--- release_after_ends: gives out the slots of the given tasks (parallel arrays) that ended in
--- this transaction: store_completions and fail_tasks call it with the tasks they reported. A
--- task that holds no slot costs one look at an index of the tasks that hold one.
--- Locks: as release_keys.
+-- release_after_ends: gives the slots of the given tasks (parallel arrays) that ended in this
+-- transaction to the next held tasks of their keys (see hand_over_slots; with a claimer, some
+-- are claimed for it). store_completions and fail_tasks call it with the tasks they reported.
+-- No other transaction takes those slots meanwhile: to all others their holders are still
+-- running until this one commits. A slot above its step's cap (lowered since) is left free.
+-- Returns the row addresses of the tasks claimed (null: none).
+-- Locks: the ended tasks' slots, then as hand_over_slots.
 create or replace function pgflow.release_after_ends(p_run_ids uuid[], p_step_slugs text[],
-                                                     p_task_indexes integer[])
-returns void
+                                                     p_task_indexes integer[],
+                                                     p_claimer pgflow.task_claimer default null)
+returns tid[]
 language plpgsql
 as $$
 declare
   v_flows text[];
   v_steps text[];
   v_keys text[];
+  v_slots integer[];
 begin
-  select array_agg(cs.flow_slug), array_agg(cs.step_slug), array_agg(cs.cap_key)
-  into v_flows, v_steps, v_keys
-  from unnest(p_run_ids, p_step_slugs, p_task_indexes) as u(run_id, step_slug, task_index)
-  join pgflow.cap_slots cs
-    on cs.run_id = u.run_id and cs.step_slug = u.step_slug and cs.task_index = u.task_index;
+  with ended as (
+    -- Each task's slot by the index of holders (a lateral lookup: a plan made while the table
+    -- was small would otherwise scan every slot of the step for each task).
+    select cs.flow_slug, cs.step_slug, cs.cap_key, cs.slot
+    from unnest(p_run_ids, p_step_slugs, p_task_indexes) as u(run_id, step_slug, task_index)
+    join pgflow.step_tasks t
+      on t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index
+    cross join lateral (
+      select c.flow_slug, c.step_slug, c.cap_key, c.slot
+      from pgflow.cap_slots c
+      where c.run_id = u.run_id and c.step_slug = u.step_slug and c.task_index = u.task_index
+        and c.run_id is not null
+      for update skip locked
+    ) cs
+    join pgflow.steps s on s.flow_slug = cs.flow_slug and s.step_slug = cs.step_slug
+    where t.status not in ('queued', 'started') and cs.slot <= s.concurrency_limit
+  )
+  select array_agg(flow_slug), array_agg(step_slug), array_agg(cap_key), array_agg(slot)
+  into v_flows, v_steps, v_keys, v_slots
+  from ended;
 
-  if v_flows is not null then
-    perform pgflow.release_keys(v_flows, v_steps, v_keys);
+  if v_flows is null then
+    return null;
   end if;
+  return (pgflow.hand_over_slots(v_flows, v_steps, v_keys, v_slots, p_claimer)).claimed;
 end;
 $$;
 
@@ -281,8 +431,9 @@ begin
 
   select array_agg(k.flow_slug), array_agg(k.step_slug), array_agg(k.cap_key)
   into v_flows, v_steps, v_keys
-  from (select distinct h.flow_slug, h.step_slug, h.cap_key
-        from pgflow.held_tasks h
+  from (select h.flow_slug, h.step_slug, h.cap_key
+        -- each key once (materialized: its slots are counted once, not once a held task)
+        from (select distinct flow_slug, step_slug, cap_key from pgflow.held_tasks offset 0) h
         join pgflow.steps s on s.flow_slug = h.flow_slug and s.step_slug = h.step_slug
         where (select count(*) from pgflow.cap_slots cs
                where cs.flow_slug = h.flow_slug and cs.step_slug = h.step_slug
