@@ -163,6 +163,9 @@ pub(crate) enum Command {
     /// Queues: pause one (no worker claims from it; nothing is lost) or resume it.
     #[command(subcommand)]
     Queue(QueueCommand),
+    /// Flows: pause one (no worker runs its tasks; nothing is lost) or resume it.
+    #[command(subcommand)]
+    Flow(FlowCommand),
     /// Cron schedules (declared by workers): list, pause, resume, trigger, delete.
     #[command(subcommand)]
     Schedules(SchedulesCommand),
@@ -377,6 +380,24 @@ pub(crate) enum QueueCommand {
     Resume {
         /// The queue.
         queue: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum FlowCommand {
+    /// Stop every worker from running the flow's tasks (a worker that meets one parks it):
+    /// runs keep starting, other flows on its queues run on, and resuming picks everything up.
+    Pause {
+        /// A concrete flow slug, or an alias (each of its versions).
+        name: String,
+        /// Why: shown with the pause.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Let workers run the flow's tasks again (those parked meanwhile first).
+    Resume {
+        /// A concrete flow slug, or an alias (each of its versions).
+        name: String,
     },
 }
 

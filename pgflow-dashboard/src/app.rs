@@ -23,6 +23,7 @@ pub(crate) fn routes(state: AppState) -> Router {
         .merge(pages::run::routes())
         .merge(pages::flow::routes())
         .merge(pages::actions::routes(actions_enabled))
+        .merge(pages::pauses::routes(actions_enabled))
         .merge(live::routes())
         .route("/assets/app.css", get(stylesheet))
         .route("/assets/app.js", get(script))

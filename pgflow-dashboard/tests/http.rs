@@ -397,3 +397,84 @@ async fn the_overview_and_a_run_show_what_a_cap_holds_back(pool: PgPool) {
         "the first run's task has the slot"
     );
 }
+
+/// Posts the confirmation form at `path` (fetched first for its CSRF token) with the token and
+/// `extra` fields, as a same-site browser would.
+async fn confirm_and_post(app: &Router, path: &str, extra: &str) -> StatusCode {
+    let (status, form, set_cookie) = get(app, path).await;
+    assert_eq!(status, StatusCode::OK, "{form}");
+    let (csrf, cookie) = csrf_of(&form, &set_cookie.expect("the form sets its CSRF cookie"));
+    let same_site = [
+        ("cookie", cookie.as_str()),
+        ("origin", "http://127.0.0.1:8080"),
+    ];
+    let (status, _) = post(
+        app,
+        path,
+        &same_site,
+        &format!("csrf={csrf}&token={TOKEN}{extra}"),
+    )
+    .await;
+    status
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_overview_pauses_and_resumes_a_queue_and_a_flow_with_the_token(pool: PgPool) {
+    pgflow::install(&pool).await.unwrap();
+    let client = Client::new(pool.clone());
+    client.deploy(&per_tenant::deployment()).await.unwrap();
+    let app = dashboard(&pool, with_token(), false);
+
+    let (_, page, _) = get(&app, "/").await;
+    assert!(page.contains("href=\"/queues/per_tenant/pause\""), "{page}");
+    assert!(page.contains("href=\"/flows/per_tenant/pause\""), "{page}");
+    let read_only = dashboard(&pool, Access::ReadOnly, false);
+    let (_, page, _) = get(&read_only, "/").await;
+    assert!(
+        !page.contains("/pause\""),
+        "a read-only dashboard offers a pause: {page}"
+    );
+    let (status, _, _) = get(&read_only, "/flows/per_tenant/pause").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // The queue.
+    let status = confirm_and_post(&app, "/queues/per_tenant/pause", "&reason=upgrade").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let queues = pgflow_runtime::admin::inspect::queues(&pool).await.unwrap();
+    assert!(
+        queues
+            .iter()
+            .any(|q| q.queue_name == "per_tenant" && q.paused)
+    );
+    let (_, page, _) = get(&app, "/").await;
+    assert!(
+        page.contains("href=\"/queues/per_tenant/resume\""),
+        "{page}"
+    );
+    let status = confirm_and_post(&app, "/queues/per_tenant/resume", "").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let queues = pgflow_runtime::admin::inspect::queues(&pool).await.unwrap();
+    assert!(queues.iter().all(|q| !q.paused));
+
+    // The flow.
+    let status = confirm_and_post(&app, "/flows/per_tenant/pause", "&reason=supplier+down").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let paused = pgflow_runtime::admin::inspect::paused_flows(&pool)
+        .await
+        .unwrap();
+    assert_eq!(paused.len(), 1);
+    assert_eq!(paused[0].reason.as_deref(), Some("supplier down"));
+    let (_, page, _) = get(&app, "/").await;
+    assert!(
+        page.contains("data-flow=\"per_tenant\" data-paused=\"true\""),
+        "{page}"
+    );
+    let status = confirm_and_post(&app, "/flows/per_tenant/resume", "").await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(
+        pgflow_runtime::admin::inspect::paused_flows(&pool)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -125,7 +125,28 @@ begin
             hint = 'add the missing concrete flows to this worker''s registry and restart it';
   end if;
 
-  -- Claim the locked tasks (if any), found by row address: a task of a live run becomes
+  -- Tasks of paused flows are parked, not claimed: they stay queued without a message (the
+  -- claim took it) until resume_flow gives them a new one. The paused flows' rows are read
+  -- with a share lock, so a resume (which deletes them) waits for this claim and then sees
+  -- what it parked.
+  if v_row_ctids is not null and exists (select 1 from pgflow.paused_flows) then
+    with paused as (
+      select p.flow_slug from pgflow.paused_flows p order by p.flow_slug for share
+    ),
+    parked as (
+      update pgflow.step_tasks t
+      set message_id = null
+      from unnest(v_row_ctids) as l(row_ctid), paused
+      where t.ctid = l.row_ctid and t.flow_slug = paused.flow_slug
+      returning t.run_id, t.step_slug, t.task_index, t.flow_slug
+    )
+    insert into pgflow.parked_tasks (run_id, step_slug, task_index, flow_slug)
+    select run_id, step_slug, task_index, flow_slug from parked
+    on conflict do nothing;
+  end if;
+
+  -- Claim the locked tasks (if any), found by row address (a parked task's address is gone:
+  -- its update made a new version of the row): a task of a live run becomes
   -- 'started'; a task of a run that ended while it waited becomes 'failed' ('cancelled' when
   -- the run was cancelled) and is not returned.
   with changed as (

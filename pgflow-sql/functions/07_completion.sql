@@ -191,7 +191,15 @@ begin
   perform pgflow.check_supported_pairs('complete_and_claim_tasks', p_flow_slugs,
                                       p_supported_step_slugs);
 
-  -- On a paused queue the completions claim nothing: what they release is queued as usual.
+  -- On a paused queue the completions claim nothing: what they release is queued as usual;
+  -- nor do they claim tasks of paused flows (those are parked when a worker meets them).
+  if exists (select 1 from pgflow.paused_flows) then
+    select coalesce(array_agg(p.flow_slug order by p.n), array[]::text[]),
+           coalesce(array_agg(p.step_slug order by p.n), array[]::text[])
+    into p_flow_slugs, p_supported_step_slugs
+    from unnest(p_flow_slugs, p_supported_step_slugs) with ordinality as p(flow_slug, step_slug, n)
+    where not exists (select 1 from pgflow.paused_flows f where f.flow_slug = p.flow_slug);
+  end if;
   v_stored := pgflow.store_completions(
     p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_outputs,
     case when not exists (select 1 from pgflow.paused_queues q

@@ -1,7 +1,9 @@
 -- Flow control: what holds work back. A paused queue is claimed from by no one (read_and_start_tasks,
 -- start_tasks and the claims of complete_and_claim_tasks check pgflow.paused_queues); its
 -- messages stay, runs keep starting and tasks keep being queued on it, and resuming picks them
--- all up. Operators pause and resume.
+-- all up. A paused flow's tasks are parked by the claims that meet them (claim_tasks) and
+-- claimed at release by none (complete_and_claim_tasks); resuming it gives them new messages.
+-- Operators pause and resume.
 
 -- pause_queue: pauses the queue p_queue_name, which a flow must route to. Claims that began
 -- before the pause committed finish; none begins after. Returns false when it was already
@@ -44,5 +46,100 @@ begin
     perform pgflow.notify_queue(p_queue_name);
   end if;
   return v_resumed;
+end;
+$$;
+
+-- flows_named: the concrete flows a name stands for: the flow of that slug, or every version of
+-- the alias of that name. Raises PF004 when there is none.
+create or replace function pgflow.flows_named(p_name text)
+returns text[]
+language plpgsql
+stable
+as $$
+declare
+  v_flows text[];
+begin
+  select array_agg(f.flow_slug order by f.flow_slug) into v_flows
+  from pgflow.flows f
+  where f.flow_slug = p_name or f.alias = p_name;
+  if v_flows is null then
+    raise exception 'no flow or alias is named `%`; `pgflow status` lists the aliases',
+      coalesce(p_name, '<null>')
+      using errcode = 'PF004',
+            detail = jsonb_build_object('flow_slug', p_name)::text;
+  end if;
+  return v_flows;
+end;
+$$;
+
+-- pause_flow: pauses the flow p_name (a concrete slug, or an alias: each of its versions).
+-- Claims that began before the pause committed finish; after it, a worker that meets a task of
+-- the flow parks it (queued, no message) and no completion claims one. Runs keep starting, and
+-- its tasks keep being queued. Returns false when every flow named was already paused (their
+-- times and reasons are kept). Raises PF004 for a name that is no flow or alias.
+-- Locks: the flows' rows of paused_flows.
+create or replace function pgflow.pause_flow(p_name text, p_reason text default null)
+returns boolean
+language plpgsql
+as $$
+declare
+  v_paused integer;
+begin
+  insert into pgflow.paused_flows (flow_slug, reason)
+  select f, pgflow.bounded_error(p_reason) from unnest(pgflow.flows_named(p_name)) f
+  on conflict (flow_slug) do nothing;
+  get diagnostics v_paused = row_count;
+  return v_paused > 0;
+end;
+$$;
+
+-- resume_flow: resumes the flow p_name (as pause_flow names it): the tasks parked meanwhile
+-- get a new message each (visible at once, which wakes their queues' idle workers). Returns
+-- false when no flow named was paused. Raises PF004 for a name that is no flow or alias.
+-- Locks: the flows' rows of paused_flows (waiting for claims that are parking tasks of them),
+-- then the parked tasks.
+create or replace function pgflow.resume_flow(p_name text)
+returns boolean
+language plpgsql
+as $$
+declare
+  v_flows text[];
+  v_runs uuid[];
+  v_steps text[];
+  v_indexes integer[];
+begin
+  with resumed as (
+    delete from pgflow.paused_flows p
+    where p.flow_slug = any(pgflow.flows_named(p_name))
+    returning p.flow_slug
+  )
+  select array_agg(flow_slug) into v_flows from resumed;
+  if v_flows is null then
+    return false;
+  end if;
+
+  with parked as (
+    delete from pgflow.parked_tasks p
+    where p.flow_slug = any(v_flows)
+    returning p.run_id, p.step_slug, p.task_index
+  ),
+  waiting as (
+    select t.run_id, t.step_slug, t.task_index
+    from parked
+    join pgflow.step_tasks t
+      on t.run_id = parked.run_id and t.step_slug = parked.step_slug
+        and t.task_index = parked.task_index
+    where t.status = 'queued' and t.message_id is null
+    order by t.run_id, t.step_slug, t.task_index
+    for no key update of t
+  )
+  select array_agg(run_id), array_agg(step_slug), array_agg(task_index)
+  into v_runs, v_steps, v_indexes
+  from waiting;
+  if v_runs is not null then
+    perform pgflow.send_task_messages(v_runs, v_steps, v_indexes,
+                                      array_fill(0, array[cardinality(v_runs)]));
+  end if;
+  return true;
 end;
 $$;

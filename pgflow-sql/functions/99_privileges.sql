@@ -94,7 +94,8 @@ begin
                                 'retry_matching', 'resume_run', 'resume_matching',
                                 'delete_flow', 'pause_schedule', 'delete_schedule',
                                 'trigger_schedule', 'schedule_list', 'worker_is_live',
-                                'pause_queue', 'resume_queue') then
+                                'pause_queue', 'resume_queue', 'pause_flow',
+                                'resume_flow') then
                array['pgflow_operator']
            end as roles
     from pg_proc p
@@ -130,7 +131,8 @@ begin
     -- Clients read runs and what they produced, and the definitions they ran.
     grant select on pgflow.runs, pgflow.step_states, pgflow.step_tasks, pgflow.task_attempts,
                     pgflow.flows, pgflow.steps, pgflow.deps, pgflow.aliases, pgflow.waits,
-                    pgflow.signals, pgflow.held_tasks, pgflow.cap_slots
+                    pgflow.signals, pgflow.held_tasks, pgflow.cap_slots, pgflow.paused_flows,
+                    pgflow.parked_tasks
       to pgflow_client;
     -- Operators are clients too, and read the workers, rollouts and alias history.
     if not pg_has_role('pgflow_operator', 'pgflow_client', 'member') then

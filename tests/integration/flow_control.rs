@@ -184,3 +184,171 @@ async fn pausing_a_queue_no_flow_routes_to_is_refused(pool: PgPool) {
         "{error:?}"
     );
 }
+
+/// Held by the flow-pause test: `slow_first` waits for a permit before it returns.
+static FLOW_GATE: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(0));
+
+/// Two steps, the first held at a gate for input 0; shares its queue with `steady_v1`.
+#[pgflow::flow(slug = "pausable_v1", alias = "pausable", input = u32)]
+pub mod pausable_v1 {
+    use super::*;
+
+    #[step(queue = "flow_control_flows")]
+    pub async fn slow_first(input: u32) -> Result<u32, String> {
+        if input == 0 {
+            FLOW_GATE
+                .acquire()
+                .await
+                .map_err(|e| e.to_string())?
+                .forget();
+        }
+        Ok(input + 1)
+    }
+
+    #[step(depends_on = [slow_first], queue = "flow_control_flows")]
+    pub async fn then(slow_first: u32) -> Result<u32, String> {
+        Ok(slow_first * 10)
+    }
+}
+
+/// Another flow on the same queue, not paused.
+#[pgflow::flow(slug = "steady_v1", input = u32)]
+pub mod steady_v1 {
+    #[step(queue = "flow_control_flows")]
+    pub async fn only(input: u32) -> Result<u32, String> {
+        Ok(input)
+    }
+}
+
+async fn flow_task_statuses(pool: &PgPool, flow: &str) -> Vec<(String, String, i64)> {
+    sqlx::query_as(
+        "select step_slug, status, count(*) from pgflow.step_tasks where flow_slug = $1
+         group by step_slug, status order by step_slug, status",
+    )
+    .bind(flow)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_paused_flow_is_claimed_by_no_one_while_its_queue_runs_on_and_resuming_loses_nothing(
+    pool: PgPool,
+) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&pausable_v1::deployment()).await.unwrap();
+    client.deploy(&steady_v1::deployment()).await.unwrap();
+    let mut workers = Vec::new();
+    for _ in 0..2 {
+        workers.push(
+            Worker::start_with(
+                (pausable_v1::deployment(), steady_v1::deployment()),
+                worker_config(pausable_v1::Queue::FlowControlFlows, &pool).max_concurrent(4),
+            )
+            .await
+            .unwrap(),
+        );
+    }
+
+    // Run 0's first step is running (held at the gate) when the flow is paused by its alias.
+    let held = pausable_v1::start(&client, &0).await.unwrap();
+    let running = crate::support::eventually(20, async || {
+        flow_task_statuses(&pool, "pausable_v1").await
+            == vec![("slow_first".to_owned(), "started".to_owned(), 1)]
+    })
+    .await;
+    assert!(running);
+    assert!(
+        pgflow::engine::pause_flow(&pool, "pausable", Some("supplier down"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !pgflow::engine::pause_flow(&pool, "pausable_v1", None)
+            .await
+            .unwrap(),
+        "a second pause changes nothing"
+    );
+
+    // New runs of it start, and none of their tasks is claimed; the other flow runs on.
+    let mut runs = Vec::new();
+    for n in 1..=5 {
+        runs.push(pausable_v1::start(&client, &n).await.unwrap());
+    }
+    let steady = steady_v1::start(&client, &7).await.unwrap();
+    assert_eq!(
+        steady
+            .wait(&client, Duration::from_secs(20))
+            .await
+            .unwrap()
+            .only,
+        7
+    );
+    // The running task completes; its next step is not claimed at release.
+    FLOW_GATE.add_permits(1);
+    let parked = crate::support::eventually(20, async || {
+        let parked: i64 = sqlx::query_scalar("select count(*) from pgflow.parked_tasks")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        parked == 6
+    })
+    .await;
+    assert!(parked, "five first steps and one second step are parked");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        flow_task_statuses(&pool, "pausable_v1").await,
+        vec![
+            ("slow_first".to_owned(), "completed".to_owned(), 1),
+            ("slow_first".to_owned(), "queued".to_owned(), 5),
+            ("then".to_owned(), "queued".to_owned(), 1),
+        ]
+    );
+    let shown = pgflow_runtime::admin::inspect::paused_flows(&pool)
+        .await
+        .unwrap();
+    assert_eq!(shown.len(), 1);
+    assert_eq!(shown[0].flow_slug, "pausable_v1");
+    assert_eq!(shown[0].reason.as_deref(), Some("supplier down"));
+    assert_eq!(shown[0].parked_tasks, 6);
+
+    // Resumed: every run completes, nothing lost or doubled.
+    assert!(
+        pgflow::engine::resume_flow(&pool, "pausable")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        held.wait(&client, Duration::from_secs(20))
+            .await
+            .unwrap()
+            .then,
+        10
+    );
+    for (n, run) in (1..).zip(&runs) {
+        let output = run.wait(&client, Duration::from_secs(20)).await.unwrap();
+        assert_eq!(output.then, (n + 1) * 10);
+    }
+    assert!(
+        !pgflow::engine::resume_flow(&pool, "pausable")
+            .await
+            .unwrap()
+    );
+    let parked_left: i64 = sqlx::query_scalar("select count(*) from pgflow.parked_tasks")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(parked_left, 0);
+    let error = pgflow::engine::pause_flow(&pool, "nothing_here", None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, EngineError::UnknownFlow { .. }),
+        "{error:?}"
+    );
+    for worker in workers {
+        worker.shutdown();
+        worker.wait().await.unwrap();
+    }
+}

@@ -18,7 +18,8 @@ use pgflow_runtime::admin::inspect::{self, FlowName};
 
 use self::runs::JsonArg;
 use crate::args::{
-    AliasCommand, Cli, Command, QueueCommand, RolloutCommand, SchedulesCommand, WorkersCommand,
+    AliasCommand, Cli, Command, FlowCommand, QueueCommand, RolloutCommand, SchedulesCommand,
+    WorkersCommand,
 };
 use crate::failure::Failure;
 use crate::output::Output;
@@ -144,6 +145,12 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Queue(QueueCommand::Resume { queue }) => {
             workers::resume_queue(&pool, &out, &queue).await
+        }
+        Command::Flow(FlowCommand::Pause { name, reason }) => {
+            workers::pause_flow(&pool, &out, &name, reason.as_deref()).await
+        }
+        Command::Flow(FlowCommand::Resume { name }) => {
+            workers::resume_flow(&pool, &out, &name).await
         }
         Command::Cancel {
             run_ids,

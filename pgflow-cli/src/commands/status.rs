@@ -33,6 +33,7 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
     // The engine's plans rely on current statistics (docs/operations/database-upkeep.md).
     let autovacuum = inspect::autovacuum_enabled(pool).await?;
     let caps = inspect::cap_use(pool, CAP_KEYS_SHOWN).await?;
+    let paused_flows = inspect::paused_flows(pool).await?;
     out.print(
         json!({
             "queues": queues.iter().map(|q| json!({
@@ -52,6 +53,7 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
             "open_rollouts": rollouts,
             "autovacuum": autovacuum,
             "caps": caps,
+            "paused_flows": paused_flows,
         }),
         || {
             let mut text = String::new();
@@ -141,6 +143,21 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
                 }
                 text.push_str(&crate::output::render(&table));
                 text.push('\n');
+            }
+            if !paused_flows.is_empty() {
+                let list: Vec<String> = paused_flows
+                    .iter()
+                    .map(|p| {
+                        let mut line =
+                            format!("{} (since {}", p.flow_slug, human::ago(p.paused_at));
+                        if let Some(reason) = &p.reason {
+                            line.push_str(&format!(": {reason}"));
+                        }
+                        line.push_str(&format!("; {} tasks parked)", p.parked_tasks));
+                        line
+                    })
+                    .collect();
+                text.push_str(&format!("\npaused flows: {}\n", list.join(", ")));
             }
             text.push_str("\naliases: ");
             if aliases.is_empty() {

@@ -119,3 +119,48 @@ pub(super) async fn resume_queue(
     );
     Ok(())
 }
+
+/// Pauses a flow (a concrete slug, or each version of an alias): no worker runs its tasks until
+/// it is resumed.
+pub(super) async fn pause_flow(
+    pool: &pgflow::Db,
+    out: &Output,
+    name: &str,
+    reason: Option<&str>,
+) -> Result<(), Failure> {
+    let paused = pgflow::engine::pause_flow(pool, name, reason).await?;
+    out.print(
+        json!({ "flow": name, "paused": true, "changed": paused }),
+        || {
+            if paused {
+                format!(
+                    "paused `{name}`: workers park its tasks until `pgflow flow resume {name}`; \
+                 its runs keep starting"
+                )
+            } else {
+                format!("`{name}` was already paused")
+            }
+        },
+    );
+    Ok(())
+}
+
+/// Resumes a paused flow.
+pub(super) async fn resume_flow(
+    pool: &pgflow::Db,
+    out: &Output,
+    name: &str,
+) -> Result<(), Failure> {
+    let resumed = pgflow::engine::resume_flow(pool, name).await?;
+    out.print(
+        json!({ "flow": name, "paused": false, "changed": resumed }),
+        || {
+            if resumed {
+                format!("resumed `{name}`: its parked tasks are queued again")
+            } else {
+                format!("`{name}` was not paused")
+            }
+        },
+    );
+    Ok(())
+}

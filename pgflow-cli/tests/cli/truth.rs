@@ -279,3 +279,44 @@ async fn a_queue_is_paused_and_resumed_and_status_says_so(pool: PgPool) {
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("no flow routes to a queue `nowhere`"));
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_flow_is_paused_by_its_alias_and_resumed_and_status_says_so(pool: PgPool) {
+    deployed(&pool).await;
+    let output = pgflow(
+        &pool,
+        &["flow", "pause", "triage", "--reason", "supplier down"],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("paused `triage`"),
+        "{}",
+        stdout(&output)
+    );
+    let status: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["status", "--json"]))).unwrap();
+    assert_eq!(
+        status["paused_flows"][0]["flow_slug"], "triage_v1",
+        "{status}"
+    );
+    assert_eq!(status["paused_flows"][0]["reason"], "supplier down");
+    let text = stdout(&pgflow(&pool, &["status"]));
+    assert!(text.contains("paused flows: triage_v1 (since"), "{text}");
+    assert!(text.contains("supplier down; 0 tasks parked)"), "{text}");
+
+    let output = pgflow(&pool, &["flow", "resume", "triage_v1"]);
+    assert!(
+        stdout(&output).starts_with("resumed `triage_v1`"),
+        "{}",
+        stdout(&output)
+    );
+    let output = pgflow(&pool, &["flow", "resume", "triage"]);
+    assert_eq!(stdout(&output).trim(), "`triage` was not paused");
+    let output = pgflow(&pool, &["flow", "pause", "nothing_here"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("is named `nothing_here`"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -30,6 +30,18 @@ pub(crate) struct ActionForm {
     payload: String,
 }
 
+impl ActionForm {
+    /// Checks the form's CSRF token and action token (see [`security::check_action`]).
+    pub(crate) fn check(&self, app: &AppState, headers: &HeaderMap) -> Result<(), Refusal> {
+        security::check_action(&app.config.access, headers, &self.csrf, &self.token)
+    }
+
+    /// The reason typed in, if any.
+    pub(crate) fn reason(&self) -> Option<&str> {
+        Some(self.reason.trim()).filter(|r| !r.is_empty())
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Action {
     Cancel,
@@ -106,7 +118,7 @@ pub(crate) async fn signal(
     headers: HeaderMap,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, PageError> {
-    security::check_action(&app.config.access, &headers, &form.csrf, &form.token)?;
+    form.check(&app, &headers)?;
     let payload: serde_json::Value = match form.payload.trim() {
         "" => serde_json::Value::Null,
         text => serde_json::from_str(text)
@@ -188,9 +200,8 @@ pub(crate) async fn cancel(
     headers: HeaderMap,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, PageError> {
-    security::check_action(&app.config.access, &headers, &form.csrf, &form.token)?;
-    let reason = Some(form.reason.trim()).filter(|r| !r.is_empty());
-    let outcome = app.client.cancel(run_id, reason).await?;
+    form.check(&app, &headers)?;
+    let outcome = app.client.cancel(run_id, form.reason()).await?;
     tracing::info!(%run_id, cancelled = outcome.cancelled, "cancel from the dashboard");
     Ok(Redirect::to(&format!("/runs/{run_id}")).into_response())
 }
@@ -202,7 +213,7 @@ pub(crate) async fn retry(
     headers: HeaderMap,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, PageError> {
-    security::check_action(&app.config.access, &headers, &form.csrf, &form.token)?;
+    form.check(&app, &headers)?;
     let outcome = app.client.retry(run_id).await?;
     tracing::info!(%run_id, retried = outcome.retried, "retry from the dashboard");
     Ok(Redirect::to(&format!("/runs/{run_id}")).into_response())

@@ -4,6 +4,7 @@
 pub(crate) mod actions;
 pub(crate) mod flow;
 pub(crate) mod overview;
+pub(crate) mod pauses;
 pub(crate) mod run;
 pub(crate) mod runs;
 

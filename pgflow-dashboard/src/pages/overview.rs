@@ -32,6 +32,8 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
     let flows = browse::flow_summaries(db, None).await?;
     let rollouts = engine::rollouts(db, true).await?;
     let caps = inspect::cap_use(db, CAP_KEYS_SHOWN).await?;
+    let paused_flows = inspect::paused_flows(db).await?;
+    let actions = app.config.actions_enabled();
     // A version no longer active that runs still use or workers still carry is being drained.
     let mut drains = Vec::new();
     for flow in flows.iter().filter(|f| !f.active) {
@@ -54,7 +56,7 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
                     thead { tr {
                         th { "Queue" } th.num { "Depth" } th.num { "Oldest message" }
                         th.num { "In flight" } th.num { "Sent/s (last minute)" }
-                        th.num { "Live workers" }
+                        th.num { "Live workers" } @if actions { th {} }
                     } }
                     tbody {
                         @for q in &queues {
@@ -73,6 +75,7 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
                                 td.num.(if q.live_workers == 0 && q.depth > 0 { "alert" } else { "" }) {
                                     (q.live_workers)
                                 }
+                                @if actions { td { (pause_link("queues", &q.queue_name, q.paused)) } }
                             }
                         }
                     }
@@ -134,7 +137,7 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
         section #flows {
             h2 { "Aliases and flows" }
             @if flows.is_empty() { p.empty { "No flow is defined yet." } }
-            @else { (flow_table(&flows, &aliases)) }
+            @else { (flow_table(&flows, &aliases, &paused_flows, actions)) }
         }
         section #rollouts {
             h2 { "Open rollouts" }
@@ -159,17 +162,38 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
     Ok(Html(frame(&app, "Overview", content).into_string()))
 }
 
-fn flow_table(flows: &[FlowSummary], aliases: &[inspect::AliasTarget]) -> Markup {
+/// A link to the confirmation form that pauses (or, when paused, resumes) a queue or a flow.
+fn pause_link(kind: &str, name: &str, paused: bool) -> Markup {
+    let verb = if paused { "resume" } else { "pause" };
+    html! {
+        a.button id=(format!("{verb}-{kind}-{name}")) href=(format!("/{kind}/{name}/{verb}")) {
+            @if paused { "Resume…" } @else { "Pause…" }
+        }
+    }
+}
+
+fn flow_table(
+    flows: &[FlowSummary],
+    aliases: &[inspect::AliasTarget],
+    paused: &[inspect::PausedFlow],
+    actions: bool,
+) -> Markup {
     html! {
         table {
             thead { tr {
                 th { "Alias" } th { "Flow" } th.num { "Version" } th { "Active" }
                 th.num { "Steps" } th.num { "Runs going" } th { "Defined" }
+                @if actions { th {} }
             } }
             tbody { @for f in flows {
-                tr data-flow=(f.flow_slug) {
+                @let pause = paused.iter().find(|p| p.flow_slug == f.flow_slug);
+                tr data-flow=(f.flow_slug) data-paused=(pause.is_some()) {
                     td { a href=(format!("/runs?flow={}", f.alias)) { (f.alias) } }
-                    td { a href=(format!("/flows/{}", f.flow_slug)) { (f.flow_slug) } }
+                    td { a href=(format!("/flows/{}", f.flow_slug)) { (f.flow_slug) }
+                         @if let Some(p) = pause {
+                             " " span title=(p.reason.as_deref().unwrap_or("")) { (badge("paused")) }
+                             @if p.parked_tasks > 0 { " " (p.parked_tasks) " tasks parked" }
+                         } }
                     td.num { (f.version) }
                     td { @if f.active {
                         @let since = aliases.iter().find(|a| a.flow_slug == f.flow_slug);
@@ -179,6 +203,7 @@ fn flow_table(flows: &[FlowSummary], aliases: &[inspect::AliasTarget]) -> Markup
                     td.num { (f.steps) }
                     td.num { a href=(format!("/runs?flow={}&status=started", f.flow_slug)) { (f.started_runs) } }
                     td { (time(f.created_at)) }
+                    @if actions { td { (pause_link("flows", &f.flow_slug, pause.is_some())) } }
                 }
             } }
         }

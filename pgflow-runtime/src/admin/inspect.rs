@@ -474,6 +474,34 @@ const HELD_LIVE: &str = "exists (select 1 from pgflow.step_tasks t \
       where t.run_id = h.run_id and t.step_slug = h.step_slug and t.task_index = h.task_index \
         and t.status = 'queued')";
 
+/// A paused flow (`pgflow.pause_flow`) and the tasks its pause holds back.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct PausedFlow {
+    /// The concrete flow.
+    pub flow_slug: String,
+    /// Since when it is paused.
+    pub paused_at: DateTime<Utc>,
+    /// Why, as the pause said.
+    pub reason: Option<String>,
+    /// Its tasks parked by the workers that met them (they run once it is resumed).
+    pub parked_tasks: i64,
+}
+
+/// The paused flows, by slug.
+pub async fn paused_flows(executor: impl PgExecutor<'_>) -> Result<Vec<PausedFlow>, EngineError> {
+    let rows = sqlx::query_as(
+        "select p.flow_slug, p.paused_at, p.reason,
+                (select count(*) from pgflow.parked_tasks k where k.flow_slug = p.flow_slug)
+                  as parked_tasks
+         from pgflow.paused_flows p
+         order by p.flow_slug",
+    )
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
 /// A step of a run whose tasks wait for a slot of the step's concurrency cap.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
 #[non_exhaustive]

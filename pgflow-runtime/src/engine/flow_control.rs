@@ -1,5 +1,6 @@
 //! Flow control: holding work back. A paused queue is claimed from by no one until it is
-//! resumed; nothing on it is lost, and runs keep starting and queueing tasks on it. A step with
+//! resumed; nothing on it is lost, and runs keep starting and queueing tasks on it. A paused
+//! flow's tasks are parked by the workers that meet them until it is resumed. A step with
 //! a concurrency cap holds its tasks until a slot of their key is free; the calls that end
 //! tasks give their slots out, and [`release_capped_tasks`], which every process with a running
 //! worker calls each second, gives out the rest.
@@ -30,6 +31,34 @@ pub async fn pause_queue(
 pub async fn resume_queue(executor: impl PgExecutor<'_>, queue: &str) -> Result<bool, EngineError> {
     let resumed = sqlx::query_scalar("select pgflow.resume_queue($1)")
         .bind(queue)
+        .fetch_one(executor)
+        .await?;
+    Ok(resumed)
+}
+
+/// Pauses the flow `name` (`pgflow.pause_flow`): a concrete slug, or an alias (each of its
+/// versions). Claims that began before the pause commits finish; after it, a worker that meets a
+/// task of the flow parks it (queued, without a message) and no completion claims one; runs keep
+/// starting. Returns false when it was already paused. [`EngineError::UnknownFlow`] for a name
+/// that is no flow or alias.
+pub async fn pause_flow(
+    executor: impl PgExecutor<'_>,
+    name: &str,
+    reason: Option<&str>,
+) -> Result<bool, EngineError> {
+    let paused = sqlx::query_scalar("select pgflow.pause_flow($1, $2)")
+        .bind(name)
+        .bind(reason)
+        .fetch_one(executor)
+        .await?;
+    Ok(paused)
+}
+
+/// Resumes the flow `name` (`pgflow.resume_flow`): its parked tasks get a message each, visible
+/// at once. Returns false when it was not paused.
+pub async fn resume_flow(executor: impl PgExecutor<'_>, name: &str) -> Result<bool, EngineError> {
+    let resumed = sqlx::query_scalar("select pgflow.resume_flow($1)")
+        .bind(name)
         .fetch_one(executor)
         .await?;
     Ok(resumed)

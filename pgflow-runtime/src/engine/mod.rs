@@ -47,7 +47,7 @@ pub use completion::{
 };
 pub use definitions::{CompileStatus, compile_flow};
 pub use events::{subscribe_events, unsubscribe_events};
-pub use flow_control::{pause_queue, release_capped_tasks, resume_queue};
+pub use flow_control::{pause_flow, pause_queue, release_capped_tasks, resume_flow, resume_queue};
 pub use maintenance::{refresh_statistics, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};
 pub use retention::{Pruned, prune, prune_all, prune_preview};
