@@ -406,6 +406,7 @@ $$;
 
 -- release_capped_tasks: the once-a-second sweep (every process with a worker calls it; one
 -- runs at a time, the others return 0 at once). Drops held tasks that ended while held,
+-- releases at once the held tasks of steps no longer capped (a redeploy dropped the cap),
 -- releases the held tasks of up to p_limit keys whose slots freed without a release (a cancel,
 -- a failed run, a skip, a race between two releases), and deletes the slot rows of keys idle
 -- for an hour (no held task, every slot free). Returns how many tasks it released.
@@ -419,6 +420,9 @@ declare
   v_steps text[];
   v_keys text[];
   v_released integer := 0;
+  v_uncapped_runs uuid[];
+  v_uncapped_steps text[];
+  v_uncapped_indexes integer[];
 begin
   if not pg_try_advisory_xact_lock(pgflow.lock_namespace(), 4) then
     return 0;
@@ -428,6 +432,32 @@ begin
   using pgflow.step_tasks t
   where t.run_id = h.run_id and t.step_slug = h.step_slug and t.task_index = h.task_index
     and t.status <> 'queued';
+
+  -- Steps whose cap was dropped: their held tasks get their messages now.
+  with uncapped as (
+    delete from pgflow.held_tasks h
+    using pgflow.steps s
+    where s.flow_slug = h.flow_slug and s.step_slug = h.step_slug
+      and s.concurrency_limit is null
+    returning h.run_id, h.step_slug, h.task_index
+  ),
+  waiting as (
+    select t.run_id, t.step_slug, t.task_index
+    from uncapped u
+    join pgflow.step_tasks t
+      on t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index
+    where t.status = 'queued' and t.message_id is null
+    order by t.run_id, t.step_slug, t.task_index
+    for no key update of t
+  )
+  select array_agg(run_id), array_agg(step_slug), array_agg(task_index)
+  into v_uncapped_runs, v_uncapped_steps, v_uncapped_indexes
+  from waiting;
+  if v_uncapped_runs is not null then
+    perform pgflow.send_task_messages(v_uncapped_runs, v_uncapped_steps, v_uncapped_indexes,
+                                      array_fill(0, array[cardinality(v_uncapped_runs)]));
+    v_released := cardinality(v_uncapped_runs);
+  end if;
 
   select array_agg(k.flow_slug), array_agg(k.step_slug), array_agg(k.cap_key)
   into v_flows, v_steps, v_keys
@@ -443,7 +473,7 @@ begin
         order by 1, 2, 3
         limit p_limit) k;
   if v_flows is not null then
-    v_released := pgflow.release_keys(v_flows, v_steps, v_keys);
+    v_released := v_released + pgflow.release_keys(v_flows, v_steps, v_keys);
   end if;
 
   with idle as (

@@ -324,3 +324,35 @@ async fn a_key_without_a_cap_or_a_cap_of_zero_is_refused(pool: PgPool) {
         "{refused}"
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn dropping_a_cap_releases_what_it_held(pool: PgPool) {
+    install(&pool).await;
+    let capped = FlowDefinition::new(flow("recap"))
+        .step(single("a", &[]).concurrency(StepConcurrency::at_most(1)));
+    pgflow::engine::compile_flow(&pool, &capped).await.unwrap();
+    for n in 0..3 {
+        pgflow::engine::start_flow(&pool, "recap", &serde_json::json!(n))
+            .await
+            .unwrap();
+    }
+    assert_eq!(held_count(&pool).await, 2);
+
+    // The same flow without the cap (a setting: the flow is verified, not changed in shape).
+    let uncapped = FlowDefinition::new(flow("recap")).step(single("a", &[]));
+    pgflow::engine::compile_flow(&pool, &uncapped)
+        .await
+        .unwrap();
+    let released = pgflow::engine::release_capped_tasks(&pool, 1000)
+        .await
+        .unwrap();
+    assert_eq!(released, 2);
+    assert_eq!(held_count(&pool).await, 0);
+    let with_messages: i64 = sqlx::query_scalar(
+        "select count(*) from pgflow.step_tasks where status = 'queued' and message_id is not null",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(with_messages, 3, "every task is on the queue");
+}
