@@ -177,3 +177,39 @@ begin
   end loop;
 end;
 $$;
+
+-- Queues again tasks held back without a message (parallel arrays: run, step, task index; a
+-- paused flow's parked tasks, a dropped cap's held ones): each still 'queued' without a
+-- message gets one, visible at once. Returns how many it queued.
+-- Locks: those tasks (key order).
+create or replace function pgflow.requeue_messageless_tasks(
+  p_run_ids uuid[], p_step_slugs text[], p_task_indexes integer[]
+)
+returns integer
+language plpgsql
+as $$
+declare
+  v_runs uuid[];
+  v_steps text[];
+  v_indexes integer[];
+begin
+  with waiting as (
+    select t.run_id, t.step_slug, t.task_index
+    from unnest(p_run_ids, p_step_slugs, p_task_indexes) as u(run_id, step_slug, task_index)
+    join pgflow.step_tasks t
+      on t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index
+    where t.status = 'queued' and t.message_id is null
+    order by t.run_id, t.step_slug, t.task_index
+    for no key update of t
+  )
+  select array_agg(run_id), array_agg(step_slug), array_agg(task_index)
+  into v_runs, v_steps, v_indexes
+  from waiting;
+  if v_runs is null then
+    return 0;
+  end if;
+  perform pgflow.send_task_messages(v_runs, v_steps, v_indexes,
+                                    array_fill(0, array[cardinality(v_runs)]));
+  return cardinality(v_runs);
+end;
+$$;

@@ -122,23 +122,12 @@ begin
     delete from pgflow.parked_tasks p
     where p.flow_slug = any(v_flows)
     returning p.run_id, p.step_slug, p.task_index
-  ),
-  waiting as (
-    select t.run_id, t.step_slug, t.task_index
-    from parked
-    join pgflow.step_tasks t
-      on t.run_id = parked.run_id and t.step_slug = parked.step_slug
-        and t.task_index = parked.task_index
-    where t.status = 'queued' and t.message_id is null
-    order by t.run_id, t.step_slug, t.task_index
-    for no key update of t
   )
   select array_agg(run_id), array_agg(step_slug), array_agg(task_index)
   into v_runs, v_steps, v_indexes
-  from waiting;
+  from parked;
   if v_runs is not null then
-    perform pgflow.send_task_messages(v_runs, v_steps, v_indexes,
-                                      array_fill(0, array[cardinality(v_runs)]));
+    perform pgflow.requeue_messageless_tasks(v_runs, v_steps, v_indexes);
   end if;
   return true;
 end;

@@ -440,23 +440,13 @@ begin
     where s.flow_slug = h.flow_slug and s.step_slug = h.step_slug
       and s.concurrency_limit is null
     returning h.run_id, h.step_slug, h.task_index
-  ),
-  waiting as (
-    select t.run_id, t.step_slug, t.task_index
-    from uncapped u
-    join pgflow.step_tasks t
-      on t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index
-    where t.status = 'queued' and t.message_id is null
-    order by t.run_id, t.step_slug, t.task_index
-    for no key update of t
   )
   select array_agg(run_id), array_agg(step_slug), array_agg(task_index)
   into v_uncapped_runs, v_uncapped_steps, v_uncapped_indexes
-  from waiting;
+  from uncapped;
   if v_uncapped_runs is not null then
-    perform pgflow.send_task_messages(v_uncapped_runs, v_uncapped_steps, v_uncapped_indexes,
-                                      array_fill(0, array[cardinality(v_uncapped_runs)]));
-    v_released := cardinality(v_uncapped_runs);
+    v_released := pgflow.requeue_messageless_tasks(v_uncapped_runs, v_uncapped_steps,
+                                                   v_uncapped_indexes);
   end if;
 
   select array_agg(k.flow_slug), array_agg(k.step_slug), array_agg(k.cap_key)

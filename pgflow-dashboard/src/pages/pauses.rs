@@ -158,10 +158,7 @@ async fn queue_pause(
     headers: HeaderMap,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, PageError> {
-    form.check(&app, &headers)?;
-    let changed = engine::pause_queue(app.db(), &name, form.reason()).await?;
-    tracing::info!(queue = %name, changed, "queue paused from the dashboard");
-    Ok(Redirect::to("/").into_response())
+    act(&app, &headers, &form, Target::Queue, &name, true).await
 }
 
 /// `POST /queues/{name}/resume`.
@@ -171,10 +168,7 @@ async fn queue_resume(
     headers: HeaderMap,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, PageError> {
-    form.check(&app, &headers)?;
-    let changed = engine::resume_queue(app.db(), &name).await?;
-    tracing::info!(queue = %name, changed, "queue resumed from the dashboard");
-    Ok(Redirect::to("/").into_response())
+    act(&app, &headers, &form, Target::Queue, &name, false).await
 }
 
 /// `POST /flows/{name}/pause`.
@@ -184,10 +178,7 @@ async fn flow_pause(
     headers: HeaderMap,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, PageError> {
-    form.check(&app, &headers)?;
-    let changed = engine::pause_flow(app.db(), &name, form.reason()).await?;
-    tracing::info!(flow = %name, changed, "flow paused from the dashboard");
-    Ok(Redirect::to("/").into_response())
+    act(&app, &headers, &form, Target::Flow, &name, true).await
 }
 
 /// `POST /flows/{name}/resume`.
@@ -197,8 +188,32 @@ async fn flow_resume(
     headers: HeaderMap,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, PageError> {
-    form.check(&app, &headers)?;
-    let changed = engine::resume_flow(app.db(), &name).await?;
-    tracing::info!(flow = %name, changed, "flow resumed from the dashboard");
+    act(&app, &headers, &form, Target::Flow, &name, false).await
+}
+
+/// Checks the form, then pauses or resumes `name`, and goes back to the overview.
+async fn act(
+    app: &AppState,
+    headers: &HeaderMap,
+    form: &ActionForm,
+    target: Target,
+    name: &str,
+    pause: bool,
+) -> Result<Response, PageError> {
+    form.check(app, headers)?;
+    let db = app.db();
+    let changed = match (target, pause) {
+        (Target::Queue, true) => engine::pause_queue(db, name, form.reason()).await?,
+        (Target::Queue, false) => engine::resume_queue(db, name).await?,
+        (Target::Flow, true) => engine::pause_flow(db, name, form.reason()).await?,
+        (Target::Flow, false) => engine::resume_flow(db, name).await?,
+    };
+    tracing::info!(
+        target = target.path(),
+        name,
+        pause,
+        changed,
+        "pause or resume from the dashboard"
+    );
     Ok(Redirect::to("/").into_response())
 }

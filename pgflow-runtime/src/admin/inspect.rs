@@ -455,12 +455,14 @@ pub async fn waiting_steps(
     Ok(rows)
 }
 
-/// The tasks that hold a slot of the cap of step `s` (a row of `pgflow.steps`) for key `{key}`:
-/// slots whose holder has not ended, as `pgflow.release_held_tasks` decides.
-fn cap_running(key: &str) -> String {
+/// The tasks that hold a slot of the cap of step `s` (a row of `pgflow.steps`), for the key
+/// `key` (an SQL expression) or, without one, for every key: slots whose holder has not ended,
+/// as `pgflow.release_held_tasks` decides.
+fn cap_running(key: Option<&str>) -> String {
+    let of_key = key.map_or_else(String::new, |key| format!("and cs.cap_key = {key}"));
     format!(
         "(select count(*) from pgflow.cap_slots cs \
-          where cs.flow_slug = s.flow_slug and cs.step_slug = s.step_slug and cs.cap_key = {key} \
+          where cs.flow_slug = s.flow_slug and cs.step_slug = s.step_slug {of_key} \
             and exists (select 1 from pgflow.step_tasks t \
                         where t.run_id = cs.run_id and t.step_slug = cs.step_slug \
                           and t.task_index = cs.task_index \
@@ -550,7 +552,7 @@ pub async fn run_holds(
          group by s.flow_slug, s.step_slug, s.step_index, h.step_slug, h.cap_key,
                   s.concurrency_key_path, s.concurrency_limit
          order by s.step_index, h.cap_key",
-        running = cap_running("h.cap_key"),
+        running = cap_running(Some("h.cap_key")),
     ))
     .bind(run_id)
     .fetch_all(executor)
@@ -610,7 +612,7 @@ pub async fn cap_use(
          where u.running > 0 or u.held > 0
          order by u.held desc, u.running desc, u.flow_slug, u.step_slug, u.cap_key
          limit $1",
-        running = cap_running("k.cap_key"),
+        running = cap_running(Some("k.cap_key")),
     ))
     .bind(limit.max(1))
     .fetch_all(executor)
@@ -636,19 +638,14 @@ pub struct HeldTasks {
 /// from it falls back to zero).
 pub async fn held_tasks(executor: impl PgExecutor<'_>) -> Result<Vec<HeldTasks>, EngineError> {
     let rows = sqlx::query_as(&format!(
-        "select s.flow_slug, s.step_slug,
-                (select count(*) from pgflow.cap_slots cs
-                 where cs.flow_slug = s.flow_slug and cs.step_slug = s.step_slug
-                   and exists (select 1 from pgflow.step_tasks t
-                               where t.run_id = cs.run_id and t.step_slug = cs.step_slug
-                                 and t.task_index = cs.task_index
-                                 and t.status in ('queued', 'started'))) as running,
+        "select s.flow_slug, s.step_slug, {running} as running,
                 (select count(*) from pgflow.held_tasks h
                  where h.flow_slug = s.flow_slug and h.step_slug = s.step_slug
                    and {HELD_LIVE}) as held
          from pgflow.steps s
          where s.concurrency_limit is not null
-         order by s.flow_slug, s.step_slug"
+         order by s.flow_slug, s.step_slug",
+        running = cap_running(None),
     ))
     .fetch_all(executor)
     .await?;
