@@ -34,7 +34,19 @@ pub mod calls {
 }
 
 fn main() {
-    let definition = calls::definition();
-    let capped = definition.steps.iter().filter(|s| s.concurrency.is_some()).count();
-    assert_eq!(capped, 3);
+    let deployment = calls::deployment();
+    let caps: Vec<_> = deployment
+        .definition()
+        .steps
+        .iter()
+        .map(|step| step.concurrency.as_ref().map(|c| (c.limit, c.key_path.clone())))
+        .collect();
+    assert_eq!(
+        caps,
+        [
+            Some((50, None)),
+            Some((2, Some(vec!["input".to_owned(), "tenant_id".to_owned()]))),
+            Some((1, Some(vec!["look_up".to_owned(), "id".to_owned()]))),
+        ]
+    );
 }
