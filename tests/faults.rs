@@ -2,7 +2,7 @@
 //! signal, a flow that sleeps (a fixed time, and until a time its first step chose), a flow
 //! that maps over child runs of the chain flow and a flow with concurrency caps (per tenant,
 //! and for every task of a step) on a private cluster, while worker processes are SIGKILLed on
-//! a timer and respawned
+//! a timer and respawned, and the chain flow is paused for a while and resumed
 //! and Postgres is restarted (`-m immediate`, a crash) in the middle. Half the waiting runs get
 //! their signal by run id before they reach the wait (it must be kept for them), the other half
 //! by event key while the chaos goes on (emitted again and again: only runs waiting at that
@@ -11,7 +11,7 @@
 //! signal may be lost, no sleep may end early or be lost, every parent must get its children's
 //! outputs in order with one child per element, no cap may ever be exceeded (a killed
 //! handler counts as running until its task's next attempt starts), and nothing may be left
-//! queued, started, waiting, held or in the queue.
+//! queued, started, waiting, held, parked or in the queue.
 //!
 //! One binary, two parts (`harness = false`): run bare, it is the test; run as
 //! `faults worker <url>`, it is one worker process the test spawns and kills.
@@ -43,6 +43,9 @@ const WORKERS: usize = 3;
 const KILL_EVERY: Duration = Duration::from_millis(1500);
 /// When, after the chaos begins, Postgres crashes and restarts.
 const RESTART_AFTER: Duration = Duration::from_secs(4);
+/// When, after the chaos begins, the chain flow is paused, and when it is resumed.
+const PAUSE_AFTER: Duration = Duration::from_secs(2);
+const RESUME_AFTER: Duration = Duration::from_secs(7);
 /// How long the runs may take in all.
 const DEADLINE: Duration = Duration::from_secs(100);
 
@@ -441,6 +444,11 @@ async fn scenario() -> Result<String, String> {
     let mut last_kill = Instant::now();
     let mut kills = 0;
     let mut restarted = false;
+    // The chain flow's pause and resume, each tried again until it goes through (the database
+    // may be down at that moment).
+    let mut paused = false;
+    let mut resumed = false;
+    let mut parked_at_resume = 0;
     let outcome = loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         if began.elapsed() > DEADLINE {
@@ -449,6 +457,23 @@ async fn scenario() -> Result<String, String> {
         if !restarted && began.elapsed() >= RESTART_AFTER {
             cluster.restart("immediate").map_err(|e| e.to_string())?;
             restarted = true;
+        }
+        if !paused && began.elapsed() >= PAUSE_AFTER {
+            paused = pgflow::engine::pause_flow(&admin, "fault_chain", Some("chaos"))
+                .await
+                .is_ok();
+        }
+        if paused && !resumed && began.elapsed() >= RESUME_AFTER {
+            // Counted first (a connection the restart broke fails here, not in the resume).
+            let parked: Result<i64, _> =
+                sqlx::query_scalar("select count(*) from pgflow.parked_tasks")
+                    .fetch_one(&admin)
+                    .await;
+            let Ok(parked) = parked else { continue };
+            parked_at_resume = parked;
+            resumed = pgflow::engine::resume_flow(&admin, "fault_chain")
+                .await
+                .is_ok();
         }
         // A worker that ended by itself (a start while the server was down) is replaced.
         for child in &mut workers {
@@ -479,6 +504,11 @@ async fn scenario() -> Result<String, String> {
     }
     let log = || std::fs::read_to_string(&worker_log).unwrap_or_default();
     outcome.map_err(|e| format!("{e}; worker log tail:\n{}", tail(&log(), 40)))?;
+    if parked_at_resume == 0 {
+        return Err(
+            "the pause parked no task: the chain flow had no work left at the pause".into(),
+        );
+    }
     check(&admin).await?;
     let executions: i64 = sqlx::query_scalar("select count(*) from fault_log")
         .fetch_one(&admin)
@@ -486,7 +516,8 @@ async fn scenario() -> Result<String, String> {
         .map_err(|e| e.to_string())?;
     Ok(format!(
         "{total_runs} runs, {executions} handler executions, {kills} workers killed, Postgres \
-         restarted once, {:.1} s",
+         restarted once, the chain flow paused with {parked_at_resume} tasks parked and resumed, \
+         {:.1} s",
         began.elapsed().as_secs_f64()
     ))
 }
@@ -565,6 +596,11 @@ async fn check(pool: &PgPool) -> Result<(), String> {
                and output -> 'shared' is distinct from to_jsonb(((input ->> 'n')::int + 1) * 2)",
         ),
         ("tasks left held", "select count(*) from pgflow.held_tasks"),
+        (
+            "tasks left parked, or flows left paused",
+            "select (select count(*) from pgflow.parked_tasks)
+                    + (select count(*) from pgflow.paused_flows)",
+        ),
         (
             // A killed attempt counts as running until the next attempt of its task starts
             // (its handler died before that: the task was requeued only after its timeout).
