@@ -358,6 +358,7 @@ async fn a_parent_and_its_child_link_each_other_and_list_as_waiting(pool: PgPool
 /// One task at a time per tenant (no worker runs it in the test: the second run's task waits).
 #[pgflow::flow(slug = "per_tenant")]
 pub mod per_tenant {
+    /// Echoes its input.
     #[step(queue = "per_tenant", concurrency = 1, concurrency_key = input.tenant)]
     pub async fn call(input: serde_json::Value) -> Result<serde_json::Value, String> {
         Ok(input)
