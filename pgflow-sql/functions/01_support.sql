@@ -180,7 +180,8 @@ $$;
 
 -- Queues again tasks held back without a message (parallel arrays: run, step, task index; a
 -- paused flow's parked tasks, a dropped cap's held ones): each still 'queued' without a
--- message gets one, visible at once. Returns how many it queued.
+-- message, and not waiting for a slot of a cap (held_tasks: a parked task whose run was
+-- retried since is held again), gets one, visible at once. Returns how many it queued.
 -- Locks: those tasks (key order).
 create or replace function pgflow.requeue_messageless_tasks(
   p_run_ids uuid[], p_step_slugs text[], p_task_indexes integer[]
@@ -205,6 +206,13 @@ begin
   select array_agg(run_id), array_agg(step_slug), array_agg(task_index)
   into v_runs, v_steps, v_indexes
   from waiting;
+  -- Decided again under the tasks' locks (a hold that committed while this waited is seen).
+  select array_agg(w.run_id), array_agg(w.step_slug), array_agg(w.task_index)
+  into v_runs, v_steps, v_indexes
+  from unnest(v_runs, v_steps, v_indexes) as w(run_id, step_slug, task_index)
+  where not exists (select 1 from pgflow.held_tasks h
+                    where h.run_id = w.run_id and h.step_slug = w.step_slug
+                      and h.task_index = w.task_index);
   if v_runs is null then
     return 0;
   end if;

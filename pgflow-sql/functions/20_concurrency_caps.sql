@@ -42,7 +42,7 @@ $$;
 -- completes a capped task runs the next one of its key without a message, a poll or a commit
 -- of its own.
 -- Returns how many tasks it released and the row addresses of those it claimed (null: none).
--- Locks: the keys' next held tasks (SKIP LOCKED), then their tasks.
+-- Locks: the keys' next held tasks, their runs and their tasks, all SKIP LOCKED.
 create or replace function pgflow.hand_over_slots(
   p_flow_slugs text[], p_step_slugs text[], p_cap_keys text[], p_slots integer[],
   p_claimer pgflow.task_claimer default null,
@@ -73,17 +73,23 @@ begin
     select x.*
     from freed
     cross join lateral (
+      -- Another run's task, taken only when its run is free to take: its run's lock comes
+      -- before its task's (the lock order), and whoever holds either (a cancel, a failing
+      -- run) is passed over rather than waited for.
       select h.ctid as held_ctid, h.flow_slug, h.step_slug, h.cap_key, h.held_seq, h.run_id,
              h.task_index
       from pgflow.held_tasks h
+      join pgflow.runs r on r.run_id = h.run_id
       join pgflow.step_tasks t
         on t.run_id = h.run_id and t.step_slug = h.step_slug and t.task_index = h.task_index
       where h.flow_slug = freed.flow_slug and h.step_slug = freed.step_slug
-        and h.cap_key = freed.cap_key and t.status = 'queued' and t.message_id is null
+        and h.cap_key = freed.cap_key and r.status = 'started'
+        and t.status = 'queued' and t.message_id is null
       order by h.held_seq
       limit freed.n
       for update of h skip locked
-      for no key update of t
+      for no key update of r skip locked
+      for no key update of t skip locked
     ) x
   )
   select array_agg(held_ctid), array_agg(flow_slug), array_agg(step_slug), array_agg(cap_key),
@@ -294,6 +300,14 @@ begin
             and x.task_index = u.task_index and x.run_id is not null
         ) c) held_before
   where cs.ctid = held_before.row_ctid;
+  -- A task held again (a retried run's) leaves its old place: a held row a sweep could drop
+  -- for its old status, and a parked row a resume would give a message.
+  delete from pgflow.held_tasks h
+  using unnest(p_run_ids, p_step_slugs, p_task_indexes) as u(run_id, step_slug, task_index)
+  where h.run_id = u.run_id and h.step_slug = u.step_slug and h.task_index = u.task_index;
+  delete from pgflow.parked_tasks p
+  using unnest(p_run_ids, p_step_slugs, p_task_indexes) as u(run_id, step_slug, task_index)
+  where p.run_id = u.run_id and p.step_slug = u.step_slug and p.task_index = u.task_index;
   -- A held task has no message (a retried task still names its old one).
   update pgflow.step_tasks t
   set message_id = null

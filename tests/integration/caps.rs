@@ -356,3 +356,70 @@ async fn dropping_a_cap_releases_what_it_held(pool: PgPool) {
     .unwrap();
     assert_eq!(with_messages, 3, "every task is on the queue");
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_task_parked_by_a_pause_and_held_again_by_a_retry_waits_for_its_slot(pool: PgPool) {
+    install(&pool).await;
+    // `call` runs one task at a time; `other` is a second root step of the same run.
+    let definition = FlowDefinition::new(flow("parked_cap"))
+        .step(single("call", &[]).concurrency(StepConcurrency::at_most(1)))
+        .step(single("other", &[]));
+    pgflow::engine::compile_flow(&pool, &definition)
+        .await
+        .unwrap();
+    let first = pgflow::engine::start_flow(&pool, "parked_cap", &serde_json::json!(1))
+        .await
+        .unwrap()
+        .run_id;
+
+    // Paused: a worker's claim parks both tasks of the first run (its `call` holds the slot).
+    pgflow::engine::pause_flow(&pool, "parked_cap", None)
+        .await
+        .unwrap();
+    let claimed: i64 = sqlx::query_scalar(
+        "select count(*) from pgflow.read_and_start_tasks('parked_cap', gen_random_uuid(),
+                array['parked_cap', 'parked_cap'], array['call', 'other'], 10)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(claimed, 0);
+
+    // The first run fails; a second run's `call` takes the freed slot.
+    sqlx::query("select pgflow.fail_runs(array[$1]::uuid[], 'a test failed it')")
+        .bind(first)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let second = pgflow::engine::start_flow(&pool, "parked_cap", &serde_json::json!(2))
+        .await
+        .unwrap()
+        .run_id;
+    // The first run is retried: its `call` waits for the slot the second run's holds.
+    let retried: bool =
+        sqlx::query_scalar("select retried from pgflow.retry_runs(array[$1]::uuid[])")
+            .bind(first)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(retried);
+    assert_eq!(held_count(&pool).await, 1);
+
+    // Resuming the flow queues its parked tasks, but not one that waits for a slot.
+    pgflow::engine::resume_flow(&pool, "parked_cap")
+        .await
+        .unwrap();
+    let calls_on_the_queue: Vec<uuid::Uuid> = sqlx::query_scalar(
+        "select run_id from pgflow.step_tasks
+         where step_slug = 'call' and status = 'queued' and message_id is not null",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        calls_on_the_queue,
+        vec![second],
+        "one `call` may be claimable at a time"
+    );
+    assert_eq!(held_count(&pool).await, 1);
+}
