@@ -17,8 +17,14 @@ as $$
   select coalesce(pgflow.run_value_at(p_path, p_run_id, p_input) #>> '{}', '')
 $$;
 
--- A capped task's slot is free when its holder has ended (or is gone): the rule every release
--- decides by. (A SQL function Postgres inlines into the statements that call it.)
+-- A capped task's slot is free when its holder has ended (or is gone) and its handler cannot be
+-- running any more: the rule the releases that do not end the holder themselves decide by.
+-- A holder ended by its own worker's report (completed, or failed with its attempt recorded)
+-- is done. One ended from outside while its handler ran (its run cancelled or failed by
+-- another step, its step skipped) keeps the slot until its worker has beaten since the end
+-- (a beat tells the worker, which stops the handler within half a second) or its timeout has
+-- passed since it started (a worker stops a handler at its timeout; a dead one runs nothing).
+-- (A SQL function Postgres inlines into the statements that call it.)
 create or replace function pgflow.slot_is_free(p_run_id uuid, p_step_slug text,
                                                p_task_index integer)
 returns boolean
@@ -26,9 +32,23 @@ language sql
 stable
 as $$
   select p_run_id is null
-    or not exists (select 1 from pgflow.step_tasks t
-                   where t.run_id = p_run_id and t.step_slug = p_step_slug
-                     and t.task_index = p_task_index and t.status in ('queued', 'started'))
+    or not exists (
+      select 1
+      from pgflow.step_tasks t
+      join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
+      where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
+        and (t.status in ('queued', 'started')
+             or (t.status in ('cancelled', 'skipped', 'failed') and t.started_at is not null
+                 and t.started_at > now() - make_interval(secs => o.timeout + 2)
+                 and not exists (select 1 from pgflow.task_attempts a
+                                 where a.run_id = t.run_id and a.step_slug = t.step_slug
+                                   and a.task_index = t.task_index
+                                   and a.attempt = t.attempts_count)
+                 and not exists (select 1 from pgflow.workers w
+                                 where w.worker_id = t.last_worker_id
+                                   and w.last_heartbeat_at
+                                       > coalesce(t.cancelled_at, t.skipped_at, t.failed_at)
+                                         + interval '1 second'))))
 $$;
 
 -- hand_over_slots: gives free slots (parallel arrays: flow, step, key, slot), which the caller

@@ -244,11 +244,18 @@ async fn a_slot_comes_back_when_its_task_fails_or_is_cancelled_and_a_retry_waits
     );
     assert_eq!(held_count(&pool).await, 1);
 
-    // Cancelling the run that holds the slot gives it to the next (within the sweep's second).
+    // Cancelling the run that holds the slot gives it to the next, once the cancelled handler
+    // cannot be running: after its worker's next beat (a beat tells the worker, which stops the
+    // handler), not at the cancel.
     client
         .cancel(blocking.run_id(), Some("not needed"))
         .await
         .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        !running(&pool, waiting.run_id()).await,
+        "the slot was given on while the cancelled handler could still run"
+    );
     let handed_on = eventually(10, async || running(&pool, waiting.run_id()).await).await;
     assert!(handed_on, "the cancelled task's slot went to the next");
     assert_eq!(held_count(&pool).await, 0);
