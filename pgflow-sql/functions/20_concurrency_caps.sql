@@ -442,7 +442,8 @@ $$;
 -- runs at a time, the others return 0 at once). Drops held tasks that ended while held,
 -- releases at once the held tasks of steps no longer capped (a redeploy dropped the cap),
 -- releases the held tasks of up to p_limit keys whose slots freed without a release (a cancel,
--- a failed run, a skip, a race between two releases), and deletes the slot rows of keys idle
+-- a failed run, a skip, a race between two releases; the keys waiting longest first), and
+-- deletes the slot rows of keys idle
 -- for an hour (no held task, every slot free). Returns how many tasks it released.
 -- Locks: advisory (namespace, 4), then as release_keys; the idle keys' slots (SKIP LOCKED).
 create or replace function pgflow.release_capped_tasks(p_limit integer default 1000)
@@ -486,15 +487,20 @@ begin
   select array_agg(k.flow_slug), array_agg(k.step_slug), array_agg(k.cap_key)
   into v_flows, v_steps, v_keys
   from (select h.flow_slug, h.step_slug, h.cap_key
-        -- each key once (materialized: its slots are counted once, not once a held task)
-        from (select distinct flow_slug, step_slug, cap_key from pgflow.held_tasks offset 0) h
+        -- each key once (materialized: its slots are counted once, not once a held task),
+        -- the key whose task has waited longest first, so that no key waits behind others
+        -- beyond p_limit for ever
+        from (select flow_slug, step_slug, cap_key, min(held_seq) as first_seq
+              from pgflow.held_tasks
+              group by flow_slug, step_slug, cap_key
+              offset 0) h
         join pgflow.steps s on s.flow_slug = h.flow_slug and s.step_slug = h.step_slug
         where (select count(*) from pgflow.cap_slots cs
                where cs.flow_slug = h.flow_slug and cs.step_slug = h.step_slug
                  and cs.cap_key = h.cap_key and cs.slot <= s.concurrency_limit
                  and not pgflow.slot_is_free(cs.run_id, cs.step_slug, cs.task_index))
               < coalesce(s.concurrency_limit, 0)
-        order by 1, 2, 3
+        order by h.first_seq
         limit p_limit) k;
   if v_flows is not null then
     v_released := v_released + pgflow.release_keys(v_flows, v_steps, v_keys);
