@@ -7,14 +7,14 @@
 -- free (a cancel, a run that fails, a skip) are given out by release_capped_tasks, which every
 -- process with a worker calls once a second.
 
--- cap_key_of: the key a task of a capped step holds its slot under: the value at p_path in its
--- run (see run_value_at) as text; '' without a path or a value there.
+-- cap_key_of: the key a task of a capped step holds its slot under: read as a signal's key is
+-- (signal_key_of), and '' without a path or a value there.
 create or replace function pgflow.cap_key_of(p_path text[], p_run_id uuid, p_input jsonb)
 returns text
 language sql
 stable
 as $$
-  select coalesce(pgflow.run_value_at(p_path, p_run_id, p_input) #>> '{}', '')
+  select coalesce(pgflow.signal_key_of(p_path, p_run_id, p_input), '')
 $$;
 
 -- A capped task's slot is free when its holder has ended (or is gone) and its handler cannot be
