@@ -50,7 +50,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 pub use pgflow_runtime::{
     Client, ConnectError, Connection, Context, Db, Deployment, EngineError, FlowQueue, FlowSpec,
-    Notifications, Pooling, ProcessConfig, Run, RunError, RunHandle, RunStatus, Schedule,
+    Notifications, Pooling, Priority, ProcessConfig, Run, RunError, RunHandle, RunStatus, Schedule,
     SignalOutcome, SignalRefusal, SignalRefused, Start, StartOptions, StartOutcome, State,
     StepError, Worker, WorkerConfig, WorkerError, WorkerHandle, schemars, serde_json, sqlx,
 };

@@ -77,6 +77,10 @@ pub(crate) enum Command {
         /// Start the run this long from now, e.g. 10m, 1h30m.
         #[arg(long, value_name = "DURATION", value_parser = parse_age)]
         after: Option<std::time::Duration>,
+        /// How urgent the run is: highest, high, normal (the default), low or lowest (or 1 to
+        /// 5). Its ready tasks are claimed before those of lower priority on each queue.
+        #[arg(long, value_name = "PRIORITY", value_parser = parse_priority)]
+        priority: Option<pgflow::Priority>,
     },
     /// Send a signal to a run: the step that waits for it runs with the payload (or, when the
     /// run has not reached that step yet, will run without waiting).
@@ -348,6 +352,13 @@ fn parse_age(text: &str) -> Result<std::time::Duration, String> {
         return Err(format!("`{text}` is under a second; keep at least 1s"));
     }
     Ok(age)
+}
+
+/// A priority by name (`highest` to `lowest`) or level (`1` to `5`).
+fn parse_priority(text: &str) -> Result<pgflow::Priority, String> {
+    pgflow::Priority::parse(text.trim().to_ascii_lowercase().as_str()).ok_or_else(|| {
+        format!("`{text}` is no priority; write highest, high, normal, low or lowest (or 1 to 5)")
+    })
 }
 
 #[derive(Debug, Subcommand)]

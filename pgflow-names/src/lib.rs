@@ -42,7 +42,18 @@ pub enum NameError {
         /// The rule it breaks.
         rule: &'static str,
     },
+    /// The name ends like the names pgflow gives its own queues: a queue's priority lanes are
+    /// `<queue>__p1`, `__p2`, `__p4` and `__p5`.
+    Reserved {
+        /// What was being named.
+        kind: &'static str,
+        /// The rejected name.
+        name: String,
+    },
 }
+
+/// The suffixes of a queue's priority lanes, which no queue of one's own may end with.
+pub const LANE_SUFFIXES: [&str; 4] = ["__p1", "__p2", "__p4", "__p5"];
 
 const SLUG_RULE: &str = "use ASCII letters, digits and `_`, starting with a letter or `_`";
 const QUEUE_RULE: &str = "use lowercase ASCII letters, digits and `_`";
@@ -78,6 +89,12 @@ pub fn validate_queue_name(name: &str) -> Result<(), NameError> {
             rule: QUEUE_RULE,
         });
     }
+    if LANE_SUFFIXES.iter().any(|suffix| name.ends_with(suffix)) {
+        return Err(NameError::Reserved {
+            kind,
+            name: name.to_owned(),
+        });
+    }
     Ok(())
 }
 
@@ -106,8 +123,31 @@ impl fmt::Display for NameError {
             Self::InvalidCharacter { kind, name, rule } => {
                 write!(f, "{kind} `{name}` is invalid: {rule}")
             }
+            Self::Reserved { kind, name } => write!(
+                f,
+                "{kind} `{name}` ends like a priority lane's name (`__p1`, `__p2`, `__p4`, \
+                 `__p5`), which pgflow keeps for its own queues; choose another ending"
+            ),
         }
     }
 }
 
 impl std::error::Error for NameError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_may_not_end_like_a_priority_lane() {
+        for lane in ["mail__p1", "mail__p2", "mail__p4", "mail__p5"] {
+            assert!(
+                matches!(validate_queue_name(lane), Err(NameError::Reserved { .. })),
+                "{lane}"
+            );
+        }
+        for fine in ["mail", "mail__p3", "mail_p1", "mail__p12", "p1"] {
+            assert_eq!(validate_queue_name(fine), Ok(()), "{fine}");
+        }
+    }
+}

@@ -42,8 +42,9 @@ pub use db::{Db, Pooling};
 pub use definition::{FlowDefinition, FlowOptions, StepDefinition, StepOptions, StepType};
 pub use deployment::{Deployment, FlowQueue, FlowSpec};
 pub use engine::{
-    Activation, ClaimedTask, CompileStatus, DrainStatus, FailureOutcome, Pruned, Run, RunStatus,
-    SignalOutcome, StalledTask, StartOutcome, SupportedPairs, TaskCompletion, TaskFailure,
+    Activation, ClaimedTask, CompileStatus, DrainStatus, FailureOutcome, Priority, Pruned, Run,
+    RunStatus, SignalOutcome, StalledTask, StartOutcome, SupportedPairs, TaskCompletion,
+    TaskFailure,
 };
 pub use error::{
     AliasTypeMismatch, EngineError, InputMisfit, SignalRefusal, SignalRefused, UnsupportedPair,

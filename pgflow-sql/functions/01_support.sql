@@ -122,6 +122,91 @@ begin
 end;
 $$;
 
+-- The PGMQ queue that carries the messages of a queue's tasks of a priority (1, highest, to 5;
+-- null is 3): the queue itself for 3, else its lane `<queue>__p<priority>` (see queue_lanes).
+create or replace function pgflow.lane_name(p_queue_name text, p_priority smallint)
+returns text
+language sql
+immutable
+parallel safe
+as $$
+  select case when p_priority is null or p_priority = 3 then p_queue_name
+              else p_queue_name || '__p' || p_priority end
+$$;
+
+-- Makes sure every queue of flow p_flow_slug has its lane for p_priority (nothing for null):
+-- a missing lane is created (a PGMQ queue) and listed in queue_lanes, once, however many
+-- starts ask at the same time (they wait for each other on the queue's lane lock). Raises
+-- PF005 when a queue's name leaves no room for its lane's suffix within PGMQ's 47 bytes.
+-- Locks: advisory (namespace, hashtext('lanes:' || queue)) until commit, per missing lane.
+create or replace function pgflow.ensure_lanes(p_flow_slug text, p_priority smallint)
+returns void
+language plpgsql
+as $$
+declare
+  v_queue text;
+begin
+  if p_priority is null or p_priority = 3 then
+    return;
+  end if;
+  for v_queue in
+    select distinct s.queue_name
+    from pgflow.steps s
+    where s.flow_slug = p_flow_slug
+      and not exists (select 1 from pgflow.queue_lanes l
+                      where l.queue_name = s.queue_name and l.priority = p_priority)
+    order by s.queue_name
+  loop
+    if octet_length(pgflow.lane_name(v_queue, p_priority)) > 47 then
+      raise exception 'queue `%` of flow `%` is % bytes long: a start with a priority needs its '
+        'queues to be at most 43 bytes, so that their lanes (`%`) fit PGMQ''s 47',
+        v_queue, p_flow_slug, octet_length(v_queue), pgflow.lane_name(v_queue, p_priority)
+        using errcode = 'PF005',
+              hint = 'route the flow''s steps to a shorter queue, or start without a priority';
+    end if;
+    perform pg_advisory_xact_lock(pgflow.lock_namespace(), hashtext('lanes:' || v_queue));
+    -- Decided again under the lock: a start that created the lane meanwhile has committed.
+    if not exists (select 1 from pgflow.queue_lanes l
+                   where l.queue_name = v_queue and l.priority = p_priority) then
+      perform pgmq.create(pgflow.lane_name(v_queue, p_priority));
+      insert into pgflow.queue_lanes (queue_name, priority) values (v_queue, p_priority);
+    end if;
+  end loop;
+end;
+$$;
+
+-- The highest priority (1 highest) of the lanes of queue p_queue_name that hold a visible
+-- message, the queue itself counting as 3; null when none does, or when the queue has no
+-- lanes (then nothing waits ahead of any task). A completion claims at release only tasks of
+-- at least this priority: a claim that skipped the lanes must not pass over tasks that rank
+-- before it.
+-- Locks: none (reads only).
+create or replace function pgflow.highest_waiting_priority(p_queue_name text)
+returns smallint
+language plpgsql
+stable
+as $$
+declare
+  v_lane smallint;
+  v_waiting boolean;
+begin
+  for v_lane in
+    select l.priority from pgflow.queue_lanes l where l.queue_name = p_queue_name
+    union all
+    select 3 where exists (select 1 from pgflow.queue_lanes l where l.queue_name = p_queue_name)
+    order by 1
+  loop
+    execute format('select exists (select 1 from pgmq.%I q where q.vt <= now())',
+                   'q_' || pgflow.lane_name(p_queue_name, v_lane))
+    into v_waiting;
+    if v_waiting then
+      return v_lane;
+    end if;
+  end loop;
+  return null;
+end;
+$$;
+
 -- The body of a task's PGMQ message: the task it stands for. (A SQL function Postgres inlines
 -- into the statements that call it.)
 create or replace function pgflow.task_message(p_flow_slug text, p_run_id uuid,
@@ -135,7 +220,8 @@ as $$
 $$;
 
 -- Gives queued tasks (parallel arrays: run, step, task index, delay in seconds) a new PGMQ
--- message each, sent to the task's queue snapshot and visible after the delay: a claim takes
+-- message each, sent to the lane of the task's queue snapshot for its priority and visible
+-- after the delay: a claim takes
 -- the message it claimed off the queue, so a retry or a requeue needs a new one. One batch per
 -- (queue, delay); wakes the queue's idle workers when the messages are visible at once.
 -- Expects the caller to hold the tasks' row locks.
@@ -149,7 +235,7 @@ declare
   v_group record;
 begin
   for v_group in
-    select t.queue_name, u.delay,
+    select t.queue_name, pgflow.lane_name(t.queue_name, t.priority) as lane_name, u.delay,
            array_agg(t.ctid order by t.run_id, t.step_slug, t.task_index) as row_ctids,
            array_agg(pgflow.task_message(t.flow_slug, t.run_id, t.step_slug, t.task_index)
                      order by t.run_id, t.step_slug, t.task_index) as bodies
@@ -157,12 +243,12 @@ begin
       as u(run_id, step_slug, task_index, delay)
     join pgflow.step_tasks t
       on t.run_id = u.run_id and t.step_slug = u.step_slug and t.task_index = u.task_index
-    group by t.queue_name, u.delay
+    group by t.queue_name, pgflow.lane_name(t.queue_name, t.priority), u.delay
   loop
     -- PGMQ assigns increasing ids in insertion order; pair them with the tasks by rank.
     with sent as (
       select msg_id, row_number() over (order by msg_id) as ordinality
-      from pgmq.send_batch(v_group.queue_name, v_group.bodies, null::jsonb[],
+      from pgmq.send_batch(v_group.lane_name, v_group.bodies, null::jsonb[],
                            clock_timestamp() + make_interval(secs => v_group.delay)) as msg_id
     )
     update pgflow.step_tasks t

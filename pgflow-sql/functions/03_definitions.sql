@@ -350,7 +350,8 @@ begin
     v_queue := coalesce(v_step ->> 'queue', lower(p_flow_slug));
     if not pgflow.is_valid_queue_name(v_queue) then
       perform pgflow.raise_invalid_definition(p_flow_slug, format(
-        'step `%s` routes to queue `%s`; a queue name is 1 to 47 bytes of `a-z`, `0-9` and `_`',
+        'step `%s` routes to queue `%s`; a queue name is 1 to 47 bytes of `a-z`, `0-9` and `_`, '
+        'not ending in `__p1`, `__p2`, `__p4` or `__p5` (the names of priority lanes)',
         v_slug, v_queue));
     end if;
     if v_step ? 'deps' and jsonb_typeof(v_step -> 'deps') <> 'array' then

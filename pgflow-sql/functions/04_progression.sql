@@ -57,9 +57,9 @@ begin
         error_message = p_reason
     from live
     where t.ctid = live.row_ctid
-    returning t.queue_name, t.message_id
+    returning pgflow.lane_name(t.queue_name, t.priority) as lane_name, t.message_id
   )
-  select array_agg(queue_name), array_agg(message_id) into v_queues, v_messages from cancelled;
+  select array_agg(lane_name), array_agg(message_id) into v_queues, v_messages from cancelled;
 
   if v_queues is not null then
     perform pgflow.archive_messages(v_queues, v_messages);
@@ -174,7 +174,7 @@ begin
     locked as (
       select ss.ctid as row_ctid, ss.run_id, ss.step_slug, ss.flow_slug, released.n,
              ss.status = 'created' and ss.remaining_deps = released.n and r.status = 'started'
-               as ready
+               as ready, r.priority
       from pgflow.step_states ss
       join released on released.run_id = ss.run_id and released.step_slug = ss.step_slug
       join pgflow.runs r on r.run_id = ss.run_id
@@ -183,7 +183,7 @@ begin
     ),
     sized as (
       -- A map step has exactly one dependency: the step whose array it maps over.
-      select l.row_ctid, l.run_id, l.step_slug, l.n, l.ready, s.queue_name,
+      select l.row_ctid, l.run_id, l.step_slug, l.n, l.ready, l.priority, s.queue_name,
              coalesce(s.opt_start_delay, 0) as start_delay,
              case when not l.ready then null
                   -- a condition, a signal, a sleep or a cap is decided by start_ready_steps
@@ -222,10 +222,10 @@ begin
       from decided
       where ss.ctid = decided.row_ctid
       returning ss.run_id, ss.step_slug, ss.flow_slug, decided.ready, decided.start,
-                decided.task_count, decided.queue_name, decided.start_delay
+                decided.task_count, decided.queue_name, decided.start_delay, decided.priority
     )
-    select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
-                     ::pgflow.started_step) filter (where start),
+    select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay,
+                      priority)::pgflow.started_step) filter (where start),
            array_agg(distinct run_id) filter (where ready and not start)
     into v_started, v_blocked_runs
     from changed;
@@ -279,11 +279,12 @@ end;
 $$;
 
 -- Creates the tasks of steps that were just started: one task and one PGMQ message per
--- element, sent to the step's queue (the task's queue snapshot) and delayed by the step's
--- start delay, one batch per (queue, delay). A map step over an empty array completes at once
+-- element, sent to the step's queue (the task's queue snapshot), in the lane of the run's
+-- priority, and delayed by the step's start delay, one batch per (lane, delay). A map step over an empty array completes at once
 -- with [], which may start further steps.
 -- With a claimer (see complete_and_claim_tasks), as many of the tasks it runs on its queue,
--- visible at once, as it offers slots are created claimed instead ('started', first attempt,
+-- visible at once and of no lower priority than any message waiting on the queue's lanes
+-- (highest_waiting_priority), as it offers slots are created claimed instead ('started', first attempt,
 -- no message), the n-th by the worker of the n-th slot. This is the one rule of what a
 -- completion may claim: the worker learns what it may claim from claims_at_release.
 -- Returns the row addresses of the tasks claimed (null when none), for the caller to return.
@@ -302,24 +303,32 @@ declare
   v_claimed_runs uuid[];
   v_claimed_steps text[];
   v_claimed_indexes integer[];
+  v_top_waiting smallint;
 begin
   if cardinality(p_claimer.slots) > 0 then
+    -- On a queue with priority lanes, only tasks that rank with the best waiting ones.
+    if exists (select 1 from pgflow.queue_lanes l where l.queue_name = p_claimer.queue_name) then
+      v_top_waiting := pgflow.highest_waiting_priority(p_claimer.queue_name);
+    end if;
     with claimable as (
-      select u.run_id, u.step_slug, u.flow_slug, u.queue_name, i as task_index,
-             row_number() over (order by u.run_id, u.step_slug, i) as slot
+      select u.run_id, u.step_slug, u.flow_slug, u.queue_name, u.priority, i as task_index,
+             row_number() over (order by u.priority nulls first, u.run_id, u.step_slug, i)
+               as slot
       from unnest(p_steps) as u
       cross join lateral generate_series(0, u.task_count - 1) as i
       where u.queue_name = p_claimer.queue_name and u.start_delay = 0
+        and coalesce(u.priority, 3) <= coalesce(v_top_waiting, 5)
         and exists (select 1 from unnest(p_claimer.flow_slugs, p_claimer.step_slugs)
                       as p(flow_slug, step_slug)
                     where p.flow_slug = u.flow_slug and p.step_slug = u.step_slug)
-      order by u.run_id, u.step_slug, i
+      order by u.priority nulls first, u.run_id, u.step_slug, i
       limit cardinality(p_claimer.slots)
     ),
     claimed as (
       insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name,
-                                     status, attempts_count, started_at, last_worker_id)
-      select c.run_id, c.step_slug, c.task_index, c.flow_slug, c.queue_name,
+                                     priority, status, attempts_count, started_at,
+                                     last_worker_id)
+      select c.run_id, c.step_slug, c.task_index, c.flow_slug, c.queue_name, c.priority,
              'started', 1, now(), p_claimer.slots[c.slot]
       from claimable c
       returning ctid, run_id, step_slug, task_index
@@ -330,7 +339,8 @@ begin
   end if;
 
   for v_group in
-    select u.queue_name, u.start_delay,
+    select u.queue_name, u.priority, pgflow.lane_name(u.queue_name, u.priority) as lane_name,
+           u.start_delay,
            array_agg(u.flow_slug order by u.run_id, u.step_slug, i) as flow_slugs,
            array_agg(u.run_id order by u.run_id, u.step_slug, i) as run_ids,
            array_agg(u.step_slug order by u.run_id, u.step_slug, i) as step_slugs,
@@ -343,17 +353,17 @@ begin
                         as c(run_id, step_slug, task_index)
                       where c.run_id = u.run_id and c.step_slug = u.step_slug
                         and c.task_index = i)
-    group by u.queue_name, u.start_delay
+    group by u.queue_name, u.priority, u.start_delay
   loop
     if cardinality(v_group.run_ids) = 1 then
       -- One task (a start of one run, most often): PGMQ's single send costs a good deal less
       -- than a batch of one.
       insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name,
-                                     message_id)
+                                     priority, message_id)
       select v_group.run_ids[1], v_group.step_slugs[1], v_group.task_indexes[1],
-             v_group.flow_slugs[1], v_group.queue_name, sent.msg_id
+             v_group.flow_slugs[1], v_group.queue_name, v_group.priority, sent.msg_id
       from pgmq.send(
-        v_group.queue_name,
+        v_group.lane_name,
         pgflow.task_message(v_group.flow_slugs[1], v_group.run_ids[1], v_group.step_slugs[1],
                             v_group.task_indexes[1]),
         null::jsonb,
@@ -368,7 +378,7 @@ begin
         -- PGMQ assigns increasing ids in insertion order; pair them with the batch by rank.
         select msg_id, row_number() over (order by msg_id) as ordinality
         from pgmq.send_batch(
-          v_group.queue_name,
+          v_group.lane_name,
           (select array_agg(pgflow.task_message(flow_slug, run_id, step_slug, task_index)
                             order by ordinality)
            from batch),
@@ -376,9 +386,9 @@ begin
           clock_timestamp() + make_interval(secs => v_group.start_delay)) as msg_id
       )
       insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name,
-                                     message_id)
+                                     priority, message_id)
       select batch.run_id, batch.step_slug, batch.task_index, batch.flow_slug,
-             v_group.queue_name, sent.msg_id
+             v_group.queue_name, v_group.priority, sent.msg_id
       from batch join sent on sent.ordinality = batch.ordinality;
     end if;
 
@@ -447,6 +457,7 @@ declare
 begin
   with ready as (
     select ss.ctid as row_ctid, ss.run_id, ss.step_slug, s.step_type, s.queue_name,
+           r.priority,
            s.when_unmet, s.signal_name, s.wait_timeout, sig.awaited, sig.signal_key,
            s.concurrency_limit is not null as capped,
            slp.wake_at, slp.bad_wake, s.sleep_until_path, jsonb_typeof(slp.raw) as wake_got,
@@ -563,7 +574,7 @@ begin
            or (d.outcome in ('start', 'wait') and not d.run_fails))
     returning ss.run_id, ss.step_slug, ss.status, d.outcome, d.task_count, ss.flow_slug,
               d.queue_name, d.start_delay, d.signal_name, d.wait_timeout, d.signal_key,
-              d.wake_at, d.capped
+              d.wake_at, d.capped, d.priority
   ),
   waiting as (
     insert into pgflow.waits (run_id, step_slug, flow_slug, signal_name, deadline, signal_key,
@@ -577,11 +588,11 @@ begin
     on conflict (run_id, step_slug) do nothing
   ),
   started as (
-    select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
-                     ::pgflow.started_step)
+    select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay,
+                      priority)::pgflow.started_step)
              filter (where status = 'started' and not (capped and task_count > 0)) as steps,
-           array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
-                     ::pgflow.started_step)
+           array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay,
+                      priority)::pgflow.started_step)
              filter (where status = 'started' and capped and task_count > 0) as capped_steps,
            array_agg(distinct run_id) filter (where outcome = 'bad_map') as bad_runs,
            array_agg(distinct run_id) filter (where outcome = 'bad_wake') as bad_wake_runs,
@@ -659,7 +670,7 @@ declare
   v_steps text[];
   v_flows text[];
 begin
-  select array_agg(t.queue_name), array_agg(t.message_id)
+  select array_agg(pgflow.lane_name(t.queue_name, t.priority)), array_agg(t.message_id)
   into v_queues, v_messages
   from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
   join pgflow.step_tasks t on t.run_id = u.run_id and t.step_slug = u.step_slug

@@ -25,6 +25,10 @@
 -- it to workers, whose task spans continue that trace).
 -- p_start_at optionally starts the runs for a later time: they exist at once (recording it as
 -- scheduled_for) and their root steps' tasks become visible then (to the second, rounded up).
+-- p_priority optionally starts the runs at a priority from 1 (highest) to 5 (lowest); null
+-- and 3 are the default. Their tasks are claimed before the ready tasks of lower priority on
+-- each queue (see read_and_start_tasks); the first start at a priority on a queue creates
+-- the queue's lane for it (ensure_lanes). Another value raises PF005.
 -- Returns the runs in input order, as they stand after the first steps were started (a run
 -- whose steps all complete at once, e.g. a map over [], is already 'completed').
 -- Raises PF004 when the name is neither an alias with an active version nor a concrete flow.
@@ -38,7 +42,8 @@ create or replace function pgflow.start_flows(
   p_started_as text default null,
   p_start_at timestamptz default null,
   p_trace_context text default null,
-  p_check_input boolean default true
+  p_check_input boolean default true,
+  p_priority smallint default null
 )
 returns setof pgflow.runs
 language plpgsql
@@ -62,7 +67,14 @@ declare
   v_conflict record;
   v_started pgflow.started_step[];
   v_slow_runs uuid[];
+  -- The priority as runs and tasks store it: null for the default, 3.
+  v_priority smallint := nullif(p_priority, 3);
 begin
+  if p_priority is not null and p_priority not between 1 and 5 then
+    raise exception 'start_flows: priority % is out of range; a priority is 1 (highest) to 5 '
+      '(lowest), 3 by default', p_priority
+      using errcode = 'PF005';
+  end if;
   if p_resolve_alias then
     select a.flow_slug into v_flow_slug from pgflow.aliases a where a.alias = p_flow_slug;
     v_flow_slug := coalesce(v_flow_slug, p_flow_slug);
@@ -115,6 +127,7 @@ begin
       p_start_at using errcode = 'PF005';
   end if;
   v_delay := coalesce(v_delay_seconds, 0)::integer;
+  perform pgflow.ensure_lanes(v_flow_slug, v_priority);
   v_scope := coalesce(v_flow.alias, v_flow_slug);
   v_named_version := coalesce(p_started_as, p_flow_slug) <> v_scope;
   if p_idempotency_keys is not null then
@@ -137,15 +150,16 @@ begin
     v_run_ids := array[coalesce(p_run_ids[1], gen_random_uuid())];
     v_inputs := p_inputs;
     insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, scheduled_for,
-                             trace_context)
-    values (v_run_ids[1], v_flow_slug, p_inputs[1], v_step_count, p_start_at, p_trace_context);
+                             trace_context, priority)
+    values (v_run_ids[1], v_flow_slug, p_inputs[1], v_step_count, p_start_at, p_trace_context,
+            v_priority);
     v_result_ids := v_run_ids;
   elsif p_idempotency_keys is null then
     with inserted as (
       insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, scheduled_for,
-                               trace_context)
+                               trace_context, priority)
       select coalesce(p_run_ids[i.ordinality], gen_random_uuid()), v_flow_slug, i.input,
-             v_step_count, p_start_at, p_trace_context
+             v_step_count, p_start_at, p_trace_context, v_priority
       from unnest(p_inputs) with ordinality as i(input, ordinality)
       order by i.ordinality
       returning run_id, input
@@ -163,9 +177,10 @@ begin
     ),
     inserted as (
       insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, idempotency_scope,
-                               idempotency_key, scheduled_for, trace_context)
+                               idempotency_key, scheduled_for, trace_context, priority)
       select w.run_id, v_flow_slug, w.input, v_step_count,
-             case when w.key is not null then v_scope end, w.key, p_start_at, p_trace_context
+             case when w.key is not null then v_scope end, w.key, p_start_at, p_trace_context,
+             v_priority
       from wanted w
       order by w.ordinality
       on conflict (idempotency_scope, idempotency_key) where idempotency_key is not null
@@ -271,8 +286,8 @@ begin
              case when d.start then d.task_count end
       from decided d
     )
-    select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay)
-                     ::pgflow.started_step) filter (where start),
+    select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay,
+                      v_priority)::pgflow.started_step) filter (where start),
            array_agg(distinct run_id) filter (where bad or decided_later)
     into v_started, v_slow_runs
     from decided;
@@ -323,7 +338,8 @@ create or replace function pgflow.start_flow(
   p_resolve_alias boolean default true,
   p_idempotency_key text default null,
   p_start_at timestamptz default null,
-  p_trace_context text default null
+  p_trace_context text default null,
+  p_priority smallint default null
 )
 returns pgflow.runs
 language sql
@@ -331,7 +347,7 @@ as $$
   select * from pgflow.start_flows(
     p_flow_slug, array[p_input], array[p_run_id], p_resolve_alias,
     case when p_idempotency_key is not null then array[p_idempotency_key] end, null, p_start_at,
-    p_trace_context)
+    p_trace_context, p_priority => p_priority)
 $$;
 
 -- start_alias_typed: starts one run per input on an alias's active version, like start_flows,
@@ -351,7 +367,8 @@ create or replace function pgflow.start_alias_typed(
   p_idempotency_keys text[] default null,
   p_start_at timestamptz default null,
   p_trace_context text default null,
-  p_run_ids uuid[] default null
+  p_run_ids uuid[] default null,
+  p_priority smallint default null
 )
 returns setof pgflow.runs
 language plpgsql
@@ -385,6 +402,7 @@ begin
   end if;
   return query select * from pgflow.start_flows(v_flow.flow_slug, p_inputs, p_run_ids, false,
                                                 p_idempotency_keys, p_alias, p_start_at,
-                                                p_trace_context, p_check_input => false);
+                                                p_trace_context, p_check_input => false,
+                                                p_priority => p_priority);
 end;
 $$;

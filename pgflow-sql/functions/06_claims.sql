@@ -37,11 +37,12 @@ as $$
   order by t.message_id, t.run_id, t.step_slug, t.task_index
 $$;
 
--- claim_tasks: claims the queued tasks behind PGMQ messages of `p_queue_name` that the caller
--- has taken off the queue (popped, or archives in the same transaction). The claim behind
--- start_tasks and read_and_start_tasks; not an entry point.
+-- claim_tasks: claims the queued tasks behind PGMQ messages of `p_queue_name`'s lane for
+-- p_priority (null: the queue itself; see lane_name) that the caller has taken off that lane
+-- (popped, or archives in the same transaction). The claim behind start_tasks and
+-- read_and_start_tasks; not an entry point.
 --
--- Matches tasks by (queue_name, message_id) only; the flow recorded on each task is data, never
+-- Matches tasks by (queue_name, priority, message_id) only; the flow recorded on each task is data, never
 -- a filter. Every matched (flow_slug, step_slug) pair is checked against the worker's supported
 -- pairs (p_flow_slugs[i], p_step_slugs[i]) before anything is written: one unsupported pair
 -- raises PF003 naming the queue, the message ids and the pairs, and the transaction's changes
@@ -64,7 +65,8 @@ create or replace function pgflow.claim_tasks(
   p_message_ids bigint[],
   p_worker_id uuid,
   p_flow_slugs text[],
-  p_step_slugs text[]
+  p_step_slugs text[],
+  p_priority smallint default null
 )
 returns setof pgflow.claimed_task
 language plpgsql
@@ -90,6 +92,7 @@ begin
     from pgflow.step_tasks t
     where t.queue_name = p_queue_name
       and t.message_id = any(p_message_ids)
+      and coalesce(t.priority, 3) = coalesce(p_priority, 3)
       and t.status = 'queued'
     order by t.run_id, t.step_slug, t.task_index
     for no key update of t
@@ -219,8 +222,16 @@ $$;
 -- queued task behind it) is removed too, and returned for the caller to report.
 -- When the batch is refused (PF003), the pop is undone with it: every message of the batch is
 -- on the queue again as it was.
+-- A queue with lanes (runs started with a priority; see queue_lanes) is read lane by lane:
+-- first the messages that have been visible for longer than the queue's aging limit
+-- (queue_aging, 60 s by default), oldest first whatever their lane, so that no priority
+-- starves another; then the rest by priority, highest first, each lane in message order.
+-- PGMQ has no read by age, so that first look reads the lanes' tables (pgmq.q_<lane>) by
+-- their visibility index (a message's `vt` is when it became visible: a claim pops it, so
+-- nothing moves it later), and takes what it found with PGMQ's delete.
 -- Locks: up to p_quantity visible messages (PGMQ's pop: for update skip locked, then
--- deleted), then as claim_tasks.
+-- deleted; with lanes, the aged ones read first are locked the same way), then as
+-- claim_tasks.
 create or replace function pgflow.read_and_start_tasks(
   p_queue_name text,
   p_worker_id uuid,
@@ -233,19 +244,83 @@ language plpgsql
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
 as $$
+declare
+  v_lanes smallint[];
+  v_lane smallint;
+  v_aging integer;
+  v_aged record;
+  v_aged_lanes smallint[] := array[]::smallint[];
+  v_aged_ids bigint[] := array[]::bigint[];
+  v_aged_vts timestamptz[] := array[]::timestamptz[];
+  v_wanted integer := p_quantity;
+  v_ids bigint[];
+  v_vts timestamptz[];
 begin
   -- A paused queue claims nothing, and takes no message off the queue.
   if exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name) then
     return;
   end if;
-  return query
-  select *
-  from pgflow.claim_tasks(
-    p_queue_name,
-    array(select m.msg_id from pgmq.pop(p_queue_name, p_quantity) m order by m.msg_id),
-    p_worker_id,
-    p_flow_slugs,
-    p_step_slugs);
+  select array_agg(l.priority) into v_lanes
+  from pgflow.queue_lanes l where l.queue_name = p_queue_name;
+  if v_lanes is null then
+    return query
+    select *
+    from pgflow.claim_tasks(
+      p_queue_name,
+      array(select m.msg_id from pgmq.pop(p_queue_name, p_quantity) m order by m.msg_id),
+      p_worker_id,
+      p_flow_slugs,
+      p_step_slugs);
+    return;
+  end if;
+
+  v_lanes := array(select p from unnest(v_lanes || 3::smallint) as p order by p);
+  select coalesce((select a.aging_seconds from pgflow.queue_aging a
+                   where a.queue_name = p_queue_name), 60)
+  into v_aging;
+
+  -- The aged messages: up to p_quantity per lane, locked, then the oldest p_quantity of them.
+  foreach v_lane in array v_lanes loop
+    execute format(
+      'select array_agg(m.msg_id), array_agg(m.vt) '
+      'from (select q.msg_id, q.vt from pgmq.%I q '
+      '      where q.vt <= now() - make_interval(secs => $1) '
+      '      order by q.vt limit $2 for update of q skip locked) m',
+      'q_' || pgflow.lane_name(p_queue_name, v_lane))
+    into v_ids, v_vts
+    using v_aging, p_quantity;
+    if v_ids is not null then
+      v_aged_lanes := v_aged_lanes || array_fill(v_lane, array[cardinality(v_ids)]);
+      v_aged_ids := v_aged_ids || v_ids;
+      v_aged_vts := v_aged_vts || v_vts;
+    end if;
+  end loop;
+  for v_aged in
+    select a.priority, array_agg(a.msg_id order by a.msg_id) as ids
+    from (select * from unnest(v_aged_lanes, v_aged_ids, v_aged_vts) as u(priority, msg_id, vt)
+          order by u.vt, u.priority limit p_quantity) a
+    group by a.priority
+    order by a.priority
+  loop
+    v_ids := array(select d from pgmq.delete(pgflow.lane_name(p_queue_name, v_aged.priority),
+                                             v_aged.ids) as d order by d);
+    v_wanted := v_wanted - cardinality(v_ids);
+    return query
+    select * from pgflow.claim_tasks(p_queue_name, v_ids, p_worker_id, p_flow_slugs,
+                                     p_step_slugs, v_aged.priority);
+  end loop;
+
+  -- The rest, by priority.
+  foreach v_lane in array v_lanes loop
+    exit when v_wanted <= 0;
+    v_ids := array(select m.msg_id
+                   from pgmq.pop(pgflow.lane_name(p_queue_name, v_lane), v_wanted) m
+                   order by m.msg_id);
+    v_wanted := v_wanted - cardinality(v_ids);
+    return query
+    select * from pgflow.claim_tasks(p_queue_name, v_ids, p_worker_id, p_flow_slugs,
+                                     p_step_slugs, v_lane);
+  end loop;
 end;
 $$;
 

@@ -252,9 +252,9 @@ begin
       as f(run_id, step_slug, task_index, error_message)
     where t.run_id = f.run_id and t.step_slug = f.step_slug and t.task_index = f.task_index
       and t.status in ('queued', 'started')
-    returning t.queue_name, t.message_id
+    returning pgflow.lane_name(t.queue_name, t.priority) as lane_name, t.message_id
   )
-  select array_agg(queue_name), array_agg(message_id) into v_queues, v_messages from failed;
+  select array_agg(lane_name), array_agg(message_id) into v_queues, v_messages from failed;
 
   if v_queues is not null then
     perform pgflow.archive_messages(v_queues, v_messages);

@@ -4,7 +4,8 @@
 -- queue_overview: every PGMQ queue of the database with its depth, the age of its oldest
 -- message, the messages ever sent to it (PGMQ's counter: read it twice for a rate), the tasks
 -- in flight on it (claimed, not finished), the live workers serving it (worker_is_live;
--- draining ones count) and whether it is paused (pause_queue).
+-- draining ones count) and whether it is paused (pause_queue). A queue's priority lanes
+-- (queue_lanes) are counted in it, not listed.
 -- Locks: none (reads only; PGMQ's metrics read the queue tables without locks).
 create or replace function pgflow.queue_overview()
 returns table (queue_name text, depth bigint, oldest_message_age_seconds integer,
@@ -13,15 +14,21 @@ returns table (queue_name text, depth bigint, oldest_message_age_seconds integer
 language sql
 stable
 as $$
-  select m.queue_name, m.queue_length, m.oldest_msg_age_sec, m.total_messages,
+  select q.queue_name, q.depth, q.oldest_age, q.total,
          (select count(*) from pgflow.step_tasks t
-          where t.queue_name = m.queue_name and t.status = 'started'),
+          where t.queue_name = q.queue_name and t.status = 'started'),
          (select count(*) from pgflow.workers w
-          where w.queue_name = m.queue_name
+          where w.queue_name = q.queue_name
             and pgflow.worker_is_live(w.stopped_at, w.last_heartbeat_at)),
-         exists (select 1 from pgflow.paused_queues q where q.queue_name = m.queue_name)
-  from pgmq.metrics_all() m
-  order by m.queue_name
+         exists (select 1 from pgflow.paused_queues p where p.queue_name = q.queue_name)
+  from (select coalesce(l.queue_name, m.queue_name) as queue_name,
+               sum(m.queue_length)::bigint as depth,
+               max(m.oldest_msg_age_sec)::integer as oldest_age,
+               sum(m.total_messages)::bigint as total
+        from pgmq.metrics_all() m
+        left join pgflow.queue_lanes l on pgflow.lane_name(l.queue_name, l.priority) = m.queue_name
+        group by coalesce(l.queue_name, m.queue_name)) q
+  order by q.queue_name
 $$;
 
 -- run_step_states: each step of a run as readers see it (in the flow's step order): status,

@@ -69,7 +69,7 @@ begin
   from changed c;
 
   if cardinality(v_cancelled) > 0 then
-    select array_agg(t.queue_name), array_agg(t.message_id)
+    select array_agg(pgflow.lane_name(t.queue_name, t.priority)), array_agg(t.message_id)
     into v_queues, v_messages
     from pgflow.step_tasks t
     where t.run_id = any(v_cancelled) and t.status = 'queued';
@@ -362,9 +362,11 @@ begin
   )
   select array_agg(step_slug) into v_rerun from rerun;
 
+  perform pgflow.ensure_lanes(v_old.flow_slug, v_old.priority);
   insert into pgflow.runs (run_id, flow_slug, input, remaining_steps, resumed_from,
-                           resumed_at_step)
-  values (v_new_id, v_old.flow_slug, v_old.input, cardinality(v_rerun), p_run_id, p_step_slug);
+                           resumed_at_step, priority)
+  values (v_new_id, v_old.flow_slug, v_old.input, cardinality(v_rerun), p_run_id, p_step_slug,
+          v_old.priority);
 
   -- The kept steps, as the old run left them; the others wait for what they depend on.
   insert into pgflow.step_states (run_id, step_slug, flow_slug, status, remaining_deps,
@@ -483,13 +485,14 @@ begin
   end if;
 
   for v_queue in
-    select t.queue_name, array_agg(t.message_id) as ids
+    select pgflow.lane_name(t.queue_name, t.priority) as lane_name,
+           array_agg(t.message_id) as ids
     from pgflow.step_tasks t
     where t.flow_slug = p_flow_slug and t.status = 'queued'
-    group by t.queue_name
+    group by pgflow.lane_name(t.queue_name, t.priority)
   loop
     v_messages := v_messages
-      + (select count(*) from pgmq.delete(v_queue.queue_name, v_queue.ids));
+      + (select count(*) from pgmq.delete(v_queue.lane_name, v_queue.ids));
   end loop;
 
   perform 1 from pgflow.runs r where r.flow_slug = p_flow_slug

@@ -132,3 +132,33 @@ begin
   return true;
 end;
 $$;
+
+-- set_priority_aging: how long a message may wait, visible, in the lanes of queue
+-- p_queue_name (see read_and_start_tasks) before it is claimed ahead of every priority:
+-- p_seconds (at least 1), or the default of 60 s when null. Raises PF015 for a queue no flow
+-- routes to, PF005 for fewer than 1 second.
+-- Locks: the queue's row of queue_aging.
+create or replace function pgflow.set_priority_aging(p_queue_name text, p_seconds integer)
+returns void
+language plpgsql
+as $$
+begin
+  if not exists (select 1 from pgflow.steps s where s.queue_name = p_queue_name) then
+    raise exception 'no flow routes to a queue `%`; `pgflow status` lists the queues',
+      coalesce(p_queue_name, '<null>')
+      using errcode = 'PF015',
+            detail = jsonb_build_object('queue_name', p_queue_name)::text;
+  end if;
+  if p_seconds is null then
+    delete from pgflow.queue_aging a where a.queue_name = p_queue_name;
+  elsif p_seconds < 1 then
+    raise exception 'set_priority_aging: an aging limit of % s is too short; give at least 1 s '
+      '(or null for the default of 60 s)', p_seconds
+      using errcode = 'PF005';
+  else
+    insert into pgflow.queue_aging (queue_name, aging_seconds)
+    values (p_queue_name, p_seconds)
+    on conflict (queue_name) do update set aging_seconds = excluded.aging_seconds;
+  end if;
+end;
+$$;

@@ -61,9 +61,10 @@ begin
                     where x.parent_run_id = t.run_id and x.parent_step_slug = t.step_slug
                       and x.parent_task_index = t.task_index);
 
-  -- The tasks without a child yet, by the flow they run.
+  -- The tasks without a child yet, by the flow they run and their run's priority (which the
+  -- children take).
   for v_group in
-    select s.subflow, s.subflow_input_type,
+    select s.subflow, s.subflow_input_type, r.priority,
            array_agg(t.run_id order by t.run_id, t.step_slug, t.task_index) as parent_runs,
            array_agg(t.step_slug order by t.run_id, t.step_slug, t.task_index) as parent_steps,
            array_agg(t.task_index order by t.run_id, t.step_slug, t.task_index) as parent_tasks,
@@ -81,7 +82,7 @@ begin
       and not exists (select 1 from pgflow.runs c
                       where c.parent_run_id = t.run_id and c.parent_step_slug = t.step_slug
                         and c.parent_task_index = t.task_index)
-    group by s.subflow, s.subflow_input_type
+    group by s.subflow, s.subflow_input_type, r.priority
   loop
     begin
       select f.* into v_flow from pgflow.flows f
@@ -95,7 +96,8 @@ begin
       end if;
       v_children := array(select c.run_id
                           from pgflow.start_flows(v_group.subflow, v_group.inputs, null, true,
-                                                  v_group.keys) c);
+                                                  v_group.keys,
+                                                  p_priority => v_group.priority) c);
     exception when others then
       get stacked diagnostics v_message = message_text;
       with failing as (

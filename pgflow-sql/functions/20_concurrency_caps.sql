@@ -78,6 +78,8 @@ declare
   v_held_seqs bigint[];
   v_held_runs uuid[];
   v_held_indexes integer[];
+  v_held_priorities smallint[];
+  v_top_waiting smallint;
   v_runs uuid[];
   v_steps text[];
   v_indexes integer[];
@@ -97,7 +99,7 @@ begin
       -- before its task's (the lock order), and whoever holds either (a cancel, a failing
       -- run) is passed over rather than waited for.
       select h.ctid as held_ctid, h.flow_slug, h.step_slug, h.cap_key, h.held_seq, h.run_id,
-             h.task_index
+             h.task_index, h.priority
       from pgflow.held_tasks h
       join pgflow.runs r on r.run_id = h.run_id
       join pgflow.step_tasks t
@@ -105,7 +107,7 @@ begin
       where h.flow_slug = freed.flow_slug and h.step_slug = freed.step_slug
         and h.cap_key = freed.cap_key and r.status = 'started'
         and t.status = 'queued' and t.message_id is null
-      order by h.held_seq
+      order by h.priority, h.held_seq
       limit freed.n
       for update of h skip locked
       for no key update of r skip locked
@@ -113,15 +115,16 @@ begin
     ) x
   )
   select array_agg(held_ctid), array_agg(flow_slug), array_agg(step_slug), array_agg(cap_key),
-         array_agg(held_seq), array_agg(run_id), array_agg(task_index)
+         array_agg(held_seq), array_agg(run_id), array_agg(task_index), array_agg(priority)
   into v_held, v_held_flows, v_held_steps, v_held_keys, v_held_seqs, v_held_runs,
-       v_held_indexes
+       v_held_indexes, v_held_priorities
   from next;
   if v_held is null then
     return;
   end if;
 
-  -- Pair them, key by key: the i-th slot (by number) with the i-th task (longest held first).
+  -- Pair them, key by key: the i-th slot (by number) with the i-th task (highest priority
+  -- first, then longest held first).
   with slots as (
     select s.flow_slug, s.step_slug, s.cap_key, s.slot,
            row_number() over (partition by s.flow_slug, s.step_slug, s.cap_key
@@ -130,11 +133,12 @@ begin
       as s(flow_slug, step_slug, cap_key, slot)
   ),
   tasks as (
-    select h.flow_slug, h.step_slug, h.cap_key, h.run_id, h.task_index, h.held_seq,
+    select h.flow_slug, h.step_slug, h.cap_key, h.run_id, h.task_index, h.held_seq, h.priority,
            row_number() over (partition by h.flow_slug, h.step_slug, h.cap_key
-                              order by h.held_seq) as rank
+                              order by h.priority, h.held_seq) as rank
     from unnest(v_held_flows, v_held_steps, v_held_keys, v_held_seqs, v_held_runs,
-                v_held_indexes) as h(flow_slug, step_slug, cap_key, held_seq, run_id, task_index)
+                v_held_indexes, v_held_priorities)
+      as h(flow_slug, step_slug, cap_key, held_seq, run_id, task_index, priority)
   ),
   taken as (
     update pgflow.cap_slots cs
@@ -145,10 +149,11 @@ begin
         and t.rank = s.rank
     where cs.flow_slug = s.flow_slug and cs.step_slug = s.step_slug
       and cs.cap_key = s.cap_key and cs.slot = s.slot
-    returning t.run_id, t.step_slug, t.task_index, t.held_seq
+    returning t.run_id, t.step_slug, t.task_index, t.held_seq, t.priority
   )
-  select array_agg(run_id order by held_seq), array_agg(step_slug order by held_seq),
-         array_agg(task_index order by held_seq)
+  select array_agg(run_id order by priority, held_seq),
+         array_agg(step_slug order by priority, held_seq),
+         array_agg(task_index order by priority, held_seq)
   into v_runs, v_steps, v_indexes
   from taken;
   if v_runs is null then
@@ -160,6 +165,11 @@ begin
   where h.run_id = r.run_id and h.step_slug = r.step_slug and h.task_index = r.task_index;
 
   if cardinality(p_claimer.slots) > 0 then
+    -- On a queue with priority lanes, only tasks that rank with the best waiting ones (as
+    -- enqueue_step_tasks claims).
+    if exists (select 1 from pgflow.queue_lanes l where l.queue_name = p_claimer.queue_name) then
+      v_top_waiting := pgflow.highest_waiting_priority(p_claimer.queue_name);
+    end if;
     with claimable as (
       select r.run_id, r.step_slug, r.task_index,
              row_number() over (order by r.ordinality) as slot
@@ -168,6 +178,7 @@ begin
       join pgflow.step_tasks t
         on t.run_id = r.run_id and t.step_slug = r.step_slug and t.task_index = r.task_index
       where t.queue_name = p_claimer.queue_name
+        and coalesce(t.priority, 3) <= coalesce(v_top_waiting, 5)
         and exists (select 1 from unnest(p_claimer.flow_slugs, p_claimer.step_slugs)
                       as c(flow_slug, step_slug)
                     where c.flow_slug = t.flow_slug and c.step_slug = t.step_slug)
@@ -336,9 +347,10 @@ begin
     and t.message_id is not null;
 
   with held as (
-    insert into pgflow.held_tasks (flow_slug, step_slug, cap_key, run_id, task_index)
+    insert into pgflow.held_tasks (flow_slug, step_slug, cap_key, run_id, task_index, priority)
     select t.flow_slug, t.step_slug,
-           pgflow.cap_key_of(s.concurrency_key_path, t.run_id, r.input), t.run_id, t.task_index
+           pgflow.cap_key_of(s.concurrency_key_path, t.run_id, r.input), t.run_id, t.task_index,
+           coalesce(t.priority, 3)
     from unnest(p_run_ids, p_step_slugs, p_task_indexes) with ordinality
       as u(run_id, step_slug, task_index, n)
     join pgflow.step_tasks t
@@ -372,8 +384,9 @@ declare
   v_indexes integer[];
 begin
   with created as (
-    insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name)
-    select u.run_id, u.step_slug, i, u.flow_slug, u.queue_name
+    insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name,
+                                   priority)
+    select u.run_id, u.step_slug, i, u.flow_slug, u.queue_name, u.priority
     from unnest(p_steps) as u
     cross join lateral generate_series(0, u.task_count - 1) as i
     order by u.run_id, u.step_slug, i

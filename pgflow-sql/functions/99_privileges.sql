@@ -95,7 +95,7 @@ begin
                                 'delete_flow', 'pause_schedule', 'delete_schedule',
                                 'trigger_schedule', 'schedule_list', 'worker_is_live',
                                 'pause_queue', 'resume_queue', 'pause_flow',
-                                'resume_flow') then
+                                'resume_flow', 'set_priority_aging') then
                array['pgflow_operator']
            end as roles
     from pg_proc p
@@ -132,7 +132,7 @@ begin
     grant select on pgflow.runs, pgflow.step_states, pgflow.step_tasks, pgflow.task_attempts,
                     pgflow.flows, pgflow.steps, pgflow.deps, pgflow.aliases, pgflow.waits,
                     pgflow.signals, pgflow.held_tasks, pgflow.cap_slots, pgflow.paused_flows,
-                    pgflow.parked_tasks
+                    pgflow.parked_tasks, pgflow.queue_lanes, pgflow.queue_aging
       to pgflow_client;
     -- Operators are clients too, and read the workers, rollouts and alias history.
     if not pg_has_role('pgflow_operator', 'pgflow_client', 'member') then

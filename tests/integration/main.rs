@@ -35,6 +35,7 @@ mod lost_workers;
 mod metrics;
 mod outputs;
 mod pooler;
+mod priorities;
 mod process;
 mod retention;
 mod retry;

@@ -86,6 +86,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             idempotency_key,
             at,
             after,
+            priority,
         } => {
             let input = runs::read_json(input.as_deref(), input_file.as_deref(), JsonArg::INPUT)?;
             let start_at = match after {
@@ -103,6 +104,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
                 &input,
                 idempotency_key.as_deref(),
                 start_at,
+                priority.unwrap_or_default(),
             )
             .await
         }

@@ -47,6 +47,9 @@ fn run_notes(run: &pgflow::Run) -> Vec<String> {
     if let Some(key) = &run.idempotency_key {
         notes.push(format!("idempotency key `{key}`"));
     }
+    if run.priority() != pgflow::Priority::Normal {
+        notes.push(format!("priority {}", run.priority()));
+    }
     if run.cancelled_at.is_some() {
         let reason = run.cancel_reason.as_deref().unwrap_or("no reason given");
         notes.push(format!("cancelled: {reason}"));
@@ -132,7 +135,7 @@ pub(super) async fn show(
             "resumed_from": run.resumed_from, "resumed_at_step": run.resumed_at_step,
             "parent_run_id": run.parent_run_id, "parent_step_slug": run.parent_step_slug,
             "parent_task_index": run.parent_task_index, "children": children,
-            "idempotency_key": run.idempotency_key,
+            "idempotency_key": run.idempotency_key, "priority": run.priority(),
             "input": run.input, "output": run.output,
             "steps": steps, "waits": waits, "held": holds, "retried_tasks": tasks, "failed_attempts": attempts,
         }),
@@ -434,8 +437,11 @@ pub(super) async fn start(
     input: &serde_json::Value,
     idempotency_key: Option<&str>,
     start_at: Option<chrono::DateTime<chrono::Utc>>,
+    priority: pgflow::Priority,
 ) -> Result<(), Failure> {
-    let mut how = pgflow::engine::StartRuns::new().start_at(start_at);
+    let mut how = pgflow::engine::StartRuns::new()
+        .start_at(start_at)
+        .priority(priority);
     if let Some(key) = idempotency_key {
         how = how.idempotency_keys(vec![Some(key.to_owned())]);
     }
@@ -453,6 +459,7 @@ pub(super) async fn start(
             "status": run.status.as_str(),
             "idempotency_key": run.idempotency_key,
             "scheduled_for": run.scheduled_for,
+            "priority": run.priority(),
         }),
         || {
             let head = match (outcome, &run.idempotency_key) {

@@ -15,7 +15,7 @@ use sqlx::PgExecutor;
 use super::{Client, RunHandle};
 use crate::definition::FlowTypes;
 use crate::deployment::FlowSpec;
-use crate::engine::{self, StartRuns, StartedRun};
+use crate::engine::{self, Priority, StartRuns, StartedRun};
 use crate::error::EngineError;
 
 /// What a start names, with the types of its input `I` and output `O`.
@@ -136,6 +136,8 @@ pub struct StartOptions {
     pub idempotency_key: Option<String>,
     /// When the run's first tasks become visible (`None`: now).
     pub start_at: Option<DateTime<Utc>>,
+    /// How urgent the run is (see [`Priority`]).
+    pub priority: Priority,
 }
 
 impl StartOptions {
@@ -160,6 +162,14 @@ impl StartOptions {
     #[must_use]
     pub fn start_at(mut self, time: DateTime<Utc>) -> Self {
         self.start_at = Some(time);
+        self
+    }
+
+    /// Starts the run at `priority`: on each queue, its ready tasks are claimed before those
+    /// of lower priority (see [`Priority`] for the rule that keeps low ones from starving).
+    #[must_use]
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
         self
     }
 
@@ -274,6 +284,14 @@ fn start_runs(count: usize, options: &[StartOptions]) -> Result<StartRuns, Engin
                 .to_owned(),
         ));
     }
+    let priority = options[0].priority;
+    if options.iter().any(|o| o.priority != priority) {
+        return Err(EngineError::InvalidArguments(
+            "start_many: the runs of one call share their priority; start runs of other \
+             priorities in calls of their own"
+                .to_owned(),
+        ));
+    }
     let keys: Vec<Option<String>> = shared_or_each
         .iter()
         .map(|o| o.idempotency_key.clone())
@@ -284,6 +302,7 @@ fn start_runs(count: usize, options: &[StartOptions]) -> Result<StartRuns, Engin
         start_at,
         trace_context: None,
         typed_input: false,
+        priority,
     })
 }
 

@@ -3,7 +3,8 @@
 //! flow's tasks are parked by the workers that meet them until it is resumed. A step with
 //! a concurrency cap holds its tasks until a slot of their key is free; the calls that end
 //! tasks give their slots out, and [`release_capped_tasks`], which every process with a running
-//! worker calls each second, gives out the rest.
+//! worker calls each second, gives out the rest. A run's priority orders the claims of its
+//! tasks (see [`crate::Priority`]); [`set_priority_aging`] bounds how long a low one waits.
 
 use sqlx::PgExecutor;
 
@@ -62,6 +63,22 @@ pub async fn resume_flow(executor: impl PgExecutor<'_>, name: &str) -> Result<bo
         .fetch_one(executor)
         .await?;
     Ok(resumed)
+}
+
+/// Sets how long a task may wait, ready, on `queue`'s priority lanes before it is claimed ahead
+/// of every priority (`pgflow.set_priority_aging`): `Some(seconds)` (at least 1), or `None`
+/// for the default of 60 s. [`EngineError::UnknownQueue`] for a queue no flow routes to.
+pub async fn set_priority_aging(
+    executor: impl PgExecutor<'_>,
+    queue: &str,
+    seconds: Option<i32>,
+) -> Result<(), EngineError> {
+    sqlx::query("select pgflow.set_priority_aging($1, $2)")
+        .bind(queue)
+        .bind(seconds)
+        .execute(executor)
+        .await?;
+    Ok(())
 }
 
 /// Gives out the slots of capped steps that ended tasks freed without giving them out (a

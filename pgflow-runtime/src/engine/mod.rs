@@ -47,7 +47,9 @@ pub use completion::{
 };
 pub use definitions::{CompileStatus, compile_flow};
 pub use events::{subscribe_events, unsubscribe_events};
-pub use flow_control::{pause_flow, pause_queue, release_capped_tasks, resume_flow, resume_queue};
+pub use flow_control::{
+    pause_flow, pause_queue, release_capped_tasks, resume_flow, resume_queue, set_priority_aging,
+};
 pub use maintenance::{refresh_statistics, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};
 pub use retention::{Pruned, prune, prune_all, prune_preview};
@@ -57,8 +59,8 @@ pub use run_control::{
 };
 pub(crate) use runs::RUN_WAITING;
 pub use runs::{
-    Run, RunStatus, StartOutcome, StartRuns, StartedRun, StepState, StepStatus, run, run_error,
-    run_input, run_step_states, shown_status, shown_step_status, start_alias_typed,
+    Priority, Run, RunStatus, StartOutcome, StartRuns, StartedRun, StepState, StepStatus, run,
+    run_error, run_input, run_step_states, shown_status, shown_step_status, start_alias_typed,
     start_alias_typed_with, start_concrete_flows, start_concrete_flows_with, start_flow,
     start_flows, start_flows_with,
 };

@@ -54,6 +54,97 @@ impl RunStatus {
     }
 }
 
+/// How urgent a run is: on each queue, its ready tasks are claimed before those of runs of
+/// lower priority (including tasks that were waiting before it started), and after those of
+/// higher priority. A task that has waited, ready, longer than its queue's aging limit (60 s
+/// by default; `pgflow.set_priority_aging`) is claimed ahead of every priority, oldest first,
+/// so no priority starves another. Child runs (subflows) take their parent's priority.
+///
+/// Stored as 1 (`Highest`) to 5 (`Lowest`); `Normal`, 3, is the default.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Before everything else (1).
+    Highest,
+    /// Before normal runs (2).
+    High,
+    /// The default (3).
+    #[default]
+    Normal,
+    /// After normal runs (4).
+    Low,
+    /// After everything else (5), e.g. a backfill.
+    Lowest,
+}
+
+impl Priority {
+    /// Every priority, highest first.
+    pub const ALL: [Priority; 5] = [
+        Self::Highest,
+        Self::High,
+        Self::Normal,
+        Self::Low,
+        Self::Lowest,
+    ];
+
+    /// Its level as stored: 1 (highest) to 5 (lowest).
+    pub fn level(self) -> i16 {
+        match self {
+            Self::Highest => 1,
+            Self::High => 2,
+            Self::Normal => 3,
+            Self::Low => 4,
+            Self::Lowest => 5,
+        }
+    }
+
+    /// The priority of a stored level (`None`, as a run of the default stores it, is
+    /// `Normal`); `None` for a level outside 1 to 5.
+    pub fn from_level(level: Option<i16>) -> Option<Self> {
+        match level {
+            None => Some(Self::Normal),
+            Some(level) => Self::ALL.into_iter().find(|p| p.level() == level),
+        }
+    }
+
+    /// `highest`, `high`, `normal`, `low` or `lowest`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Highest => "highest",
+            Self::High => "high",
+            Self::Normal => "normal",
+            Self::Low => "low",
+            Self::Lowest => "lowest",
+        }
+    }
+
+    /// The priority named `text` (as [`as_str`](Self::as_str) writes it, or its level `1` to
+    /// `5`), if it is one.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == text || p.level().to_string() == text)
+    }
+}
+
+impl std::fmt::Display for Priority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A run as stored.
 #[derive(Debug, Clone, PartialEq, FromRow)]
 #[non_exhaustive]
@@ -102,6 +193,10 @@ pub struct Run {
     pub parent_step_slug: Option<String>,
     /// That step's task (a map step starts a child per element).
     pub parent_task_index: Option<i32>,
+    /// Its priority's level (1 highest to 5 lowest), `None` for the default (3); see
+    /// [`Run::priority`].
+    #[sqlx(rename = "priority", default)]
+    pub priority_level: Option<i16>,
     /// Whether it waits: `started`, with a step waiting (for a signal, an event or the end of
     /// a sleep) and no step started (running or queued). Read by [`run`] and the listings that
     /// show runs to people ([`crate::admin`]); `false` from calls that start or change runs.
@@ -110,6 +205,11 @@ pub struct Run {
 }
 
 impl Run {
+    /// Its priority.
+    pub fn priority(&self) -> Priority {
+        Priority::from_level(self.priority_level).unwrap_or_default()
+    }
+
     /// When the run ended (completed, failed or cancelled), if it has.
     pub fn ended_at(&self) -> Option<DateTime<Utc>> {
         self.completed_at.or(self.failed_at).or(self.cancelled_at)
@@ -252,6 +352,8 @@ pub struct StartRuns {
     /// them against the flow's input schema (`#[flow(check_input)]`). `false` (the default):
     /// an input that does not fit is [`EngineError::InputMismatch`] and nothing starts.
     pub typed_input: bool,
+    /// The runs' priority (see [`Priority`]).
+    pub priority: Priority,
 }
 
 impl StartRuns {
@@ -273,6 +375,18 @@ impl StartRuns {
         self.start_at = at;
         self
     }
+
+    /// At this priority.
+    #[must_use]
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+}
+
+/// The priority as the start functions take it: null for the default.
+fn priority_arg(how: &StartRuns) -> Option<i16> {
+    (how.priority != Priority::Normal).then(|| how.priority.level())
 }
 
 /// [`start_flows`] with keys and a start time ([`StartRuns`]), saying for each input whether
@@ -351,7 +465,7 @@ async fn start_flows_as(
     how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
     let runs = sqlx::query_as::<_, Run>(
-        "select * from pgflow.start_flows($1, $2, $3, $4, $5, null, $6, $7, $8)",
+        "select * from pgflow.start_flows($1, $2, $3, $4, $5, null, $6, $7, $8, $9)",
     )
     .bind(name)
     .bind(inputs)
@@ -361,6 +475,7 @@ async fn start_flows_as(
     .bind(how.start_at)
     .bind(trace_context(how))
     .bind(!how.typed_input)
+    .bind(priority_arg(how))
     .fetch_all(executor)
     .await?;
     Ok(runs)
@@ -400,7 +515,7 @@ async fn start_alias_typed_as(
     how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
     let runs = sqlx::query_as::<_, Run>(
-        "select * from pgflow.start_alias_typed($1, $2, $3, $4, $5, $6, $7, $8)",
+        "select * from pgflow.start_alias_typed($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(alias)
     .bind(inputs)
@@ -410,6 +525,7 @@ async fn start_alias_typed_as(
     .bind(how.start_at)
     .bind(trace_context(how))
     .bind(run_ids)
+    .bind(priority_arg(how))
     .fetch_all(executor)
     .await?;
     Ok(runs)
