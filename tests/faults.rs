@@ -1,4 +1,4 @@
-//! The fault test: a few hundred runs of a chain flow, a map flow, a flow that waits for a
+//! The fault test: a few hundred runs of a chain flow (at three priorities), a map flow, a flow that waits for a
 //! signal, a flow that sleeps (a fixed time, and until a time its first step chose), a flow
 //! that maps over child runs of the chain flow and a flow with concurrency caps (per tenant,
 //! and for every task of a step) on a private cluster, while worker processes are SIGKILLed on
@@ -19,8 +19,8 @@
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use pgflow::Start;
 use pgflow::{Client, Context, ProcessConfig, Worker, WorkerConfig};
+use pgflow::{Priority, Start, StartOptions};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
@@ -358,10 +358,22 @@ async fn scenario() -> Result<String, String> {
         .map_err(|e| e.to_string())?;
     let chain_inputs: Vec<u32> = (0..CHAIN_RUNS).collect();
     let map_inputs: Vec<u32> = (0..MAP_RUNS).collect();
-    client
-        .start_many(Start::flow::<fault_chain::Flow>(), &chain_inputs, &[])
-        .await
-        .map_err(|e| e.to_string())?;
+    // A third at each of three priorities: the chain's tasks go through three lanes of its
+    // queue, and the map's share its default one.
+    for (inputs, priority) in chain_inputs.chunks(chain_inputs.len().div_ceil(3)).zip([
+        Priority::Normal,
+        Priority::High,
+        Priority::Low,
+    ]) {
+        client
+            .start_many(
+                Start::flow::<fault_chain::Flow>(),
+                inputs,
+                &[StartOptions::new().priority(priority)],
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+    }
     client
         .start_many(Start::flow::<fault_map::Flow>(), &map_inputs, &[])
         .await
@@ -391,8 +403,13 @@ async fn scenario() -> Result<String, String> {
         .deploy(&fault_parent::deployment())
         .await
         .map_err(|e| e.to_string())?;
+    // At high priority, which their children take.
     client
-        .start_many(Start::flow::<fault_parent::Flow>(), &parent_inputs, &[])
+        .start_many(
+            Start::flow::<fault_parent::Flow>(),
+            &parent_inputs,
+            &[StartOptions::new().priority(Priority::Highest)],
+        )
         .await
         .map_err(|e| e.to_string())?;
     let capped_inputs: Vec<Job> = (0..CAPPED_RUNS)
@@ -569,6 +586,17 @@ async fn check(pool: &PgPool) -> Result<(), String> {
                and p.output -> 'each' is distinct from
                    (select jsonb_agg(c.output order by c.parent_task_index)
                     from pgflow.runs c where c.parent_run_id = p.run_id)",
+        ),
+        (
+            "child runs whose priority is not their parent's",
+            "select count(*) from pgflow.runs c
+             join pgflow.runs p on p.run_id = c.parent_run_id
+             where c.priority is distinct from p.priority or p.priority is distinct from 1",
+        ),
+        (
+            "chain runs not spread over three priorities",
+            "select 3 - count(distinct coalesce(priority, 3)) from pgflow.runs
+             where flow_slug = 'fault_chain' and parent_run_id is null",
         ),
         (
             "sleep runs with a wrong output",

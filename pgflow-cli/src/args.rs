@@ -392,6 +392,37 @@ pub(crate) enum QueueCommand {
         /// The queue.
         queue: String,
     },
+    /// How long a task may wait, ready, on the queue's priority lanes before it counts as
+    /// aged: aged tasks get up to a quarter of each claim, whatever their priority (so no
+    /// priority starves another).
+    Aging {
+        /// The queue.
+        queue: String,
+        /// The limit, e.g. 30s, 5m (at least 1s), or `default` (60 s).
+        #[arg(value_name = "DURATION|default", value_parser = parse_aging)]
+        limit: Aging,
+    },
+}
+
+/// An aging limit as `pgflow queue aging` takes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Aging {
+    /// Back to the default.
+    Default,
+    /// This many seconds.
+    Seconds(i32),
+}
+
+/// `default`, or a duration of at least a second (whole seconds, rounded up).
+fn parse_aging(text: &str) -> Result<Aging, String> {
+    if text.trim() == "default" {
+        return Ok(Aging::Default);
+    }
+    let limit = parse_age(text)?;
+    let seconds = limit.as_secs() + u64::from(limit.subsec_nanos() > 0);
+    i32::try_from(seconds)
+        .map(Aging::Seconds)
+        .map_err(|_| format!("`{text}` is too long for an aging limit"))
 }
 
 #[derive(Debug, Subcommand)]

@@ -479,3 +479,28 @@ async fn the_overview_pauses_and_resumes_a_queue_and_a_flow_with_the_token(pool:
             .is_empty()
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_run_page_shows_a_priority_other_than_normal(pool: PgPool) {
+    pgflow::install(&pool).await.unwrap();
+    let client = Client::new(pool.clone());
+    client.deploy(&per_tenant::deployment()).await.unwrap();
+    let input = serde_json::json!({"tenant": "acme"});
+    let urgent = client
+        .start(
+            pgflow::Start::flow::<per_tenant::Flow>(),
+            &input,
+            pgflow::StartOptions::new().priority(pgflow::Priority::Highest),
+        )
+        .await
+        .unwrap()
+        .run_id();
+    let plain = per_tenant::start(&client, &input).await.unwrap().run_id();
+    let app = dashboard(&pool, Access::ReadOnly, false);
+
+    let (status, page, _) = get(&app, &format!("/runs/{urgent}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("<dd id=\"priority\">highest</dd>"), "{page}");
+    let (_, page, _) = get(&app, &format!("/runs/{plain}")).await;
+    assert!(!page.contains("id=\"priority\""), "normal is not shown");
+}

@@ -93,6 +93,55 @@ impl StepError {
         }
     }
 
+    /// The service said when to try again (an HTTP 429's or 503's `Retry-After`): run the
+    /// task again `delay` from now without spending an attempt, as [`snooze`](Self::snooze)
+    /// does, with that reason recorded. [`parse_retry_after`](Self::parse_retry_after) reads
+    /// the header.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use pgflow::StepError;
+    ///
+    /// fn call(status: u16, retry_after: Option<&str>) -> Result<&'static str, StepError> {
+    ///     if status == 429 {
+    ///         let delay = retry_after
+    ///             .and_then(StepError::parse_retry_after)
+    ///             .unwrap_or(Duration::from_secs(30));
+    ///         return Err(StepError::retry_after(delay));
+    ///     }
+    ///     Ok("sent")
+    /// }
+    ///
+    /// let error = call(429, Some("120")).unwrap_err();
+    /// assert_eq!(error.snoozed_for(), Some(Duration::from_secs(120)));
+    /// assert!(!error.is_permanent());
+    /// ```
+    pub fn retry_after(delay: std::time::Duration) -> Self {
+        let seconds = delay
+            .as_secs()
+            .saturating_add(u64::from(delay.subsec_nanos() > 0));
+        Self::snooze(
+            delay,
+            format_args!("the service asked to be called again in {seconds} s (Retry-After)"),
+        )
+    }
+
+    /// How long an HTTP `Retry-After` value asks to wait: a number of seconds (`120`) or an
+    /// HTTP date (`Wed, 21 Oct 2026 07:28:00 GMT`; a date that has passed is no wait). `None`
+    /// for anything else.
+    pub fn parse_retry_after(value: &str) -> Option<std::time::Duration> {
+        let value = value.trim();
+        if let Ok(seconds) = value.parse::<u64>() {
+            return Some(std::time::Duration::from_secs(seconds));
+        }
+        let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+        Some(
+            (at.with_timezone(&chrono::Utc) - chrono::Utc::now())
+                .to_std()
+                .unwrap_or_default(),
+        )
+    }
+
     /// Whether this failure skips the remaining attempts.
     pub fn is_permanent(&self) -> bool {
         self.permanent
@@ -128,5 +177,37 @@ impl fmt::Debug for StepError {
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for StepError {
     fn from(error: E) -> Self {
         Self::retry(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        assert_eq!(
+            StepError::parse_retry_after(" 120 "),
+            Some(Duration::from_secs(120))
+        );
+        let in_a_minute = (chrono::Utc::now() + chrono::Duration::seconds(90)).to_rfc2822();
+        let wait = StepError::parse_retry_after(&in_a_minute).unwrap();
+        assert!(
+            wait > Duration::from_secs(80) && wait <= Duration::from_secs(90),
+            "{wait:?}"
+        );
+        assert_eq!(
+            StepError::parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO),
+            "a date that has passed"
+        );
+        assert_eq!(StepError::parse_retry_after("soon"), None);
+        assert_eq!(StepError::parse_retry_after("-5"), None);
+
+        let error = StepError::retry_after(Duration::from_millis(1500));
+        assert_eq!(error.snoozed_for(), Some(Duration::from_secs(2)));
+        assert!(error.message().contains("Retry-After"), "{error}");
     }
 }

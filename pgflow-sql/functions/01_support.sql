@@ -169,17 +169,30 @@ begin
     if not exists (select 1 from pgflow.queue_lanes l
                    where l.queue_name = v_queue and l.priority = p_priority) then
       perform pgmq.create(pgflow.lane_name(v_queue, p_priority));
-      insert into pgflow.queue_lanes (queue_name, priority) values (v_queue, p_priority);
+      insert into pgflow.queue_lanes (queue_name, priority) values (v_queue, p_priority)
+      on conflict do nothing;
     end if;
   end loop;
 end;
 $$;
 
+-- How long a message may wait, visible, in queue p_queue_name's lanes before it counts as
+-- aged (see read_and_start_tasks): the queue's queue_aging row, else 60 s.
+create or replace function pgflow.aging_seconds(p_queue_name text)
+returns integer
+language sql
+stable
+as $$
+  select coalesce((select a.aging_seconds from pgflow.queue_aging a
+                   where a.queue_name = p_queue_name), 60)
+$$;
+
 -- The highest priority (1 highest) of the lanes of queue p_queue_name that hold a visible
--- message, the queue itself counting as 3; null when none does, or when the queue has no
--- lanes (then nothing waits ahead of any task). A completion claims at release only tasks of
--- at least this priority: a claim that skipped the lanes must not pass over tasks that rank
--- before it.
+-- message, the queue itself counting as 3, and 1 when a lane below that holds a message that
+-- waited past the queue's aging limit (see read_and_start_tasks); null when no lane holds a
+-- visible message, or when the queue has no lanes (then nothing waits ahead of any task). A
+-- completion claims at release only tasks of at least this priority: a claim that skips the
+-- lanes must not pass over tasks that rank before it, nor keep an aged one waiting.
 -- Locks: none (reads only).
 create or replace function pgflow.highest_waiting_priority(p_queue_name text)
 returns smallint
@@ -188,7 +201,9 @@ stable
 as $$
 declare
   v_lane smallint;
+  v_top smallint;
   v_waiting boolean;
+  v_aged_before timestamptz := clock_timestamp() - make_interval(secs => pgflow.aging_seconds(p_queue_name));
 begin
   for v_lane in
     select l.priority from pgflow.queue_lanes l where l.queue_name = p_queue_name
@@ -196,14 +211,25 @@ begin
     select 3 where exists (select 1 from pgflow.queue_lanes l where l.queue_name = p_queue_name)
     order by 1
   loop
-    execute format('select exists (select 1 from pgmq.%I q where q.vt <= now())',
-                   'q_' || pgflow.lane_name(p_queue_name, v_lane))
-    into v_waiting;
-    if v_waiting then
-      return v_lane;
+    if v_top is null then
+      execute format('select exists (select 1 from pgmq.%I q where q.vt <= clock_timestamp())',
+                     'q_' || pgflow.lane_name(p_queue_name, v_lane))
+      into v_waiting;
+      if v_waiting then
+        v_top := v_lane;
+        exit when v_top = 1;
+      end if;
+    else
+      execute format('select exists (select 1 from pgmq.%I q where q.vt <= $1)',
+                     'q_' || pgflow.lane_name(p_queue_name, v_lane))
+      into v_waiting
+      using v_aged_before;
+      if v_waiting then
+        return 1;
+      end if;
     end if;
   end loop;
-  return null;
+  return v_top;
 end;
 $$;
 

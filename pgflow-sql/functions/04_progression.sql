@@ -312,7 +312,7 @@ begin
     end if;
     with claimable as (
       select u.run_id, u.step_slug, u.flow_slug, u.queue_name, u.priority, i as task_index,
-             row_number() over (order by u.priority nulls first, u.run_id, u.step_slug, i)
+             row_number() over (order by coalesce(u.priority, 3), u.run_id, u.step_slug, i)
                as slot
       from unnest(p_steps) as u
       cross join lateral generate_series(0, u.task_count - 1) as i
@@ -321,15 +321,15 @@ begin
         and exists (select 1 from unnest(p_claimer.flow_slugs, p_claimer.step_slugs)
                       as p(flow_slug, step_slug)
                     where p.flow_slug = u.flow_slug and p.step_slug = u.step_slug)
-      order by u.priority nulls first, u.run_id, u.step_slug, i
+      order by coalesce(u.priority, 3), u.run_id, u.step_slug, i
       limit cardinality(p_claimer.slots)
     ),
     claimed as (
       insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name,
                                      priority, status, attempts_count, started_at,
                                      last_worker_id)
-      select c.run_id, c.step_slug, c.task_index, c.flow_slug, c.queue_name, c.priority,
-             'started', 1, now(), p_claimer.slots[c.slot]
+      select c.run_id, c.step_slug, c.task_index, c.flow_slug, c.queue_name,
+             coalesce(c.priority, 3), 'started', 1, now(), p_claimer.slots[c.slot]
       from claimable c
       returning ctid, run_id, step_slug, task_index
     )
@@ -339,7 +339,10 @@ begin
   end if;
 
   for v_group in
-    select u.queue_name, u.priority, pgflow.lane_name(u.queue_name, u.priority) as lane_name,
+    select u.queue_name, u.priority,
+           -- (a default priority's lane is its queue: no call, on the path of every start)
+           case when u.priority is null then u.queue_name
+                else pgflow.lane_name(u.queue_name, u.priority) end as lane_name,
            u.start_delay,
            array_agg(u.flow_slug order by u.run_id, u.step_slug, i) as flow_slugs,
            array_agg(u.run_id order by u.run_id, u.step_slug, i) as run_ids,
@@ -361,7 +364,8 @@ begin
       insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name,
                                      priority, message_id)
       select v_group.run_ids[1], v_group.step_slugs[1], v_group.task_indexes[1],
-             v_group.flow_slugs[1], v_group.queue_name, v_group.priority, sent.msg_id
+             v_group.flow_slugs[1], v_group.queue_name, coalesce(v_group.priority, 3),
+             sent.msg_id
       from pgmq.send(
         v_group.lane_name,
         pgflow.task_message(v_group.flow_slugs[1], v_group.run_ids[1], v_group.step_slugs[1],
@@ -388,7 +392,7 @@ begin
       insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name,
                                      priority, message_id)
       select batch.run_id, batch.step_slug, batch.task_index, batch.flow_slug,
-             v_group.queue_name, v_group.priority, sent.msg_id
+             v_group.queue_name, coalesce(v_group.priority, 3), sent.msg_id
       from batch join sent on sent.ordinality = batch.ordinality;
     end if;
 

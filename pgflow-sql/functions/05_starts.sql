@@ -127,7 +127,9 @@ begin
       p_start_at using errcode = 'PF005';
   end if;
   v_delay := coalesce(v_delay_seconds, 0)::integer;
-  perform pgflow.ensure_lanes(v_flow_slug, v_priority);
+  if v_priority is not null then
+    perform pgflow.ensure_lanes(v_flow_slug, v_priority);
+  end if;
   v_scope := coalesce(v_flow.alias, v_flow_slug);
   v_named_version := coalesce(p_started_as, p_flow_slug) <> v_scope;
   if p_idempotency_keys is not null then

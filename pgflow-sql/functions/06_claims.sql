@@ -92,7 +92,7 @@ begin
     from pgflow.step_tasks t
     where t.queue_name = p_queue_name
       and t.message_id = any(p_message_ids)
-      and coalesce(t.priority, 3) = coalesce(p_priority, 3)
+      and t.priority = coalesce(p_priority, 3)
       and t.status = 'queued'
     order by t.run_id, t.step_slug, t.task_index
     for no key update of t
@@ -187,7 +187,9 @@ $$;
 
 -- start_tasks: claims the queued tasks behind PGMQ messages a worker of `p_queue_name` read
 -- itself, and archives every one of those messages (a stale one too). See claim_tasks for the
--- claim, the PF003 refusal (which archives nothing) and the rows returned.
+-- claim, the PF003 refusal (which archives nothing) and the rows returned. It serves the
+-- queue itself, that is the default priority: a caller that reads a queue's priority lanes
+-- must claim with read_and_start_tasks, and a lane's name is refused (PF005).
 -- Locks: the messages (archiving them), then as claim_tasks.
 create or replace function pgflow.start_tasks(
   p_queue_name text,
@@ -202,6 +204,11 @@ set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
 as $$
 begin
+  if p_queue_name ~ '__p[1245]$' then
+    raise exception 'start_tasks: `%` is a priority lane; claim a queue''s lanes with '
+      'read_and_start_tasks', p_queue_name
+      using errcode = 'PF005';
+  end if;
   -- A paused queue claims nothing: the messages read stay, visible again after their timeout.
   if exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name) then
     return;
@@ -222,16 +229,20 @@ $$;
 -- queued task behind it) is removed too, and returned for the caller to report.
 -- When the batch is refused (PF003), the pop is undone with it: every message of the batch is
 -- on the queue again as it was.
--- A queue with lanes (runs started with a priority; see queue_lanes) is read lane by lane:
--- first the messages that have been visible for longer than the queue's aging limit
--- (queue_aging, 60 s by default), oldest first whatever their lane, so that no priority
--- starves another; then the rest by priority, highest first, each lane in message order.
--- PGMQ has no read by age, so that first look reads the lanes' tables (pgmq.q_<lane>) by
--- their visibility index (a message's `vt` is when it became visible: a claim pops it, so
--- nothing moves it later), and takes what it found with PGMQ's delete.
+-- A queue with lanes (runs started with a priority; see queue_lanes) is read lane by lane,
+-- highest priority first, each lane in message order. So that no priority starves another,
+-- the messages of the lower lanes that have been visible for longer than the queue's aging
+-- limit (aging_seconds: queue_aging, 60 s by default) go first, oldest first, up to a quarter
+-- of the claim: p_quantity / 4, plus one with the chance of the remainder (a claim of one
+-- takes an aged message one time in four). Higher priorities keep three quarters of the
+-- claims however long the backlog, and an aged task is claimed within about four claims of
+-- its turn. PGMQ has no read by age, so the aged messages are found in the lanes' tables
+-- (pgmq.q_<lane>) by their visibility index, without locks (a message's `vt` is when it
+-- became visible: a claim pops it, so nothing moves it later), and taken with PGMQ's delete,
+-- which skips those another claim took meanwhile.
 -- Locks: up to p_quantity visible messages (PGMQ's pop: for update skip locked, then
--- deleted; with lanes, the aged ones read first are locked the same way), then as
--- claim_tasks.
+-- deleted; with lanes, the aged ones by PGMQ's delete, which waits for a claim that locked
+-- one), then as claim_tasks.
 create or replace function pgflow.read_and_start_tasks(
   p_queue_name text,
   p_worker_id uuid,
@@ -245,9 +256,11 @@ set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
 as $$
 declare
+  v_paused boolean;
   v_lanes smallint[];
   v_lane smallint;
-  v_aging integer;
+  v_quota integer;
+  v_aged_before timestamptz;
   v_aged record;
   v_aged_lanes smallint[] := array[]::smallint[];
   v_aged_ids bigint[] := array[]::bigint[];
@@ -256,12 +269,14 @@ declare
   v_ids bigint[];
   v_vts timestamptz[];
 begin
-  -- A paused queue claims nothing, and takes no message off the queue.
-  if exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name) then
+  -- A paused queue claims nothing, and takes no message off the queue. (One look for both.)
+  select exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name),
+         (select array_agg(l.priority) from pgflow.queue_lanes l
+          where l.queue_name = p_queue_name)
+  into v_paused, v_lanes;
+  if v_paused then
     return;
   end if;
-  select array_agg(l.priority) into v_lanes
-  from pgflow.queue_lanes l where l.queue_name = p_queue_name;
   if v_lanes is null then
     return query
     select *
@@ -275,40 +290,43 @@ begin
   end if;
 
   v_lanes := array(select p from unnest(v_lanes || 3::smallint) as p order by p);
-  select coalesce((select a.aging_seconds from pgflow.queue_aging a
-                   where a.queue_name = p_queue_name), 60)
-  into v_aging;
-
-  -- The aged messages: up to p_quantity per lane, locked, then the oldest p_quantity of them.
-  foreach v_lane in array v_lanes loop
-    execute format(
-      'select array_agg(m.msg_id), array_agg(m.vt) '
-      'from (select q.msg_id, q.vt from pgmq.%I q '
-      '      where q.vt <= now() - make_interval(secs => $1) '
-      '      order by q.vt limit $2 for update of q skip locked) m',
-      'q_' || pgflow.lane_name(p_queue_name, v_lane))
-    into v_ids, v_vts
-    using v_aging, p_quantity;
-    if v_ids is not null then
-      v_aged_lanes := v_aged_lanes || array_fill(v_lane, array[cardinality(v_ids)]);
-      v_aged_ids := v_aged_ids || v_ids;
-      v_aged_vts := v_aged_vts || v_vts;
-    end if;
-  end loop;
-  for v_aged in
-    select a.priority, array_agg(a.msg_id order by a.msg_id) as ids
-    from (select * from unnest(v_aged_lanes, v_aged_ids, v_aged_vts) as u(priority, msg_id, vt)
-          order by u.vt, u.priority limit p_quantity) a
-    group by a.priority
-    order by a.priority
-  loop
-    v_ids := array(select d from pgmq.delete(pgflow.lane_name(p_queue_name, v_aged.priority),
-                                             v_aged.ids) as d order by d);
-    v_wanted := v_wanted - cardinality(v_ids);
-    return query
-    select * from pgflow.claim_tasks(p_queue_name, v_ids, p_worker_id, p_flow_slugs,
-                                     p_step_slugs, v_aged.priority);
-  end loop;
+  v_quota := p_quantity / 4 + case when random() < (p_quantity % 4) / 4.0 then 1 else 0 end;
+  if v_quota > 0 then
+    -- The aged messages of the lanes below the highest (which goes first anyway): up to the
+    -- quota per lane, then the oldest of them.
+    v_aged_before := clock_timestamp()
+                     - make_interval(secs => pgflow.aging_seconds(p_queue_name));
+    foreach v_lane in array v_lanes[2:] loop
+      execute format(
+        'select array_agg(m.msg_id), array_agg(m.vt) '
+        'from (select q.msg_id, q.vt from pgmq.%I q where q.vt <= $1 order by q.vt limit $2) m',
+        'q_' || pgflow.lane_name(p_queue_name, v_lane))
+      into v_ids, v_vts
+      using v_aged_before, v_quota;
+      if v_ids is not null then
+        v_aged_lanes := v_aged_lanes || array_fill(v_lane, array[cardinality(v_ids)]);
+        v_aged_ids := v_aged_ids || v_ids;
+        v_aged_vts := v_aged_vts || v_vts;
+      end if;
+    end loop;
+    for v_aged in
+      select a.priority, array_agg(a.msg_id order by a.msg_id) as ids
+      from (select * from unnest(v_aged_lanes, v_aged_ids, v_aged_vts)
+                            as u(priority, msg_id, vt)
+            order by u.vt, u.priority limit v_quota) a
+      group by a.priority
+      order by a.priority
+    loop
+      v_ids := array(select d
+                     from pgmq.delete(pgflow.lane_name(p_queue_name, v_aged.priority),
+                                      v_aged.ids) as d
+                     order by d);
+      v_wanted := v_wanted - cardinality(v_ids);
+      return query
+      select * from pgflow.claim_tasks(p_queue_name, v_ids, p_worker_id, p_flow_slugs,
+                                       p_step_slugs, v_aged.priority);
+    end loop;
+  end if;
 
   -- The rest, by priority.
   foreach v_lane in array v_lanes loop

@@ -2,7 +2,8 @@
 -- queues' PGMQ tables when autovacuum is off.
 
 -- maintained_tables: the tables workers look after when autovacuum is off (pgflow's busy
--- tables and the PGMQ queue tables its steps route to), with the counters autovacuum's
+-- tables and the PGMQ queue tables its steps route to, lanes included), with the counters
+-- autovacuum's
 -- thresholds read. One definition for refresh_statistics and tables_to_vacuum.
 create or replace view pgflow.maintained_tables as
 select c.oid::regclass as table_name,
@@ -15,7 +16,10 @@ left join pg_stat_user_tables st on st.relid = c.oid
 where c.relkind in ('r', 'p')
   and ((n.nspname = 'pgflow' and c.relname in ('runs', 'step_states', 'step_tasks'))
        or (n.nspname = 'pgmq'
-           and c.relname in (select 'q_' || s.queue_name from pgflow.steps s)));
+           and c.relname in (select 'q_' || s.queue_name from pgflow.steps s
+                             union all
+                             select 'q_' || pgflow.lane_name(l.queue_name, l.priority)
+                             from pgflow.queue_lanes l)));
 
 -- refresh_statistics: runs ANALYZE on the maintained tables whose rows changed by more than
 -- autovacuum's default analyze threshold (50 rows plus 10 % of the table) since they were last

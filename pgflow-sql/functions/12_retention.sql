@@ -37,15 +37,18 @@ begin
 end;
 $$;
 
--- pgflow_queues: the PGMQ queues that pgflow's flows route to, by name (the queues whose
--- archives prune and prune_preview take).
+-- pgflow_queues: the PGMQ queues that pgflow's flows route to, with their priority lanes, by
+-- name (the queues whose archives prune and prune_preview take).
 create or replace function pgflow.pgflow_queues()
 returns table (queue_name text)
 language sql
 stable
 as $$
-  select distinct s.queue_name from pgflow.steps s
-  where exists (select 1 from pgmq.meta m where m.queue_name = s.queue_name)
+  select q.queue_name
+  from (select s.queue_name from pgflow.steps s
+        union
+        select pgflow.lane_name(l.queue_name, l.priority) from pgflow.queue_lanes l) q
+  where exists (select 1 from pgmq.meta m where m.queue_name = q.queue_name)
   order by 1
 $$;
 

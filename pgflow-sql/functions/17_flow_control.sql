@@ -134,7 +134,8 @@ end;
 $$;
 
 -- set_priority_aging: how long a message may wait, visible, in the lanes of queue
--- p_queue_name (see read_and_start_tasks) before it is claimed ahead of every priority:
+-- p_queue_name before it counts as aged (aged messages get up to a quarter of each claim,
+-- whatever their priority; see read_and_start_tasks):
 -- p_seconds (at least 1), or the default of 60 s when null. Raises PF015 for a queue no flow
 -- routes to, PF005 for fewer than 1 second.
 -- Locks: the queue's row of queue_aging.

@@ -386,7 +386,7 @@ begin
   with created as (
     insert into pgflow.step_tasks (run_id, step_slug, task_index, flow_slug, queue_name,
                                    priority)
-    select u.run_id, u.step_slug, i, u.flow_slug, u.queue_name, u.priority
+    select u.run_id, u.step_slug, i, u.flow_slug, u.queue_name, coalesce(u.priority, 3)
     from unnest(p_steps) as u
     cross join lateral generate_series(0, u.task_count - 1) as i
     order by u.run_id, u.step_slug, i

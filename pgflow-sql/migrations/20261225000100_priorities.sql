@@ -1,5 +1,5 @@
 -- Priorities (issue 38): a run may be started with a priority from 1 (highest) to 5 (lowest);
--- 3, the default, is stored as null. Its tasks carry it. A task's PGMQ message goes to its
+-- 3, the default, is stored as null on the run. Its tasks carry it (3 for the default). A task's PGMQ message goes to its
 -- queue's lane for that priority: the queue itself for 3, else a PGMQ queue of its own named
 -- `<queue>__p<priority>` (see pgflow.lane_name), created the first time a start needs it and
 -- listed in queue_lanes. A worker of the queue claims from the lanes in priority order (see
@@ -7,12 +7,11 @@
 -- task of higher priority is claimed before every waiting task of lower priority. A message
 -- that waited longer than its queue's aging limit is claimed first, whatever its lane: no
 -- priority starves another for longer than that.
-alter table pgflow.runs
-  add column priority smallint
-    constraint runs_priority_valid check (priority in (1, 2, 4, 5));
-alter table pgflow.step_tasks
-  add column priority smallint
-    constraint step_tasks_priority_valid check (priority in (1, 2, 4, 5));
+-- No CHECK on the two hot tables (every write re-checks each constraint; see the baseline's
+-- note on `*_row_valid`): start_flows refuses a priority out of range, and tasks copy their
+-- run's.
+alter table pgflow.runs add column priority smallint;
+alter table pgflow.step_tasks add column priority smallint not null default 3;
 -- A key's held tasks are released highest priority first, then in the order they were held.
 alter table pgflow.held_tasks add column priority smallint not null default 3;
 create index held_tasks_release_order_idx
@@ -20,10 +19,11 @@ create index held_tasks_release_order_idx
 alter type pgflow.started_step add attribute priority smallint;
 
 -- A message id is unique in its PGMQ queue, and each lane is a queue: the same id may stand
--- for a queued task in each lane of a queue.
+-- for a queued task in each lane of a queue, so the priority joins the key of queued tasks by
+-- message.
 drop index pgflow.step_tasks_queued_message_idx;
 create unique index step_tasks_queued_message_idx
-  on pgflow.step_tasks (message_id, queue_name, (coalesce(priority, 3)))
+  on pgflow.step_tasks (message_id, queue_name, priority)
   where status = 'queued';
 
 -- The lanes that exist (the queue itself, priority 3, is never listed), and how long a message
@@ -43,7 +43,27 @@ create table pgflow.queue_aging (
     check (aging_seconds >= 1)
 );
 
--- A lane's name ends in `__p1`, `__p2`, `__p4` or `__p5`: no queue of one's own may.
+-- A lane's name ends in `__p1`, `__p2`, `__p4` or `__p5`: no queue of one's own may. A database
+-- that already routes to such a queue is not upgraded (its lanes would share that queue).
+do $$
+declare
+  v_queue text;
+begin
+  select q.queue_name into v_queue
+  from (select queue_name from pgflow.steps
+        union select queue_name from pgflow.workers
+        union select queue_name from pgflow.paused_queues) q
+  where q.queue_name ~ '__p[1245]$'
+  limit 1;
+  if found then
+    raise exception 'queue `%` ends like a priority lane''s name (`__p1`, `__p2`, `__p4`, `__p5`), '
+      'which pgflow now keeps for its own queues; route its steps to a queue named otherwise '
+      '(and drain this one) before upgrading', v_queue
+      using errcode = 'PF001';
+  end if;
+end
+$$;
+
 create or replace function pgflow.is_valid_queue_name(queue_name text)
 returns boolean
 language sql

@@ -148,6 +148,9 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Queue(QueueCommand::Resume { queue }) => {
             workers::resume_queue(&pool, &out, &queue).await
         }
+        Command::Queue(QueueCommand::Aging { queue, limit }) => {
+            workers::set_priority_aging(&pool, &out, &queue, limit).await
+        }
         Command::Flow(FlowCommand::Pause { name, reason }) => {
             workers::pause_flow(&pool, &out, &name, reason.as_deref()).await
         }

@@ -100,6 +100,36 @@ pub(super) async fn pause_queue(
     Ok(())
 }
 
+/// Sets (or resets) a queue's priority aging limit.
+pub(super) async fn set_priority_aging(
+    pool: &pgflow::Db,
+    out: &Output,
+    queue: &str,
+    limit: crate::args::Aging,
+) -> Result<(), Failure> {
+    let seconds = match limit {
+        crate::args::Aging::Default => None,
+        crate::args::Aging::Seconds(seconds) => Some(seconds),
+    };
+    pgflow::engine::set_priority_aging(pool, queue, seconds).await?;
+    let shown = seconds.unwrap_or(60);
+    out.print(
+        json!({ "queue_name": queue, "aging_seconds": shown, "default": seconds.is_none() }),
+        || {
+            format!(
+                "`{queue}`: tasks waiting longer than {shown} s on its priority lanes get up to \
+                 a quarter of each claim, whatever their priority{}",
+                if seconds.is_none() {
+                    " (the default)"
+                } else {
+                    ""
+                }
+            )
+        },
+    );
+    Ok(())
+}
+
 /// Resumes a paused queue.
 pub(super) async fn resume_queue(
     pool: &pgflow::Db,

@@ -151,6 +151,62 @@ async fn start_with_an_idempotency_key_answers_with_the_keys_run(pool: PgPool) {
     assert_eq!(runs, 1);
 }
 
+#[sqlx::test(migrations = false)]
+async fn start_with_a_priority_and_the_run_and_queue_commands_show_it(pool: PgPool) {
+    install(&pool).await;
+    Client::new(pool.clone())
+        .deploy(&triage_v1::deployment())
+        .await
+        .unwrap();
+    let started = pgflow(
+        &pool,
+        &["start", "triage_v1", "--priority", "high", "--json"],
+    );
+    assert!(started.status.success(), "{}", stderr(&started));
+    let started: Value = serde_json::from_str(&stdout(&started)).unwrap();
+    assert_eq!(started["priority"], json!("high"));
+    let run_id = started["run_id"].as_str().unwrap();
+    let shown = stdout(&pgflow(&pool, &["run", run_id]));
+    assert!(shown.contains("priority high"), "{shown}");
+    let lanes: i64 =
+        sqlx::query_scalar("select count(*) from pgflow.queue_lanes where priority = 2")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(lanes >= 1, "the start made its queues' lane for `high`");
+
+    let bad = pgflow(&pool, &["start", "triage_v1", "--priority", "urgent"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("`urgent` is no priority"),
+        "{}",
+        stderr(&bad)
+    );
+
+    let queue: String = sqlx::query_scalar("select queue_name from pgflow.queue_lanes limit 1")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let set = pgflow(&pool, &["queue", "aging", &queue, "5m"]);
+    assert!(set.status.success(), "{}", stderr(&set));
+    assert!(
+        stdout(&set).contains("longer than 300 s"),
+        "{}",
+        stdout(&set)
+    );
+    let seconds: i32 =
+        sqlx::query_scalar("select aging_seconds from pgflow.queue_aging where queue_name = $1")
+            .bind(&queue)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(seconds, 300);
+    let reset = pgflow(&pool, &["queue", "aging", &queue, "default"]);
+    assert!(reset.status.success(), "{}", stderr(&reset));
+    let unknown = pgflow(&pool, &["queue", "aging", "no_such_queue", "5m"]);
+    assert_eq!(unknown.status.code(), Some(1), "{}", stderr(&unknown));
+}
+
 /// A checked flow's input.
 #[derive(serde::Serialize, serde::Deserialize, pgflow::schemars::JsonSchema)]
 #[schemars(crate = "pgflow::schemars")]

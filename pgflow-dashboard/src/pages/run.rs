@@ -117,6 +117,9 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
                 }
                 @if let Some(at) = run.scheduled_for { dt { "Scheduled for" } dd { (time(at)) } }
                 @if let Some(key) = &run.idempotency_key { dt { "Idempotency key" } dd.mono { (key) } }
+                @if run.priority() != engine::Priority::Normal {
+                    dt { "Priority" } dd #priority { (run.priority()) }
+                }
             }
             @if actions && (run.status == RunStatus::Started || run.status == RunStatus::Failed) {
                 p.actions {

@@ -65,8 +65,9 @@ pub async fn resume_flow(executor: impl PgExecutor<'_>, name: &str) -> Result<bo
     Ok(resumed)
 }
 
-/// Sets how long a task may wait, ready, on `queue`'s priority lanes before it is claimed ahead
-/// of every priority (`pgflow.set_priority_aging`): `Some(seconds)` (at least 1), or `None`
+/// Sets how long a task may wait, ready, on `queue`'s priority lanes before it counts as aged
+/// and shares in every claim whatever its priority (`pgflow.set_priority_aging`; see
+/// [`crate::Priority`]): `Some(seconds)` (at least 1), or `None`
 /// for the default of 60 s. [`EngineError::UnknownQueue`] for a queue no flow routes to.
 pub async fn set_priority_aging(
     executor: impl PgExecutor<'_>,

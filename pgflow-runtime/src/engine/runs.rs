@@ -56,9 +56,10 @@ impl RunStatus {
 
 /// How urgent a run is: on each queue, its ready tasks are claimed before those of runs of
 /// lower priority (including tasks that were waiting before it started), and after those of
-/// higher priority. A task that has waited, ready, longer than its queue's aging limit (60 s
-/// by default; `pgflow.set_priority_aging`) is claimed ahead of every priority, oldest first,
-/// so no priority starves another. Child runs (subflows) take their parent's priority.
+/// higher priority. Tasks that have waited, ready, longer than their queue's aging limit (60 s
+/// by default; [`set_priority_aging`](crate::engine::set_priority_aging)) get up to a quarter
+/// of each claim, oldest first, so no priority starves another. Child runs (subflows) take
+/// their parent's priority.
 ///
 /// Stored as 1 (`Highest`) to 5 (`Lowest`); `Normal`, 3, is the default.
 #[derive(
