@@ -1,7 +1,8 @@
 //! The fault test: a few hundred runs of a chain flow (at three priorities), a map flow, a flow that waits for a
 //! signal, a flow that sleeps (a fixed time, and until a time its first step chose), a flow
 //! that maps over child runs of the chain flow and a flow with concurrency caps (per tenant,
-//! and for every task of a step) on a private cluster, while worker processes are SIGKILLed on
+//! and for every task of a step) on a private cluster, run by 12 workers in 3 processes, while
+//! worker processes are SIGKILLed on
 //! a timer and respawned, and the chain flow is paused for a while and resumed
 //! and Postgres is restarted (`-m immediate`, a crash) in the middle. Half the waiting runs get
 //! their signal by run id before they reach the wait (it must be kept for them), the other half
@@ -37,8 +38,10 @@ const TENANTS: u32 = 3;
 const CHILDREN: u32 = 3;
 /// Elements of each map run.
 const MAP_WIDTH: u32 = 8;
-/// Worker processes alive at once.
+/// Worker processes alive at once, and the workers each runs (on one client): 12 workers in
+/// 3 processes.
 const WORKERS: usize = 3;
+const WORKERS_PER_PROCESS: usize = 4;
 /// How often one worker process is SIGKILLed (and a new one started).
 const KILL_EVERY: Duration = Duration::from_millis(1500);
 /// When, after the chaos begins, Postgres crashes and restarts.
@@ -270,7 +273,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// One worker process: both flows on queue `faults`, quick sweeps, until it is killed.
+/// One worker process: every flow on queue `faults`, in `WORKERS_PER_PROCESS` workers sharing
+/// the process's client, quick sweeps, until it is killed.
 async fn worker(url: &str) -> ExitCode {
     let process = ProcessConfig::new()
         .stalled_check_interval(Duration::from_millis(500))
@@ -280,33 +284,40 @@ async fn worker(url: &str) -> ExitCode {
     let Ok(client) = Client::connect_with(url, process).await else {
         return ExitCode::FAILURE;
     };
-    let config = WorkerConfig::new(fault_chain::Queue::Faults)
-        .connection(&client)
-        .max_concurrent(5)
-        .poll_interval(Duration::from_millis(200))
-        .heartbeat_interval(Duration::from_millis(200))
-        .function_name("faults");
-    let started = Worker::start_with::<_, _, pgflow::worker::at::P0>(
-        (
-            fault_chain::deployment(),
-            fault_map::deployment(),
-            fault_signal::deployment(),
-            fault_sleep::deployment(),
-            fault_parent::deployment(),
-            fault_capped::deployment(),
-        ),
-        config,
-    )
-    .await;
-    match started {
-        // Runs until the test kills it; a fatal error ends it early (the test starts another).
-        Ok(handle) => match handle.wait().await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(_) => ExitCode::FAILURE,
-        },
-        // The database may be down (restarting): the test starts another.
-        Err(_) => ExitCode::FAILURE,
+    let mut handles = Vec::new();
+    for _ in 0..WORKERS_PER_PROCESS {
+        let config = WorkerConfig::new(fault_chain::Queue::Faults)
+            .connection(&client)
+            .max_concurrent(2)
+            .poll_interval(Duration::from_millis(200))
+            .heartbeat_interval(Duration::from_millis(200))
+            .function_name("faults");
+        let started = Worker::start_with::<_, _, pgflow::worker::at::P0>(
+            (
+                fault_chain::deployment(),
+                fault_map::deployment(),
+                fault_signal::deployment(),
+                fault_sleep::deployment(),
+                fault_parent::deployment(),
+                fault_capped::deployment(),
+            ),
+            config,
+        )
+        .await;
+        match started {
+            Ok(handle) => handles.push(handle),
+            // The database may be down (restarting): the test starts another process.
+            Err(_) => return ExitCode::FAILURE,
+        }
     }
+    // Runs until the test kills it; a fatal error of a worker ends the process early (the
+    // test starts another).
+    for handle in handles {
+        if handle.wait().await.is_err() {
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 /// A worker process.
