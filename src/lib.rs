@@ -49,10 +49,10 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 pub use pgflow_runtime::{
-    Client, ConnectError, Connection, Context, Db, Deployment, EngineError, FlowQueue, FlowSpec,
-    Notifications, Pooling, Priority, ProcessConfig, Run, RunError, RunHandle, RunStatus, Schedule,
-    SignalOutcome, SignalRefusal, SignalRefused, Start, StartOptions, StartOutcome, State,
-    StepError, Worker, WorkerConfig, WorkerError, WorkerHandle, schemars, serde_json, sqlx,
+    Client, ConnectError, Connection, Context, Db, Deployment, EngineError, Excess, FlowQueue,
+    FlowSpec, Notifications, Pooling, Priority, ProcessConfig, Run, RunError, RunHandle, RunStatus,
+    Schedule, SignalOutcome, SignalRefusal, SignalRefused, Start, StartOptions, StartOutcome,
+    State, StepError, Worker, WorkerConfig, WorkerError, WorkerHandle, schemars, serde_json, sqlx,
 };
 pub use pgflow_runtime::{
     client, connect, context, db, definition, deployment, engine, error, events, failure, handler,

@@ -1,18 +1,17 @@
-//! The fault test: a few hundred runs of a chain flow (at three priorities), a map flow, a flow that waits for a
-//! signal, a flow that sleeps (a fixed time, and until a time its first step chose), a flow
-//! that maps over child runs of the chain flow and a flow with concurrency caps (per tenant,
-//! and for every task of a step) on a private cluster, run by 12 workers in 3 processes, while
-//! worker processes are SIGKILLed on
-//! a timer and respawned, and the chain flow is paused for a while and resumed
-//! and Postgres is restarted (`-m immediate`, a crash) in the middle. Half the waiting runs get
-//! their signal by run id before they reach the wait (it must be kept for them), the other half
-//! by event key while the chaos goes on (emitted again and again: only runs waiting at that
-//! moment are reached). Every run must complete with the right output, no attempt of any task
-//! may run its handler twice, the attempt that completed a task must be its last, no wait or
+//! The fault test: a few hundred runs of a chain flow (at three priorities), a map flow, a flow
+//! that waits for a signal, a flow that sleeps (a fixed time, and until a time its first step
+//! chose), a flow that maps over child runs of the chain flow and a flow with concurrency caps (per
+//! tenant, and for every task of a step) on a private cluster, run by 12 workers in 3 processes,
+//! while worker processes are SIGKILLed on a timer and respawned, and the chain flow is paused for
+//! a while and resumed and Postgres is restarted (`-m immediate`, a crash) in the middle. Half the
+//! waiting runs get their signal by run id before they reach the wait (it must be kept for them),
+//! the other half by event key while the chaos goes on (emitted again and again: only runs waiting
+//! at that moment are reached). Every run must complete with the right output, no attempt of any
+//! task may run its handler twice, the attempt that completed a task must be its last, no wait or
 //! signal may be lost, no sleep may end early or be lost, every parent must get its children's
-//! outputs in order with one child per element, no cap may ever be exceeded (a killed
-//! handler counts as running until its task's next attempt starts), and nothing may be left
-//! queued, started, waiting, held, parked or in the queue.
+//! outputs in order with one child per element, no cap may ever be exceeded (a killed handler
+//! counts as running until its task's next attempt starts), and nothing may be left queued,
+//! started, waiting, held, parked or in the queue.
 //!
 //! One binary, two parts (`harness = false`): run bare, it is the test; run as
 //! `faults worker <url>`, it is one worker process the test spawns and kills.

@@ -81,6 +81,19 @@ pub(crate) enum Command {
         /// 5). Its ready tasks are claimed before those of lower priority on each queue.
         #[arg(long, value_name = "PRIORITY", value_parser = parse_priority)]
         priority: Option<pgflow::Priority>,
+        /// Start at most one run for this key (with this flow or alias) per --window: a start
+        /// in an open window is refused (exit 1), or with --drop answers with the window's run.
+        #[arg(long, value_name = "KEY", requires = "window")]
+        throttle: Option<String>,
+        /// The throttle window, e.g. 30s, 5m.
+        #[arg(long, value_name = "DURATION", value_parser = parse_age, requires = "throttle")]
+        window: Option<std::time::Duration>,
+        /// With --throttle: drop a start in an open window instead of refusing it.
+        #[arg(long, requires = "throttle")]
+        drop: bool,
+        /// Start only while no run with this key (of this flow or alias) is going.
+        #[arg(long, value_name = "KEY")]
+        singleton: Option<String>,
     },
     /// Send a signal to a run: the step that waits for it runs with the payload (or, when the
     /// run has not reached that step yet, will run without waiting).

@@ -1,5 +1,6 @@
 //! Errors of calls into the SQL core.
 
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -224,6 +225,32 @@ pub enum EngineError {
         message: String,
     },
 
+    /// A start's throttle key had an open window (PF017), and the start asked to be refused
+    /// rather than dropped ([`crate::engine::Excess::Refuse`]). Nothing was started.
+    #[error("{message}")]
+    Throttled {
+        /// The key.
+        key: String,
+        /// The run that opened the window.
+        run_id: Uuid,
+        /// When the window ends: a start with the key after that starts a run.
+        until: DateTime<Utc>,
+        /// The SQL core's description.
+        message: String,
+    },
+
+    /// A start's singleton key is held by a run that is still going (PF018). Nothing was
+    /// started.
+    #[error("{message}")]
+    SingletonBusy {
+        /// The key.
+        key: String,
+        /// The run that holds it.
+        run_id: Uuid,
+        /// The SQL core's description.
+        message: String,
+    },
+
     /// No flow routes to the queue named (pausing it, for one). Nothing was changed.
     #[error("no flow routes to a queue `{queue_name}`; `pgflow status` lists the queues")]
     UnknownQueue {
@@ -335,6 +362,14 @@ struct MisfitDetail {
     problem: String,
 }
 
+/// The detail of PF017 and PF018.
+#[derive(Deserialize)]
+struct GuardDetail {
+    key: String,
+    run_id: Uuid,
+    until: Option<DateTime<Utc>>,
+}
+
 /// The detail of PF009.
 #[derive(Deserialize)]
 struct KeyDetail {
@@ -408,6 +443,27 @@ impl From<sqlx::Error> for EngineError {
                     message,
                 },
                 _ => Self::Database(error),
+            },
+            Some("PF017") => match serde_json::from_str::<GuardDetail>(&detail) {
+                Ok(GuardDetail {
+                    key,
+                    run_id,
+                    until: Some(until),
+                }) => Self::Throttled {
+                    key,
+                    run_id,
+                    until,
+                    message,
+                },
+                _ => Self::Database(error),
+            },
+            Some("PF018") => match serde_json::from_str::<GuardDetail>(&detail) {
+                Ok(GuardDetail { key, run_id, .. }) => Self::SingletonBusy {
+                    key,
+                    run_id,
+                    message,
+                },
+                Err(_) => Self::Database(error),
             },
             Some("PF014") => match serde_json::from_str::<MisfitDetail>(&detail) {
                 Ok(d) => Self::InputMismatch(Box::new(InputMisfit {

@@ -42,8 +42,8 @@ pub use db::{Db, Pooling};
 pub use definition::{FlowDefinition, FlowOptions, StepDefinition, StepOptions, StepType};
 pub use deployment::{Deployment, FlowQueue, FlowSpec};
 pub use engine::{
-    Activation, ClaimedTask, CompileStatus, DrainStatus, FailureOutcome, Priority, Pruned, Run,
-    RunStatus, SignalOutcome, StalledTask, StartOutcome, SupportedPairs, TaskCompletion,
+    Activation, ClaimedTask, CompileStatus, DrainStatus, Excess, FailureOutcome, Priority, Pruned,
+    Run, RunStatus, SignalOutcome, StalledTask, StartOutcome, SupportedPairs, TaskCompletion,
     TaskFailure,
 };
 pub use error::{

@@ -2,6 +2,101 @@
 -- idempotency keys, a start time and a trace context) and starting their root steps through
 -- the progression functions (04_progression.sql).
 
+-- take_start_guards: takes, for runs about to start (p_run_ids, one per input, in input
+-- order), the start guards p_guards names (see start_flows) in scope p_scope: first every
+-- singleton key, then every throttle key, input by input. A key's row is taken when it is new,
+-- or when its throttle window has ended, or when its singleton run has ended (or is none of
+-- the runs about to start and no longer exists); the row then names the new run. A key that
+-- is not free raises PF018 (singleton) or PF017 (throttle without "drop"), naming the key and
+-- the run that holds it; with "drop", the input is left out and its result is that run.
+-- Returns each input's result id and whether it starts.
+-- Locks: the guards' rows, in input order per kind (a concurrent start with the same key
+-- waits for this transaction on the key's index entry, then decides again).
+create or replace function pgflow.take_start_guards(p_scope text, p_guards jsonb,
+                                                    p_run_ids uuid[])
+returns table (ordinality integer, result_id uuid, kept boolean)
+language plpgsql
+as $$
+declare
+  v_kind text;
+  v_keys text[];
+  v_seconds integer;
+  v_drop boolean;
+  v_holder record;
+  v_results uuid[] := p_run_ids;
+  v_kept boolean[] := array_fill(true, array[cardinality(p_run_ids)]);
+begin
+  if jsonb_typeof(p_guards) <> 'object'
+     or exists (select 1 from jsonb_object_keys(p_guards) k
+                where k not in ('throttle', 'singleton')) then
+    raise exception 'start_flows: the start guards must be a JSON object of `throttle` and '
+      '`singleton`, got %', left(p_guards::text, 200)
+      using errcode = 'PF005';
+  end if;
+  foreach v_kind in array array['singleton', 'throttle'] loop
+    continue when not p_guards ? v_kind;
+    v_keys := array(select k from jsonb_array_elements_text(
+                      case when jsonb_typeof(p_guards -> v_kind -> 'keys') = 'array'
+                           then p_guards -> v_kind -> 'keys' else '[]' end) k);
+    if cardinality(v_keys) <> cardinality(p_run_ids) then
+      raise exception 'start_flows: % % keys for % inputs; pass one per input (null for an '
+        'input without one)', cardinality(v_keys), v_kind, cardinality(p_run_ids)
+        using errcode = 'PF005';
+    end if;
+    if exists (select 1 from unnest(v_keys) k where length(k) not between 1 and 255) then
+      raise exception 'start_flows: a % key must have 1 to 255 characters', v_kind
+        using errcode = 'PF005';
+    end if;
+    if v_kind = 'throttle' then
+      v_seconds := (p_guards -> 'throttle' ->> 'seconds')::integer;
+      v_drop := coalesce((p_guards -> 'throttle' ->> 'drop')::boolean, false);
+      if v_seconds is null or v_seconds < 1 then
+        raise exception 'start_flows: a throttle window is a whole number of seconds, at least '
+          '1; got %', coalesce(p_guards -> 'throttle' ->> 'seconds', 'none')
+          using errcode = 'PF005';
+      end if;
+    end if;
+    for i in 1 .. cardinality(p_run_ids) loop
+      continue when v_keys[i] is null or not v_kept[i];
+      insert into pgflow.start_guards as g (scope, kind, key, run_id, ends_at)
+      values (p_scope, v_kind, v_keys[i], p_run_ids[i],
+              case when v_kind = 'throttle' then now() + make_interval(secs => v_seconds) end)
+      on conflict (scope, kind, key) do update
+        set run_id = excluded.run_id, ends_at = excluded.ends_at, taken_at = now()
+        where case when g.kind = 'throttle' then g.ends_at <= now()
+                   else g.run_id <> all(p_run_ids)
+                        and not exists (select 1 from pgflow.runs r
+                                        where r.run_id = g.run_id and r.status = 'started')
+              end;
+      continue when found;
+      select g.run_id, g.ends_at into v_holder
+      from pgflow.start_guards g
+      where g.scope = p_scope and g.kind = v_kind and g.key = v_keys[i];
+      if v_kind = 'singleton' then
+        raise exception 'singleton key `%` of `%` is held by run %, which is still going; '
+          'nothing was started', v_keys[i], p_scope, v_holder.run_id
+          using errcode = 'PF018',
+                detail = jsonb_build_object('key', v_keys[i], 'scope', p_scope,
+                                            'run_id', v_holder.run_id)::text,
+                hint = 'start again once that run has ended, or cancel it';
+      elsif not v_drop then
+        raise exception 'throttle key `%` of `%` started run % in a window that ends at %; '
+          'nothing was started', v_keys[i], p_scope, v_holder.run_id, v_holder.ends_at
+          using errcode = 'PF017',
+                detail = jsonb_build_object('key', v_keys[i], 'scope', p_scope,
+                                            'run_id', v_holder.run_id,
+                                            'until', v_holder.ends_at)::text,
+                hint = 'start again after the window, or drop the start instead of refusing it';
+      end if;
+      v_kept[i] := false;
+      v_results[i] := v_holder.run_id;
+    end loop;
+  end loop;
+  return query
+  select i, v_results[i], v_kept[i] from generate_series(1, cardinality(p_run_ids)) i;
+end;
+$$;
+
 -- start_flows: starts one run per input, in one transaction.
 -- p_flow_slug names an alias (resolved to its active concrete flow now, unless
 -- p_resolve_alias is false) or a concrete flow. The runs record the concrete flow and keep it.
@@ -29,6 +124,12 @@
 -- and 3 are the default. Their tasks are claimed before the ready tasks of lower priority on
 -- each queue (see read_and_start_tasks); the first start at a priority on a queue creates
 -- the queue's lane for it (ensure_lanes). Another value raises PF005.
+-- p_guards optionally holds start guards, each with one key per input (null: none), scoped
+-- like idempotency keys: {"throttle": {"keys": [...], "seconds": n, "drop": bool}} starts at
+-- most one run per key in each window of n seconds; an input whose key's window is open is
+-- refused (PF017, nothing starts) or, with "drop", not started: its result is the window's
+-- run. {"singleton": {"keys": [...]}} starts a run only while no run of its key is going
+-- (PF018 otherwise, nothing starts). See take_start_guards. Not with idempotency keys (PF005).
 -- Returns the runs in input order, as they stand after the first steps were started (a run
 -- whose steps all complete at once, e.g. a map over [], is already 'completed').
 -- Raises PF004 when the name is neither an alias with an active version nor a concrete flow.
@@ -43,7 +144,8 @@ create or replace function pgflow.start_flows(
   p_start_at timestamptz default null,
   p_trace_context text default null,
   p_check_input boolean default true,
-  p_priority smallint default null
+  p_priority smallint default null,
+  p_guards jsonb default null
 )
 returns setof pgflow.runs
 language plpgsql
@@ -69,6 +171,8 @@ declare
   v_slow_runs uuid[];
   -- The priority as runs and tasks store it: null for the default, 3.
   v_priority smallint := nullif(p_priority, 3);
+  -- With guards: each input's result (its own run, or the run of the window that dropped it).
+  v_guarded_ids uuid[];
 begin
   if p_priority is not null and p_priority not between 1 and 5 then
     raise exception 'start_flows: priority % is out of range; a priority is 1 (highest) to 5 '
@@ -144,6 +248,22 @@ begin
       raise exception 'start_flows: an idempotency key must have 1 to 255 characters'
         using errcode = 'PF005';
     end if;
+  end if;
+
+  if p_guards is not null then
+    if p_idempotency_keys is not null then
+      raise exception 'start_flows: start guards (throttle, singleton) do not go with '
+        'idempotency keys yet; start with one or the other'
+        using errcode = 'PF005';
+    end if;
+    v_guarded_ids := array(select coalesce(p_run_ids[i], gen_random_uuid())
+                           from generate_series(1, cardinality(p_inputs)) i order by i);
+    select array_agg(g.result_id order by g.ordinality),
+           coalesce(array_agg(p_inputs[g.ordinality] order by g.ordinality)
+                      filter (where g.kept), array[]::jsonb[]),
+           array_agg(v_guarded_ids[g.ordinality] order by g.ordinality) filter (where g.kept)
+    into v_guarded_ids, p_inputs, p_run_ids
+    from pgflow.take_start_guards(v_scope, p_guards, v_guarded_ids) g;
   end if;
 
   if p_idempotency_keys is null and cardinality(p_inputs) = 1 then
@@ -320,6 +440,9 @@ begin
     end if;
   end if;
 
+  if v_guarded_ids is not null then
+    v_result_ids := v_guarded_ids;
+  end if;
   -- One key lookup per run (`offset 0` keeps the lookup apart from the join): a plan made
   -- for a batch of runs may otherwise hash-join against a scan of every run.
   return query
@@ -370,7 +493,8 @@ create or replace function pgflow.start_alias_typed(
   p_start_at timestamptz default null,
   p_trace_context text default null,
   p_run_ids uuid[] default null,
-  p_priority smallint default null
+  p_priority smallint default null,
+  p_guards jsonb default null
 )
 returns setof pgflow.runs
 language plpgsql
@@ -405,6 +529,7 @@ begin
   return query select * from pgflow.start_flows(v_flow.flow_slug, p_inputs, p_run_ids, false,
                                                 p_idempotency_keys, p_alias, p_start_at,
                                                 p_trace_context, p_check_input => false,
-                                                p_priority => p_priority);
+                                                p_priority => p_priority,
+                                                p_guards => p_guards);
 end;
 $$;

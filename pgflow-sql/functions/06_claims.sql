@@ -262,10 +262,10 @@ declare
   v_quota integer;
   v_aged_before timestamptz;
   v_aged record;
-  v_aged_lanes smallint[] := array[]::smallint[];
-  v_aged_ids bigint[] := array[]::bigint[];
-  v_aged_vts timestamptz[] := array[]::timestamptz[];
-  v_wanted integer := p_quantity;
+  v_aged_lanes smallint[];
+  v_aged_ids bigint[];
+  v_aged_vts timestamptz[];
+  v_wanted integer;
   v_ids bigint[];
   v_vts timestamptz[];
 begin
@@ -290,6 +290,10 @@ begin
   end if;
 
   v_lanes := array(select p from unnest(v_lanes || 3::smallint) as p order by p);
+  v_wanted := p_quantity;
+  v_aged_lanes := array[]::smallint[];
+  v_aged_ids := array[]::bigint[];
+  v_aged_vts := array[]::timestamptz[];
   v_quota := p_quantity / 4 + case when random() < (p_quantity % 4) / 4.0 then 1 else 0 end;
   if v_quota > 0 then
     -- The aged messages of the lanes below the highest (which goes first anyway): up to the

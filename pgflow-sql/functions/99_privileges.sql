@@ -132,7 +132,8 @@ begin
     grant select on pgflow.runs, pgflow.step_states, pgflow.step_tasks, pgflow.task_attempts,
                     pgflow.flows, pgflow.steps, pgflow.deps, pgflow.aliases, pgflow.waits,
                     pgflow.signals, pgflow.held_tasks, pgflow.cap_slots, pgflow.paused_flows,
-                    pgflow.parked_tasks, pgflow.queue_lanes, pgflow.queue_aging
+                    pgflow.parked_tasks, pgflow.queue_lanes, pgflow.queue_aging,
+                    pgflow.start_guards
       to pgflow_client;
     -- Operators are clients too, and read the workers, rollouts and alias history.
     if not pg_has_role('pgflow_operator', 'pgflow_client', 'member') then

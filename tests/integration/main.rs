@@ -48,6 +48,7 @@ mod signals;
 mod sleeps;
 mod snooze;
 mod stalled;
+mod start_guards;
 mod starts;
 mod statistics;
 mod step_states;

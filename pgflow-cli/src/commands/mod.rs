@@ -87,6 +87,10 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             at,
             after,
             priority,
+            throttle,
+            window,
+            drop,
+            singleton,
         } => {
             let input = runs::read_json(input.as_deref(), input_file.as_deref(), JsonArg::INPUT)?;
             let start_at = match after {
@@ -97,16 +101,28 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
                 ),
                 None => at,
             };
-            runs::start(
-                &pool,
-                &out,
-                &flow,
-                &input,
-                idempotency_key.as_deref(),
-                start_at,
-                priority.unwrap_or_default(),
-            )
-            .await
+            let mut how = pgflow::engine::StartRuns::new()
+                .start_at(start_at)
+                .priority(priority.unwrap_or_default());
+            if let Some(key) = idempotency_key {
+                how = how.idempotency_keys(vec![Some(key)]);
+            }
+            if let (Some(key), Some(window)) = (throttle, window) {
+                let excess = if drop {
+                    pgflow::Excess::Drop
+                } else {
+                    pgflow::Excess::Refuse
+                };
+                how.throttle = Some(pgflow::engine::Throttle::new(
+                    vec![Some(key)],
+                    window,
+                    excess,
+                ));
+            }
+            if let Some(key) = singleton {
+                how.singleton_keys = Some(vec![Some(key)]);
+            }
+            runs::start(&pool, &out, &flow, &input, &how).await
         }
         Command::Signal {
             run_id,

@@ -435,18 +435,10 @@ pub(super) async fn start(
     out: &Output,
     flow: &str,
     input: &serde_json::Value,
-    idempotency_key: Option<&str>,
-    start_at: Option<chrono::DateTime<chrono::Utc>>,
-    priority: pgflow::Priority,
+    how: &pgflow::engine::StartRuns,
 ) -> Result<(), Failure> {
-    let mut how = pgflow::engine::StartRuns::new()
-        .start_at(start_at)
-        .priority(priority);
-    if let Some(key) = idempotency_key {
-        how = how.idempotency_keys(vec![Some(key.to_owned())]);
-    }
     let mut runs =
-        pgflow::engine::start_flows_with(pool, flow, std::slice::from_ref(input), &how).await?;
+        pgflow::engine::start_flows_with(pool, flow, std::slice::from_ref(input), how).await?;
     let started = runs
         .pop()
         .ok_or_else(|| Failure::runtime(format!("no run of `{flow}` was started")))?;
@@ -463,6 +455,13 @@ pub(super) async fn start(
         }),
         || {
             let head = match (outcome, &run.idempotency_key) {
+                (pgflow::StartOutcome::Dropped, _) => format!(
+                    "dropped: run {} of `{}` holds the throttle window (status {}); nothing new \
+                     was started",
+                    run.run_id,
+                    run.flow_slug,
+                    run.status.as_str()
+                ),
                 (pgflow::StartOutcome::AlreadyExisted, Some(key)) => format!(
                     "already existed: run {} of `{}` holds key `{key}` (status {}); nothing \
                      new was started",

@@ -207,6 +207,58 @@ async fn start_with_a_priority_and_the_run_and_queue_commands_show_it(pool: PgPo
     assert_eq!(unknown.status.code(), Some(1), "{}", stderr(&unknown));
 }
 
+#[sqlx::test(migrations = false)]
+async fn start_with_a_throttle_or_a_singleton_key_holds_back_a_second_start(pool: PgPool) {
+    install(&pool).await;
+    Client::new(pool.clone())
+        .deploy(&triage_v1::deployment())
+        .await
+        .unwrap();
+    let throttled = |extra: &[&str]| {
+        let mut args = vec![
+            "start",
+            "triage_v1",
+            "--throttle",
+            "k",
+            "--window",
+            "1m",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        pgflow(&pool, &args)
+    };
+    let first = throttled(&[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let first: Value = serde_json::from_str(&stdout(&first)).unwrap();
+    let refused = throttled(&[]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("throttle key `k`"),
+        "{}",
+        stderr(&refused)
+    );
+    let dropped = throttled(&["--drop"]);
+    assert!(dropped.status.success(), "{}", stderr(&dropped));
+    let dropped: Value = serde_json::from_str(&stdout(&dropped)).unwrap();
+    assert_eq!(dropped["outcome"], json!("dropped"));
+    assert_eq!(dropped["run_id"], first["run_id"]);
+
+    let single = || pgflow(&pool, &["start", "triage_v1", "--singleton", "s"]);
+    assert!(single().status.success());
+    let busy = single();
+    assert_eq!(busy.status.code(), Some(1));
+    assert!(
+        stderr(&busy).contains("singleton key `s`"),
+        "{}",
+        stderr(&busy)
+    );
+    let runs: i64 = sqlx::query_scalar("select count(*) from pgflow.runs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(runs, 2);
+}
+
 /// A checked flow's input.
 #[derive(serde::Serialize, serde::Deserialize, pgflow::schemars::JsonSchema)]
 #[schemars(crate = "pgflow::schemars")]

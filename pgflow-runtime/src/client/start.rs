@@ -15,7 +15,7 @@ use sqlx::PgExecutor;
 use super::{Client, RunHandle};
 use crate::definition::FlowTypes;
 use crate::deployment::FlowSpec;
-use crate::engine::{self, Priority, StartRuns, StartedRun};
+use crate::engine::{self, Excess, Priority, StartRuns, StartedRun, Throttle};
 use crate::error::EngineError;
 
 /// What a start names, with the types of its input `I` and output `O`.
@@ -138,6 +138,11 @@ pub struct StartOptions {
     pub start_at: Option<DateTime<Utc>>,
     /// How urgent the run is (see [`Priority`]).
     pub priority: Priority,
+    /// The run's throttle key, window and what an excess start does, if any (see
+    /// [`throttle`](Self::throttle)).
+    pub throttle: Option<(String, Duration, Excess)>,
+    /// The run's singleton key, if any (see [`singleton`](Self::singleton)).
+    pub singleton_key: Option<String>,
 }
 
 impl StartOptions {
@@ -170,6 +175,25 @@ impl StartOptions {
     #[must_use]
     pub fn priority(mut self, priority: Priority) -> Self {
         self.priority = priority;
+        self
+    }
+
+    /// Starts at most one run for `key` (with the same flow or alias) in each `window`: the
+    /// first start opens the window; a start with the key before it ends is refused
+    /// ([`EngineError::Throttled`], nothing starts) or dropped (the window's run comes back,
+    /// [`StartOutcome::Dropped`](crate::StartOutcome::Dropped)), as `excess` says. The window
+    /// counts whole seconds (rounded up).
+    #[must_use]
+    pub fn throttle(mut self, key: impl Into<String>, window: Duration, excess: Excess) -> Self {
+        self.throttle = Some((key.into(), window, excess));
+        self
+    }
+
+    /// Starts the run only while no run with `key` (of the same flow or alias) is going:
+    /// otherwise [`EngineError::SingletonBusy`] names that run, and nothing starts.
+    #[must_use]
+    pub fn singleton(mut self, key: impl Into<String>) -> Self {
+        self.singleton_key = Some(key.into());
         self
     }
 
@@ -292,6 +316,15 @@ fn start_runs(count: usize, options: &[StartOptions]) -> Result<StartRuns, Engin
                 .to_owned(),
         ));
     }
+    let throttle = throttle_of(&shared_or_each)?;
+    let singleton_keys: Vec<Option<String>> = shared_or_each
+        .iter()
+        .map(|o| o.singleton_key.clone())
+        .collect();
+    let singleton_keys = singleton_keys
+        .iter()
+        .any(Option::is_some)
+        .then_some(singleton_keys);
     let keys: Vec<Option<String>> = shared_or_each
         .iter()
         .map(|o| o.idempotency_key.clone())
@@ -303,7 +336,34 @@ fn start_runs(count: usize, options: &[StartOptions]) -> Result<StartRuns, Engin
         trace_context: None,
         typed_input: false,
         priority,
+        throttle,
+        singleton_keys,
     })
+}
+
+/// The throttle of a call: one key per input, one window and excess for all.
+fn throttle_of(options: &[&StartOptions]) -> Result<Option<Throttle>, EngineError> {
+    let mut shared = None;
+    for (_, window, excess) in options.iter().filter_map(|o| o.throttle.as_ref()) {
+        match shared {
+            None => shared = Some((*window, *excess)),
+            Some(first) if first != (*window, *excess) => {
+                return Err(EngineError::InvalidArguments(
+                    "start_many: the runs of one call share their throttle window and excess; \
+                     start runs with others in calls of their own"
+                        .to_owned(),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(shared.map(|(window, excess)| {
+        let keys = options
+            .iter()
+            .map(|o| o.throttle.as_ref().map(|(key, _, _)| key.clone()))
+            .collect();
+        Throttle::new(keys, window, excess)
+    }))
 }
 
 /// Calls the engine's start for `target`. The inputs of a typed target come from the flow's

@@ -59,10 +59,10 @@ pub use run_control::{
 };
 pub(crate) use runs::RUN_WAITING;
 pub use runs::{
-    Priority, Run, RunStatus, StartOutcome, StartRuns, StartedRun, StepState, StepStatus, run,
-    run_error, run_input, run_step_states, shown_status, shown_step_status, start_alias_typed,
-    start_alias_typed_with, start_concrete_flows, start_concrete_flows_with, start_flow,
-    start_flows, start_flows_with,
+    Excess, Priority, Run, RunStatus, StartOutcome, StartRuns, StartedRun, StepState, StepStatus,
+    Throttle, run, run_error, run_input, run_step_states, shown_status, shown_step_status,
+    start_alias_typed, start_alias_typed_with, start_concrete_flows, start_concrete_flows_with,
+    start_flow, start_flows, start_flows_with,
 };
 pub use schedules::{
     ScheduleRow, ScheduleToFire, define_schedule, delete_schedule, fire_schedule, pause_schedule,

@@ -312,6 +312,9 @@ pub enum StartOutcome {
     /// The input's idempotency key already had a run: that run came back, as it stands, and
     /// nothing new was started.
     AlreadyExisted,
+    /// The input's throttle key had an open window and the start was dropped
+    /// ([`Excess::Drop`]): the window's run came back, as it stands.
+    Dropped,
 }
 
 impl StartOutcome {
@@ -320,6 +323,7 @@ impl StartOutcome {
         match self {
             Self::Started => "started",
             Self::AlreadyExisted => "already_existed",
+            Self::Dropped => "dropped",
         }
     }
 }
@@ -355,6 +359,46 @@ pub struct StartRuns {
     pub typed_input: bool,
     /// The runs' priority (see [`Priority`]).
     pub priority: Priority,
+    /// At most one run per throttle key in each window (see [`Throttle`]).
+    pub throttle: Option<Throttle>,
+    /// One singleton key per input (`None` for an input without one): a start whose key is
+    /// held by a run still going is [`EngineError::SingletonBusy`], and nothing starts.
+    pub singleton_keys: Option<Vec<Option<String>>>,
+}
+
+/// What a start that meets an open throttle window does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Excess {
+    /// Fails with [`EngineError::Throttled`], naming the window's run and its end; nothing of
+    /// the call starts.
+    Refuse,
+    /// Starts nothing for that input and gives back the window's run
+    /// ([`StartOutcome::Dropped`]).
+    Drop,
+}
+
+/// Throttle keys for a batch of starts: a key starts at most one run per `window` (the first
+/// start opens the window), scoped like idempotency keys by the flow's alias.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Throttle {
+    /// One key per input (`None` for an input without one).
+    pub keys: Vec<Option<String>>,
+    /// The window, in whole seconds (rounded up), at least one.
+    pub window: std::time::Duration,
+    /// What a start in an open window does.
+    pub excess: Excess,
+}
+
+impl Throttle {
+    /// Keys `keys`, one per input, each starting at most one run per `window`.
+    pub fn new(keys: Vec<Option<String>>, window: std::time::Duration, excess: Excess) -> Self {
+        Self {
+            keys,
+            window,
+            excess,
+        }
+    }
 }
 
 impl StartRuns {
@@ -390,6 +434,28 @@ fn priority_arg(how: &StartRuns) -> Option<i16> {
     (how.priority != Priority::Normal).then(|| how.priority.level())
 }
 
+/// The start guards as the start functions take them (see `pgflow.take_start_guards`): null
+/// for none.
+fn guards_arg(how: &StartRuns) -> Option<Value> {
+    let mut guards = serde_json::Map::new();
+    if let Some(throttle) = &how.throttle {
+        let window = throttle.window;
+        let seconds = window.as_secs() + u64::from(window.subsec_nanos() > 0);
+        guards.insert(
+            "throttle".to_owned(),
+            serde_json::json!({
+                "keys": throttle.keys,
+                "seconds": seconds,
+                "drop": throttle.excess == Excess::Drop,
+            }),
+        );
+    }
+    if let Some(keys) = &how.singleton_keys {
+        guards.insert("singleton".to_owned(), serde_json::json!({ "keys": keys }));
+    }
+    (!guards.is_empty()).then_some(Value::Object(guards))
+}
+
 /// [`start_flows`] with keys and a start time ([`StartRuns`]), saying for each input whether
 /// its run was started or already existed under its key.
 pub async fn start_flows_with(
@@ -400,7 +466,7 @@ pub async fn start_flows_with(
 ) -> Result<Vec<StartedRun>, EngineError> {
     let ids = new_run_ids(inputs, how);
     let runs = start_flows_as(executor, name, inputs, true, &ids, how).await?;
-    Ok(with_outcomes(runs, ids))
+    Ok(with_outcomes(runs, ids, how))
 }
 
 /// Starts runs of exactly the concrete flow `flow_slug` (never resolved as an alias).
@@ -422,23 +488,32 @@ pub async fn start_concrete_flows_with(
 ) -> Result<Vec<StartedRun>, EngineError> {
     let ids = new_run_ids(inputs, how);
     let runs = start_flows_as(executor, flow_slug, inputs, false, &ids, how).await?;
-    Ok(with_outcomes(runs, ids))
+    Ok(with_outcomes(runs, ids, how))
 }
 
 /// The ids a keyed start gives its new runs, so that a run coming back under another id is
-/// known to have existed already. `None` when no input has a key: every run is new.
+/// known to have existed already (or to hold the window that dropped the start). `None` when
+/// no input has such a key: every run is new.
 fn new_run_ids(inputs: &[Value], how: &StartRuns) -> Option<Vec<Uuid>> {
-    how.idempotency_keys
-        .as_ref()
-        .filter(|keys| keys.iter().any(Option::is_some))
-        .map(|_| inputs.iter().map(|_| Uuid::new_v4()).collect())
+    let has_key = |keys: &Vec<Option<String>>| keys.iter().any(Option::is_some);
+    let keyed = how.idempotency_keys.as_ref().is_some_and(has_key)
+        || how
+            .throttle
+            .as_ref()
+            .is_some_and(|t| t.excess == Excess::Drop && has_key(&t.keys));
+    keyed.then(|| inputs.iter().map(|_| Uuid::new_v4()).collect())
 }
 
 /// Pairs each run with what its start did: a run whose id is not the one its input was given
-/// already existed.
-fn with_outcomes(runs: Vec<Run>, ids: Option<Vec<Uuid>>) -> Vec<StartedRun> {
+/// already existed, or held the throttle window that dropped the start.
+fn with_outcomes(runs: Vec<Run>, ids: Option<Vec<Uuid>>, how: &StartRuns) -> Vec<StartedRun> {
+    let other = if how.idempotency_keys.is_some() {
+        StartOutcome::AlreadyExisted
+    } else {
+        StartOutcome::Dropped
+    };
     let outcome = |index: usize, run: &Run| match ids.as_ref().and_then(|ids| ids.get(index)) {
-        Some(id) if *id != run.run_id => StartOutcome::AlreadyExisted,
+        Some(id) if *id != run.run_id => other,
         _ => StartOutcome::Started,
     };
     runs.into_iter()
@@ -466,7 +541,7 @@ async fn start_flows_as(
     how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
     let runs = sqlx::query_as::<_, Run>(
-        "select * from pgflow.start_flows($1, $2, $3, $4, $5, null, $6, $7, $8, $9)",
+        "select * from pgflow.start_flows($1, $2, $3, $4, $5, null, $6, $7, $8, $9, $10)",
     )
     .bind(name)
     .bind(inputs)
@@ -477,6 +552,7 @@ async fn start_flows_as(
     .bind(trace_context(how))
     .bind(!how.typed_input)
     .bind(priority_arg(how))
+    .bind(guards_arg(how))
     .fetch_all(executor)
     .await?;
     Ok(runs)
@@ -504,7 +580,7 @@ pub async fn start_alias_typed_with(
 ) -> Result<Vec<StartedRun>, EngineError> {
     let ids = new_run_ids(inputs, how);
     let runs = start_alias_typed_as(executor, alias, inputs, types, &ids, how).await?;
-    Ok(with_outcomes(runs, ids))
+    Ok(with_outcomes(runs, ids, how))
 }
 
 async fn start_alias_typed_as(
@@ -516,7 +592,7 @@ async fn start_alias_typed_as(
     how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
     let runs = sqlx::query_as::<_, Run>(
-        "select * from pgflow.start_alias_typed($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        "select * from pgflow.start_alias_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(alias)
     .bind(inputs)
@@ -527,6 +603,7 @@ async fn start_alias_typed_as(
     .bind(trace_context(how))
     .bind(run_ids)
     .bind(priority_arg(how))
+    .bind(guards_arg(how))
     .fetch_all(executor)
     .await?;
     Ok(runs)

@@ -1,0 +1,23 @@
+-- Start guards (issue 38): a start may carry keys that hold back other starts of the same flow
+-- (alias) with the same key. A throttle key lets one run start per window; the starts that
+-- meet an open window are refused, or dropped (they get the window's run back), as the caller
+-- chooses. A singleton key lets one run of the key go at a time; a start that meets a going
+-- one is refused. One row per scope (the alias, or the concrete flow without one), kind and
+-- key: a row whose window has ended, or whose run has ended, is free, and the next start with
+-- its key takes it over (see take_start_guards).
+create table pgflow.start_guards (
+  scope text not null,
+  kind text not null constraint start_guards_kind_valid check (kind in ('throttle', 'singleton')),
+  key text not null constraint start_guards_key_length check (length(key) between 1 and 255),
+  run_id uuid not null,
+  ends_at timestamptz,
+  taken_at timestamptz not null default now(),
+  primary key (scope, kind, key),
+  constraint start_guards_window check ((kind = 'throttle') = (ends_at is not null))
+);
+
+-- The start functions take the guards (a JSON object, so later guards add no argument).
+drop function if exists pgflow.start_flows(text, jsonb[], uuid[], boolean, text[], text,
+                                           timestamptz, text, boolean, smallint);
+drop function if exists pgflow.start_alias_typed(text, jsonb[], text, text, text[],
+                                                 timestamptz, text, uuid[], smallint);

@@ -1,0 +1,226 @@
+//! Start guards: a throttle key starts at most one run per window (the other starts refused,
+//! or dropped with the window's run given back), and a singleton key one going run at a time
+//! (the other starts refused), however many callers start at once.
+
+use std::time::Duration;
+
+use pgflow::{Client, EngineError, Excess, Start, StartOptions, StartOutcome};
+use sqlx::PgPool;
+
+use crate::support::install;
+
+/// Never claimed in these tests: the runs stay going.
+#[pgflow::flow(slug = "guarded_v1", alias = "guarded", input = u32)]
+pub mod guarded_v1 {
+    #[step(queue = "start_guards")]
+    pub async fn only(input: u32) -> Result<u32, String> {
+        Ok(input)
+    }
+}
+
+async fn runs(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("select count(*) from pgflow.runs")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_throttle_refuses_starts_in_its_window_then_opens_again(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&guarded_v1::deployment()).await.unwrap();
+    pgflow::engine::activate_flow(&pool, "guarded_v1")
+        .await
+        .unwrap();
+    let throttled =
+        || StartOptions::new().throttle("account-7", Duration::from_secs(2), Excess::Refuse);
+
+    let first = client
+        .start(Start::flow::<guarded_v1::Flow>(), &1, throttled())
+        .await
+        .unwrap();
+    let refused = client
+        .start(Start::flow::<guarded_v1::Flow>(), &2, throttled())
+        .await
+        .unwrap_err();
+    match &refused {
+        EngineError::Throttled { key, run_id, .. } => {
+            assert_eq!(key, "account-7");
+            assert_eq!(*run_id, first.run_id());
+        }
+        other => panic!("expected Throttled, got {other:?}"),
+    }
+    assert_eq!(runs(&pool).await, 1, "the refused start started nothing");
+    // Another key, and the alias (the same scope), are their own business.
+    client
+        .start(
+            Start::named("guarded"),
+            &3,
+            StartOptions::new().throttle("account-8", Duration::from_secs(2), Excess::Refuse),
+        )
+        .await
+        .unwrap();
+    let through_alias = client
+        .start(
+            Start::<u32, serde_json::Value>::named("guarded"),
+            &4,
+            throttled(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(through_alias, EngineError::Throttled { .. }));
+
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let after = client
+        .start(Start::flow::<guarded_v1::Flow>(), &5, throttled())
+        .await
+        .unwrap();
+    assert_ne!(after.run_id(), first.run_id());
+    assert_eq!(runs(&pool).await, 3);
+}
+
+#[sqlx::test(migrations = false)]
+async fn many_callers_at_once_start_one_run_per_window_and_the_rest_are_dropped(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&guarded_v1::deployment()).await.unwrap();
+    // Ten callers, each with a pool of its own, start ten times each at once.
+    let mut callers = Vec::new();
+    for caller in 0..10u32 {
+        let own = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .connect_with(pool.connect_options().as_ref().clone())
+            .await
+            .unwrap();
+        callers.push(tokio::spawn(async move {
+            let client = Client::new(own);
+            let mut outcomes = Vec::new();
+            for n in 0..10 {
+                let run = client
+                    .start(
+                        Start::flow::<guarded_v1::Flow>(),
+                        &(caller * 10 + n),
+                        StartOptions::new().throttle(
+                            "webhook-storm",
+                            Duration::from_secs(60),
+                            Excess::Drop,
+                        ),
+                    )
+                    .await
+                    .unwrap();
+                outcomes.push((run.run_id(), run.start_outcome()));
+            }
+            outcomes
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for caller in callers {
+        outcomes.extend(caller.await.unwrap());
+    }
+    assert_eq!(runs(&pool).await, 1, "one run for the window");
+    let started: Vec<_> = outcomes
+        .iter()
+        .filter(|(_, outcome)| *outcome == Some(StartOutcome::Started))
+        .collect();
+    assert_eq!(started.len(), 1);
+    let window_run = started[0].0;
+    assert!(
+        outcomes.iter().all(|(run_id, _)| *run_id == window_run),
+        "every start got the window's run back: {outcomes:?}"
+    );
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|(_, outcome)| *outcome == Some(StartOutcome::Dropped))
+            .count(),
+        99
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_singleton_refuses_a_second_run_while_the_first_is_going(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&guarded_v1::deployment()).await.unwrap();
+    let single = || StartOptions::new().singleton("nightly-import");
+
+    let first = client
+        .start(Start::flow::<guarded_v1::Flow>(), &1, single())
+        .await
+        .unwrap();
+    let busy = client
+        .start(Start::flow::<guarded_v1::Flow>(), &2, single())
+        .await
+        .unwrap_err();
+    match &busy {
+        EngineError::SingletonBusy { key, run_id, .. } => {
+            assert_eq!(key, "nightly-import");
+            assert_eq!(*run_id, first.run_id());
+        }
+        other => panic!("expected SingletonBusy, got {other:?}"),
+    }
+    // Two of one key in one call: the second is refused, and nothing of the call starts.
+    let both = client
+        .start_many(
+            Start::flow::<guarded_v1::Flow>(),
+            &[3, 4],
+            &[StartOptions::new().singleton("weekly-report")],
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(both, EngineError::SingletonBusy { .. }), "{both}");
+    assert_eq!(runs(&pool).await, 1);
+
+    // Once the first run has ended, the key is free again.
+    client
+        .cancel(first.run_id(), Some("done by hand"))
+        .await
+        .unwrap();
+    let second = client
+        .start(Start::flow::<guarded_v1::Flow>(), &5, single())
+        .await
+        .unwrap();
+    assert_ne!(second.run_id(), first.run_id());
+    assert_eq!(
+        sqlx::query_scalar::<_, uuid::Uuid>(
+            "select run_id from pgflow.start_guards where kind = 'singleton'"
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap(),
+        second.run_id()
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn guards_do_not_go_with_idempotency_keys_or_a_zero_window(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&guarded_v1::deployment()).await.unwrap();
+    let error = client
+        .start(
+            Start::flow::<guarded_v1::Flow>(),
+            &1,
+            StartOptions::new().idempotency_key("k").singleton("s"),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, EngineError::InvalidArguments(m) if m.contains("idempotency keys")),
+        "{error}"
+    );
+    let error = client
+        .start(
+            Start::flow::<guarded_v1::Flow>(),
+            &1,
+            StartOptions::new().throttle("t", Duration::ZERO, Excess::Refuse),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, EngineError::InvalidArguments(m) if m.contains("at least 1")),
+        "{error}"
+    );
+    assert_eq!(runs(&pool).await, 0);
+}
