@@ -85,8 +85,8 @@ pub(crate) enum Command {
         /// in an open window is refused (exit 1), or with --drop answers with the window's run.
         #[arg(long, value_name = "KEY", requires = "window")]
         throttle: Option<String>,
-        /// The throttle window, e.g. 30s, 5m.
-        #[arg(long, value_name = "DURATION", value_parser = parse_age, requires = "throttle")]
+        /// The throttle or debounce window, e.g. 30s, 5m.
+        #[arg(long, value_name = "DURATION", value_parser = parse_age)]
         window: Option<std::time::Duration>,
         /// With --throttle: drop a start in an open window instead of refusing it.
         #[arg(long, requires = "throttle")]
@@ -94,6 +94,11 @@ pub(crate) enum Command {
         /// Start only while no run with this key (of this flow or alias) is going.
         #[arg(long, value_name = "KEY")]
         singleton: Option<String>,
+        /// Make one run of the starts with this key less than --window apart: it begins a
+        /// window after the last one, with the last input.
+        #[arg(long, value_name = "KEY", requires = "window",
+              conflicts_with_all = ["throttle", "singleton", "idempotency_key"])]
+        debounce: Option<String>,
     },
     /// Send a signal to a run: the step that waits for it runs with the payload (or, when the
     /// run has not reached that step yet, will run without waiting).

@@ -2,19 +2,123 @@
 -- idempotency keys, a start time and a trace context) and starting their root steps through
 -- the progression functions (04_progression.sql).
 
--- take_start_guards: takes, for runs about to start (p_run_ids, one per input, in input
--- order), the start guards p_guards names (see start_flows) in scope p_scope: first every
--- singleton key, then every throttle key, input by input. A key's row is taken when it is new,
--- or when its throttle window has ended, or when its singleton run has ended (or is none of
--- the runs about to start and no longer exists); the row then names the new run. A key that
--- is not free raises PF018 (singleton) or PF017 (throttle without "drop"), naming the key and
--- the run that holds it; with "drop", the input is left out and its result is that run.
--- Returns each input's result id and whether it starts.
+-- begin_runs: begins runs just inserted (parallel arrays of ids and inputs, all of flow
+-- p_flow_slug and of priority p_priority, null for the default): their step states, the root
+-- steps started and sized, their waits and their first tasks, visible after p_delay seconds
+-- beyond each root step's own start delay. p_waits says whether the flow has a step that waits
+-- for a signal (the caller read it with the steps). start_flows calls it for the runs it
+-- starts now, begin_deferred_runs for runs whose start was deferred (a debounce).
+-- Locks: as start_ready_steps and enqueue_step_tasks.
+create or replace function pgflow.begin_runs(
+  p_flow_slug text, p_run_ids uuid[], p_inputs jsonb[], p_delay integer, p_priority smallint,
+  p_waits boolean
+)
+returns void
+language plpgsql
+as $$
+declare
+  v_started pgflow.started_step[];
+  v_slow_runs uuid[];
+begin
+  -- Every step state in one write, the root steps already started and sized: a single step
+  -- gets one task, a root map step one per element of the run's input. A root step that
+  -- waits for a signal (and has no condition) is 'waiting' at once, with its wait (a new run
+  -- has received no signal yet). A root step with a condition or a sleep stays 'created' and
+  -- is decided by start_ready_steps. A run whose input a root map step cannot map over (not an array)
+  -- gets all its steps 'created' and is left to start_ready_steps, which fails it (unless
+  -- the map step's condition skips it).
+  with planned as (
+    select r.run_id, s.step_slug, s.flow_slug, s.deps_count, s.queue_name,
+           coalesce(s.opt_start_delay, 0) + p_delay as start_delay,
+           case when s.deps_count > 0 or c.deferred or c.waits then null
+                when s.step_type = 'single' then 1
+                when jsonb_typeof(r.input) = 'array' then jsonb_array_length(r.input)
+           end as task_count,
+           s.deps_count = 0 and s.step_type = 'map' and not c.deferred and not c.waits
+             and jsonb_typeof(r.input) is distinct from 'array' as bad,
+           s.deps_count = 0 and c.deferred as decided_later,
+           s.deps_count = 0 and c.waits and not c.deferred as waits_now
+    from unnest(p_run_ids, p_inputs) as r(run_id, input)
+    cross join pgflow.steps s
+    cross join lateral (select s.condition_when is not null or s.condition_unless is not null
+                                 or s.sleep_seconds is not null
+                                 or s.sleep_until_path is not null
+                                 or s.concurrency_limit is not null as deferred,
+                               s.signal_name is not null as waits) c
+    where s.flow_slug = p_flow_slug
+  ),
+  decided as materialized (
+    select planned.*,
+           planned.task_count is not null
+             and not bool_or(planned.bad) over (partition by planned.run_id) as start,
+           planned.waits_now
+             and not bool_or(planned.bad) over (partition by planned.run_id) as wait
+    from planned
+  ),
+  inserted as (
+    insert into pgflow.step_states (run_id, step_slug, flow_slug, remaining_deps, status,
+                                    started_at, initial_tasks, remaining_tasks)
+    select d.run_id, d.step_slug, d.flow_slug, d.deps_count,
+           case when d.start then 'started' when d.wait then 'waiting' else 'created' end,
+           case when d.start then now() end,
+           case when d.start then d.task_count end,
+           case when d.start then d.task_count end
+    from decided d
+  )
+  select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay,
+                    p_priority)::pgflow.started_step) filter (where start),
+         array_agg(distinct run_id) filter (where bad or decided_later)
+  into v_started, v_slow_runs
+  from decided;
+
+  -- The waits of the root steps that wait (a flow with none skips the statement).
+  if p_waits then
+    insert into pgflow.waits (run_id, step_slug, flow_slug, signal_name, deadline, signal_key)
+    select ss.run_id, ss.step_slug, ss.flow_slug, s.signal_name,
+           now() + make_interval(secs => s.wait_timeout),
+           pgflow.signal_key_of(s.signal_key_path, ss.run_id, r.input)
+    from pgflow.step_states ss
+    join pgflow.runs r on r.run_id = ss.run_id
+    join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+    where ss.run_id = any(p_run_ids) and ss.status = 'waiting';
+  end if;
+
+  -- Their events (`started`), before anything moves them on; checked here first, since a
+  -- call costs more than the look at the lease table that nearly always ends it.
+  if exists (select 1 from pgflow.event_subscribers s where s.expires_at > now()) then
+    perform pgflow.notify_new_runs(p_run_ids);
+  end if;
+
+  if v_slow_runs is not null then
+    perform pgflow.start_ready_steps(v_slow_runs);
+  end if;
+  if v_started is not null then
+    perform pgflow.enqueue_step_tasks(v_started);
+  end if;
+end;
+$$;
+
+-- take_start_guards: takes, for runs about to start (p_run_ids and p_inputs, one per input,
+-- in input order), the start guards p_guards names (see start_flows) in scope p_scope: every
+-- singleton key, then every throttle key, then every debounce key, input by input.
+-- - A singleton or throttle key's row is taken when it is new, or when its throttle window has
+--   ended, or when its singleton run has ended (or is none of the runs about to start and no
+--   longer exists); the row then names the new run. A key that is not free raises PF018
+--   (singleton) or PF017 (throttle without "drop"), naming the key and the run that holds it;
+--   with "drop", the input is left out and its result is that run.
+-- - A debounce key whose run has not begun yet (deferred_runs) folds the input into that run:
+--   its input becomes this one and it begins a window from now; the input is left out and its
+--   result is that run. Otherwise the input's run starts deferred, beginning a window from now
+--   (`deferred_until`), and the key's row names it.
+-- Returns each input's result id, whether it starts (its run is inserted) and, for a run that
+-- starts deferred, when it begins.
 -- Locks: the guards' rows, in input order per kind (a concurrent start with the same key
--- waits for this transaction on the key's index entry, then decides again).
+-- waits for this transaction on the key's row or index entry, then decides again); for a
+-- debounce, then the pending run's deferred_runs row (waiting for a begin in flight) and its
+-- runs row.
 create or replace function pgflow.take_start_guards(p_scope text, p_guards jsonb,
-                                                    p_run_ids uuid[])
-returns table (ordinality integer, result_id uuid, kept boolean)
+                                                    p_run_ids uuid[], p_inputs jsonb[])
+returns table (ordinality integer, result_id uuid, kept boolean, deferred_until timestamptz)
 language plpgsql
 as $$
 declare
@@ -23,17 +127,24 @@ declare
   v_seconds integer;
   v_drop boolean;
   v_holder record;
+  v_pending uuid;
   v_results uuid[] := p_run_ids;
   v_kept boolean[] := array_fill(true, array[cardinality(p_run_ids)]);
+  v_deferred timestamptz[] := array_fill(null::timestamptz, array[cardinality(p_run_ids)]);
 begin
   if jsonb_typeof(p_guards) <> 'object'
      or exists (select 1 from jsonb_object_keys(p_guards) k
-                where k not in ('throttle', 'singleton')) then
-    raise exception 'start_flows: the start guards must be a JSON object of `throttle` and '
-      '`singleton`, got %', left(p_guards::text, 200)
+                where k not in ('throttle', 'singleton', 'debounce')) then
+    raise exception 'start_flows: the start guards must be a JSON object of `throttle`, '
+      '`singleton` and `debounce`, got %', left(p_guards::text, 200)
       using errcode = 'PF005';
   end if;
-  foreach v_kind in array array['singleton', 'throttle'] loop
+  if p_guards ? 'debounce' and (p_guards ? 'throttle' or p_guards ? 'singleton') then
+    raise exception 'start_flows: a debounce key does not go with a throttle or singleton key '
+      'in one start; a debounce already makes one run of many starts'
+      using errcode = 'PF005';
+  end if;
+  foreach v_kind in array array['singleton', 'throttle', 'debounce'] loop
     continue when not p_guards ? v_kind;
     v_keys := array(select k from jsonb_array_elements_text(
                       case when jsonb_typeof(p_guards -> v_kind -> 'keys') = 'array'
@@ -47,17 +158,59 @@ begin
       raise exception 'start_flows: a % key must have 1 to 255 characters', v_kind
         using errcode = 'PF005';
     end if;
-    if v_kind = 'throttle' then
-      v_seconds := (p_guards -> 'throttle' ->> 'seconds')::integer;
-      v_drop := coalesce((p_guards -> 'throttle' ->> 'drop')::boolean, false);
+    if v_kind in ('throttle', 'debounce') then
+      v_seconds := (p_guards -> v_kind ->> 'seconds')::integer;
+      v_drop := coalesce((p_guards -> v_kind ->> 'drop')::boolean, false);
       if v_seconds is null or v_seconds < 1 then
-        raise exception 'start_flows: a throttle window is a whole number of seconds, at least '
-          '1; got %', coalesce(p_guards -> 'throttle' ->> 'seconds', 'none')
+        raise exception 'start_flows: a % window is a whole number of seconds, at least 1; '
+          'got %', v_kind, coalesce(p_guards -> v_kind ->> 'seconds', 'none')
           using errcode = 'PF005';
       end if;
     end if;
     for i in 1 .. cardinality(p_run_ids) loop
       continue when v_keys[i] is null or not v_kept[i];
+      if v_kind = 'debounce' then
+        -- Fold into the key's run if it has not begun; else this input's run is the key's,
+        -- deferred. (Twice at most: a start that created the key's row meanwhile is folded
+        -- into on the second pass.)
+        for pass in 1 .. 2 loop
+          select g.run_id into v_pending
+          from pgflow.start_guards g
+          where g.scope = p_scope and g.kind = 'debounce' and g.key = v_keys[i]
+          for update;
+          if found then
+            update pgflow.deferred_runs d
+            set begins_at = now() + make_interval(secs => v_seconds)
+            where d.run_id = v_pending;
+            if found then
+              update pgflow.runs r
+              set input = p_inputs[i], scheduled_for = now() + make_interval(secs => v_seconds)
+              where r.run_id = v_pending and r.status = 'started';
+            end if;
+            if found then
+              update pgflow.start_guards g
+              set ends_at = now() + make_interval(secs => v_seconds)
+              where g.scope = p_scope and g.kind = 'debounce' and g.key = v_keys[i];
+              v_kept[i] := false;
+              v_results[i] := v_pending;
+              exit;
+            end if;
+            update pgflow.start_guards g
+            set run_id = p_run_ids[i], ends_at = now() + make_interval(secs => v_seconds),
+                taken_at = now()
+            where g.scope = p_scope and g.kind = 'debounce' and g.key = v_keys[i];
+          else
+            insert into pgflow.start_guards (scope, kind, key, run_id, ends_at)
+            values (p_scope, 'debounce', v_keys[i], p_run_ids[i],
+                    now() + make_interval(secs => v_seconds))
+            on conflict do nothing;
+            continue when not found;
+          end if;
+          v_deferred[i] := now() + make_interval(secs => v_seconds);
+          exit;
+        end loop;
+        continue;
+      end if;
       insert into pgflow.start_guards as g (scope, kind, key, run_id, ends_at)
       values (p_scope, v_kind, v_keys[i], p_run_ids[i],
               case when v_kind = 'throttle' then now() + make_interval(secs => v_seconds) end)
@@ -93,7 +246,58 @@ begin
     end loop;
   end loop;
   return query
-  select i, v_results[i], v_kept[i] from generate_series(1, cardinality(p_run_ids)) i;
+  select i, v_results[i], v_kept[i], v_deferred[i]
+  from generate_series(1, cardinality(p_run_ids)) i;
+end;
+$$;
+
+-- begin_deferred_runs: begins the runs whose deferred start is due (a debounce's window
+-- ended), at most p_limit, oldest first (begin_runs); a deferred run that ended meanwhile (a
+-- cancel) is only let go. Every process with a worker calls it each second; several at once
+-- share the work. Returns how many runs it began.
+-- Locks: the due deferred_runs rows (SKIP LOCKED), then their runs (lock_runs), then as
+-- begin_runs.
+create or replace function pgflow.begin_deferred_runs(p_limit integer default 1000)
+returns integer
+language plpgsql
+set plan_cache_mode = force_generic_plan
+set enable_seqscan = off
+as $$
+declare
+  v_ids uuid[];
+  v_group record;
+  v_begun integer := 0;
+begin
+  with due as (
+    select d.run_id from pgflow.deferred_runs d
+    where d.begins_at <= now()
+    order by d.begins_at
+    limit p_limit
+    for update skip locked
+  ),
+  gone as (
+    delete from pgflow.deferred_runs d using due where d.run_id = due.run_id
+    returning d.run_id
+  )
+  select array_agg(run_id) into v_ids from gone;
+  if v_ids is null then
+    return 0;
+  end if;
+  perform pgflow.lock_runs(v_ids);
+  for v_group in
+    select r.flow_slug, r.priority, array_agg(r.run_id order by r.run_id) as ids,
+           array_agg(r.input order by r.run_id) as inputs,
+           exists (select 1 from pgflow.steps s
+                   where s.flow_slug = r.flow_slug and s.signal_name is not null) as waits
+    from pgflow.runs r
+    where r.run_id = any(v_ids) and r.status = 'started'
+    group by r.flow_slug, r.priority
+  loop
+    perform pgflow.begin_runs(v_group.flow_slug, v_group.ids, v_group.inputs, 0,
+                              v_group.priority, v_group.waits);
+    v_begun := v_begun + cardinality(v_group.ids);
+  end loop;
+  return v_begun;
 end;
 $$;
 
@@ -129,7 +333,11 @@ $$;
 -- most one run per key in each window of n seconds; an input whose key's window is open is
 -- refused (PF017, nothing starts) or, with "drop", not started: its result is the window's
 -- run. {"singleton": {"keys": [...]}} starts a run only while no run of its key is going
--- (PF018 otherwise, nothing starts). See take_start_guards. Not with idempotency keys (PF005).
+-- (PF018 otherwise, nothing starts). {"debounce": {"keys": [...], "seconds": n}} makes one
+-- run of the starts of a key that come less than n seconds apart: the first creates the run,
+-- deferred (`scheduled`, no step begun), each later one replaces its input and defers it n
+-- seconds from then (its result is that run), and the run begins n seconds after the last
+-- (begin_deferred_runs). See take_start_guards. Not with idempotency keys (PF005).
 -- Returns the runs in input order, as they stand after the first steps were started (a run
 -- whose steps all complete at once, e.g. a map over [], is already 'completed').
 -- Raises PF004 when the name is neither an alias with an active version nor a concrete flow.
@@ -167,12 +375,13 @@ declare
   v_inputs jsonb[];
   v_result_ids uuid[];
   v_conflict record;
-  v_started pgflow.started_step[];
-  v_slow_runs uuid[];
   -- The priority as runs and tasks store it: null for the default, 3.
   v_priority smallint := nullif(p_priority, 3);
-  -- With guards: each input's result (its own run, or the run of the window that dropped it).
+  -- With guards: each input's result (its own run, or the run of the window that dropped it
+  -- or of the debounce it was folded into), and the runs that start deferred.
   v_guarded_ids uuid[];
+  v_deferred_ids uuid[];
+  v_deferred_until timestamptz[];
 begin
   if p_priority is not null and p_priority not between 1 and 5 then
     raise exception 'start_flows: priority % is out of range; a priority is 1 (highest) to 5 '
@@ -261,9 +470,13 @@ begin
     select array_agg(g.result_id order by g.ordinality),
            coalesce(array_agg(p_inputs[g.ordinality] order by g.ordinality)
                       filter (where g.kept), array[]::jsonb[]),
-           array_agg(v_guarded_ids[g.ordinality] order by g.ordinality) filter (where g.kept)
-    into v_guarded_ids, p_inputs, p_run_ids
-    from pgflow.take_start_guards(v_scope, p_guards, v_guarded_ids) g;
+           array_agg(v_guarded_ids[g.ordinality] order by g.ordinality) filter (where g.kept),
+           array_agg(g.result_id order by g.ordinality)
+             filter (where g.kept and g.deferred_until is not null),
+           array_agg(g.deferred_until order by g.ordinality)
+             filter (where g.kept and g.deferred_until is not null)
+    into v_guarded_ids, p_inputs, p_run_ids, v_deferred_ids, v_deferred_until
+    from pgflow.take_start_guards(v_scope, p_guards, v_guarded_ids, p_inputs) g;
   end if;
 
   if p_idempotency_keys is null and cardinality(p_inputs) = 1 then
@@ -362,82 +575,20 @@ begin
          and e.idempotency_scope = v_scope and e.idempotency_key = u.key;
   end if;
 
+  -- Runs whose start a debounce deferred exist now, and begin later (begin_deferred_runs).
+  if v_deferred_ids is not null then
+    insert into pgflow.deferred_runs (run_id, begins_at)
+    select * from unnest(v_deferred_ids, v_deferred_until);
+    update pgflow.runs r set scheduled_for = d.begins_at
+    from unnest(v_deferred_ids, v_deferred_until) as d(run_id, begins_at)
+    where r.run_id = d.run_id;
+    select array_agg(u.run_id order by u.n), array_agg(u.input order by u.n)
+    into v_run_ids, v_inputs
+    from unnest(v_run_ids, v_inputs) with ordinality as u(run_id, input, n)
+    where u.run_id <> all(v_deferred_ids);
+  end if;
   if v_run_ids is not null then
-    -- Every step state in one write, the root steps already started and sized: a single step
-    -- gets one task, a root map step one per element of the run's input. A root step that
-    -- waits for a signal (and has no condition) is 'waiting' at once, with its wait (a new run
-    -- has received no signal yet). A root step with a condition or a sleep stays 'created' and
-    -- is decided by start_ready_steps. A run whose input a root map step cannot map over (not an array)
-    -- gets all its steps 'created' and is left to start_ready_steps, which fails it (unless
-    -- the map step's condition skips it).
-    with planned as (
-      select r.run_id, s.step_slug, s.flow_slug, s.deps_count, s.queue_name,
-             coalesce(s.opt_start_delay, 0) + v_delay as start_delay,
-             case when s.deps_count > 0 or c.deferred or c.waits then null
-                  when s.step_type = 'single' then 1
-                  when jsonb_typeof(r.input) = 'array' then jsonb_array_length(r.input)
-             end as task_count,
-             s.deps_count = 0 and s.step_type = 'map' and not c.deferred and not c.waits
-               and jsonb_typeof(r.input) is distinct from 'array' as bad,
-             s.deps_count = 0 and c.deferred as decided_later,
-             s.deps_count = 0 and c.waits and not c.deferred as waits_now
-      from unnest(v_run_ids, v_inputs) as r(run_id, input)
-      cross join pgflow.steps s
-      cross join lateral (select s.condition_when is not null or s.condition_unless is not null
-                                   or s.sleep_seconds is not null
-                                   or s.sleep_until_path is not null
-                                   or s.concurrency_limit is not null as deferred,
-                                 s.signal_name is not null as waits) c
-      where s.flow_slug = v_flow_slug
-    ),
-    decided as materialized (
-      select planned.*,
-             planned.task_count is not null
-               and not bool_or(planned.bad) over (partition by planned.run_id) as start,
-             planned.waits_now
-               and not bool_or(planned.bad) over (partition by planned.run_id) as wait
-      from planned
-    ),
-    inserted as (
-      insert into pgflow.step_states (run_id, step_slug, flow_slug, remaining_deps, status,
-                                      started_at, initial_tasks, remaining_tasks)
-      select d.run_id, d.step_slug, d.flow_slug, d.deps_count,
-             case when d.start then 'started' when d.wait then 'waiting' else 'created' end,
-             case when d.start then now() end,
-             case when d.start then d.task_count end,
-             case when d.start then d.task_count end
-      from decided d
-    )
-    select array_agg((run_id, step_slug, flow_slug, task_count, queue_name, start_delay,
-                      v_priority)::pgflow.started_step) filter (where start),
-           array_agg(distinct run_id) filter (where bad or decided_later)
-    into v_started, v_slow_runs
-    from decided;
-
-    -- The waits of the root steps that wait (a flow with none skips the statement).
-    if v_waits then
-      insert into pgflow.waits (run_id, step_slug, flow_slug, signal_name, deadline, signal_key)
-      select ss.run_id, ss.step_slug, ss.flow_slug, s.signal_name,
-             now() + make_interval(secs => s.wait_timeout),
-             pgflow.signal_key_of(s.signal_key_path, ss.run_id, r.input)
-      from pgflow.step_states ss
-      join pgflow.runs r on r.run_id = ss.run_id
-      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
-      where ss.run_id = any(v_run_ids) and ss.status = 'waiting';
-    end if;
-
-    -- Their events (`started`), before anything moves them on; checked here first, since a
-    -- call costs more than the look at the lease table that nearly always ends it.
-    if exists (select 1 from pgflow.event_subscribers s where s.expires_at > now()) then
-      perform pgflow.notify_new_runs(v_run_ids);
-    end if;
-
-    if v_slow_runs is not null then
-      perform pgflow.start_ready_steps(v_slow_runs);
-    end if;
-    if v_started is not null then
-      perform pgflow.enqueue_step_tasks(v_started);
-    end if;
+    perform pgflow.begin_runs(v_flow_slug, v_run_ids, v_inputs, v_delay, v_priority, v_waits);
   end if;
 
   if v_guarded_ids is not null then

@@ -257,6 +257,7 @@ set enable_seqscan = off
 as $$
 declare
   v_paused boolean;
+  v_laned boolean;
   v_lanes smallint[];
   v_lane smallint;
   v_quota integer;
@@ -271,13 +272,12 @@ declare
 begin
   -- A paused queue claims nothing, and takes no message off the queue. (One look for both.)
   select exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name),
-         (select array_agg(l.priority) from pgflow.queue_lanes l
-          where l.queue_name = p_queue_name)
-  into v_paused, v_lanes;
+         exists (select 1 from pgflow.queue_lanes l where l.queue_name = p_queue_name)
+  into v_paused, v_laned;
   if v_paused then
     return;
   end if;
-  if v_lanes is null then
+  if not v_laned then
     return query
     select *
     from pgflow.claim_tasks(
@@ -289,7 +289,11 @@ begin
     return;
   end if;
 
-  v_lanes := array(select p from unnest(v_lanes || 3::smallint) as p order by p);
+  v_lanes := array(select l.priority from pgflow.queue_lanes l
+                   where l.queue_name = p_queue_name
+                   union all
+                   select 3
+                   order by 1);
   v_wanted := p_quantity;
   v_aged_lanes := array[]::smallint[];
   v_aged_ids := array[]::bigint[];

@@ -80,7 +80,8 @@ begin
                                 'refresh_statistics', 'tables_to_vacuum', 'lock_namespace',
                                 'schedules_to_fire', 'fire_schedule', 'request_wakeups',
                                 'withdraw_wakeups', 'expire_waits', 'signal_payload',
-                                'settle_subflows', 'release_capped_tasks') then
+                                'settle_subflows', 'release_capped_tasks',
+                                'begin_deferred_runs') then
                array['pgflow_worker']
              when p.proname in ('start_flows', 'start_flow', 'start_alias_typed',
                                 'run_step_states', 'subscribe_events',
@@ -133,7 +134,7 @@ begin
                     pgflow.flows, pgflow.steps, pgflow.deps, pgflow.aliases, pgflow.waits,
                     pgflow.signals, pgflow.held_tasks, pgflow.cap_slots, pgflow.paused_flows,
                     pgflow.parked_tasks, pgflow.queue_lanes, pgflow.queue_aging,
-                    pgflow.start_guards
+                    pgflow.start_guards, pgflow.deferred_runs
       to pgflow_client;
     -- Operators are clients too, and read the workers, rollouts and alias history.
     if not pg_has_role('pgflow_operator', 'pgflow_client', 'member') then

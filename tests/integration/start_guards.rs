@@ -224,3 +224,130 @@ async fn guards_do_not_go_with_idempotency_keys_or_a_zero_window(pool: PgPool) {
     );
     assert_eq!(runs(&pool).await, 0);
 }
+
+/// Echoes its input, so the run's output says which input it began with.
+#[pgflow::flow(slug = "debounced_v1", alias = "debounced", input = u32)]
+pub mod debounced_v1 {
+    #[step(queue = "start_debounce")]
+    pub async fn echo(input: u32) -> Result<u32, String> {
+        Ok(input)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_debounce_makes_one_run_of_a_hundred_starts_with_the_last_input(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&debounced_v1::deployment()).await.unwrap();
+    let debounced = || StartOptions::new().debounce("storm", Duration::from_secs(1));
+
+    let mut handles = Vec::new();
+    for n in 0..100u32 {
+        handles.push(
+            client
+                .start(Start::flow::<debounced_v1::Flow>(), &n, debounced())
+                .await
+                .unwrap(),
+        );
+    }
+    let run_id = handles[0].run_id();
+    assert!(handles.iter().all(|h| h.run_id() == run_id), "one run");
+    assert_eq!(handles[0].start_outcome(), Some(StartOutcome::Started));
+    assert!(
+        handles[1..]
+            .iter()
+            .all(|h| h.start_outcome() == Some(StartOutcome::Debounced))
+    );
+    assert_eq!(runs(&pool).await, 1);
+    let run = handles[0].run(&client).await.unwrap();
+    assert_eq!(run.input, serde_json::json!(99), "the last input won");
+    assert_eq!(run.shown_status(), "scheduled");
+    let begins_at = run
+        .scheduled_for
+        .expect("it begins a window after the last start");
+    let steps: i64 = sqlx::query_scalar("select count(*) from pgflow.step_states")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(steps, 0, "nothing of it has begun");
+
+    let worker = pgflow::Worker::start_with(
+        debounced_v1::deployment(),
+        crate::support::worker_config(debounced_v1::Queue::StartDebounce, &pool),
+    )
+    .await
+    .unwrap();
+    let output = handles[99]
+        .wait(&client, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(output.echo, 99);
+    let began: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("select started_at from pgflow.step_states where run_id = $1")
+            .bind(run_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(
+        began >= begins_at,
+        "it began at {began}, before its window ended at {begins_at}"
+    );
+
+    // Once it has begun, the key makes a new run.
+    let next = client
+        .start(Start::flow::<debounced_v1::Flow>(), &7, debounced())
+        .await
+        .unwrap();
+    assert_ne!(next.run_id(), run_id);
+    assert_eq!(next.start_outcome(), Some(StartOutcome::Started));
+    assert_eq!(
+        next.wait(&client, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .echo,
+        7
+    );
+    worker.shutdown();
+}
+
+#[sqlx::test(migrations = false)]
+async fn many_callers_debouncing_at_once_make_one_run(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&debounced_v1::deployment()).await.unwrap();
+    let mut callers = Vec::new();
+    for caller in 0..10u32 {
+        let own = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .connect_with(pool.connect_options().as_ref().clone())
+            .await
+            .unwrap();
+        callers.push(tokio::spawn(async move {
+            let client = Client::new(own);
+            let mut ids = Vec::new();
+            for n in 0..10 {
+                let run = client
+                    .start(
+                        Start::flow::<debounced_v1::Flow>(),
+                        &(caller * 10 + n),
+                        StartOptions::new().debounce("burst", Duration::from_secs(30)),
+                    )
+                    .await
+                    .unwrap();
+                ids.push(run.run_id());
+            }
+            ids
+        }));
+    }
+    let mut ids = Vec::new();
+    for caller in callers {
+        ids.extend(caller.await.unwrap());
+    }
+    assert_eq!(runs(&pool).await, 1, "one run for the burst");
+    assert!(ids.iter().all(|id| *id == ids[0]));
+    let deferred: i64 = sqlx::query_scalar("select count(*) from pgflow.deferred_runs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(deferred, 1);
+}

@@ -91,6 +91,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             window,
             drop,
             singleton,
+            debounce,
         } => {
             let input = runs::read_json(input.as_deref(), input_file.as_deref(), JsonArg::INPUT)?;
             let start_at = match after {
@@ -121,6 +122,17 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             }
             if let Some(key) = singleton {
                 how.singleton_keys = Some(vec![Some(key)]);
+            }
+            match (debounce, window) {
+                (Some(key), Some(window)) => {
+                    how.debounce = Some(pgflow::engine::Debounce::new(vec![Some(key)], window));
+                }
+                (None, Some(_)) if how.throttle.is_none() => {
+                    return Err(Failure::usage(
+                        "--window goes with --throttle or --debounce",
+                    ));
+                }
+                _ => {}
             }
             runs::start(&pool, &out, &flow, &input, &how).await
         }

@@ -455,6 +455,10 @@ pub(super) async fn start(
         }),
         || {
             let head = match (outcome, &run.idempotency_key) {
+                (pgflow::StartOutcome::Debounced, _) => format!(
+                    "debounced: run {} of `{}` takes this input and begins a window from now",
+                    run.run_id, run.flow_slug
+                ),
                 (pgflow::StartOutcome::Dropped, _) => format!(
                     "dropped: run {} of `{}` holds the throttle window (status {}); nothing new \
                      was started",

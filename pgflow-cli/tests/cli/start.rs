@@ -257,6 +257,38 @@ async fn start_with_a_throttle_or_a_singleton_key_holds_back_a_second_start(pool
         .await
         .unwrap();
     assert_eq!(runs, 2);
+
+    let debounced = |input: &str| {
+        let out = pgflow(
+            &pool,
+            &[
+                "start",
+                "triage_v1",
+                "--input",
+                input,
+                "--debounce",
+                "d",
+                "--window",
+                "1m",
+                "--json",
+            ],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_str::<Value>(&stdout(&out)).unwrap()
+    };
+    let first = debounced("{\"n\": 1}");
+    let second = debounced("{\"n\": 2}");
+    assert_eq!(first["outcome"], json!("started"));
+    assert_eq!(second["outcome"], json!("debounced"));
+    assert_eq!(second["run_id"], first["run_id"]);
+    let input: Value = sqlx::query_scalar("select input from pgflow.runs where run_id = $1::uuid")
+        .bind(first["run_id"].as_str().unwrap())
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(input, json!({"n": 2}));
+    let lone = pgflow(&pool, &["start", "triage_v1", "--window", "1m"]);
+    assert_eq!(lone.status.code(), Some(2), "{}", stderr(&lone));
 }
 
 /// A checked flow's input.

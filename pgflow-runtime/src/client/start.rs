@@ -15,7 +15,7 @@ use sqlx::PgExecutor;
 use super::{Client, RunHandle};
 use crate::definition::FlowTypes;
 use crate::deployment::FlowSpec;
-use crate::engine::{self, Excess, Priority, StartRuns, StartedRun, Throttle};
+use crate::engine::{self, Debounce, Excess, Priority, StartRuns, StartedRun, Throttle};
 use crate::error::EngineError;
 
 /// What a start names, with the types of its input `I` and output `O`.
@@ -143,6 +143,8 @@ pub struct StartOptions {
     pub throttle: Option<(String, Duration, Excess)>,
     /// The run's singleton key, if any (see [`singleton`](Self::singleton)).
     pub singleton_key: Option<String>,
+    /// The run's debounce key and window, if any (see [`debounce`](Self::debounce)).
+    pub debounce: Option<(String, Duration)>,
 }
 
 impl StartOptions {
@@ -194,6 +196,18 @@ impl StartOptions {
     #[must_use]
     pub fn singleton(mut self, key: impl Into<String>) -> Self {
         self.singleton_key = Some(key.into());
+        self
+    }
+
+    /// Makes one run of the starts with `key` (of the same flow or alias) that come less than
+    /// `window` apart: the first creates the run, which waits (`scheduled`, no step begun);
+    /// each later one gives it its own input and moves its begin to `window` from then, and
+    /// gets that run back ([`StartOutcome::Debounced`](crate::StartOutcome::Debounced)). The
+    /// run begins `window` after the last start, with the last input. The window counts whole
+    /// seconds (rounded up).
+    #[must_use]
+    pub fn debounce(mut self, key: impl Into<String>, window: Duration) -> Self {
+        self.debounce = Some((key.into(), window));
         self
     }
 
@@ -317,6 +331,7 @@ fn start_runs(count: usize, options: &[StartOptions]) -> Result<StartRuns, Engin
         ));
     }
     let throttle = throttle_of(&shared_or_each)?;
+    let debounce = debounce_of(&shared_or_each)?;
     let singleton_keys: Vec<Option<String>> = shared_or_each
         .iter()
         .map(|o| o.singleton_key.clone())
@@ -338,7 +353,30 @@ fn start_runs(count: usize, options: &[StartOptions]) -> Result<StartRuns, Engin
         priority,
         throttle,
         singleton_keys,
+        debounce,
     })
+}
+
+/// The debounce of a call: one key per input, one window for all.
+fn debounce_of(options: &[&StartOptions]) -> Result<Option<Debounce>, EngineError> {
+    let mut windows = options
+        .iter()
+        .filter_map(|o| o.debounce.as_ref().map(|d| d.1));
+    let Some(window) = windows.next() else {
+        return Ok(None);
+    };
+    if windows.any(|other| other != window) {
+        return Err(EngineError::InvalidArguments(
+            "start_many: the runs of one call share their debounce window; start runs with \
+             others in calls of their own"
+                .to_owned(),
+        ));
+    }
+    let keys = options
+        .iter()
+        .map(|o| o.debounce.as_ref().map(|(key, _)| key.clone()))
+        .collect();
+    Ok(Some(Debounce::new(keys, window)))
 }
 
 /// The throttle of a call: one key per input, one window and excess for all.

@@ -82,6 +82,20 @@ pub async fn set_priority_aging(
     Ok(())
 }
 
+/// Begins the runs whose debounce window ended (`pgflow.begin_deferred_runs`), at most
+/// `limit`, oldest first. Every process with a running worker calls it each second. Returns
+/// how many it began.
+pub async fn begin_deferred_runs(
+    executor: impl PgExecutor<'_>,
+    limit: i32,
+) -> Result<i32, EngineError> {
+    let begun = sqlx::query_scalar("select pgflow.begin_deferred_runs($1)")
+        .bind(limit)
+        .fetch_one(executor)
+        .await?;
+    Ok(begun)
+}
+
 /// Gives out the slots of capped steps that ended tasks freed without giving them out (a
 /// cancel, a failed run, a skip), for at most `limit` keys (`pgflow.release_capped_tasks`).
 /// One caller works at a time; the others return 0 at once. Returns how many held tasks it

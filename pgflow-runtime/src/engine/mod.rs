@@ -48,7 +48,8 @@ pub use completion::{
 pub use definitions::{CompileStatus, compile_flow};
 pub use events::{subscribe_events, unsubscribe_events};
 pub use flow_control::{
-    pause_flow, pause_queue, release_capped_tasks, resume_flow, resume_queue, set_priority_aging,
+    begin_deferred_runs, pause_flow, pause_queue, release_capped_tasks, resume_flow, resume_queue,
+    set_priority_aging,
 };
 pub use maintenance::{refresh_statistics, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};
@@ -59,10 +60,10 @@ pub use run_control::{
 };
 pub(crate) use runs::RUN_WAITING;
 pub use runs::{
-    Excess, Priority, Run, RunStatus, StartOutcome, StartRuns, StartedRun, StepState, StepStatus,
-    Throttle, run, run_error, run_input, run_step_states, shown_status, shown_step_status,
-    start_alias_typed, start_alias_typed_with, start_concrete_flows, start_concrete_flows_with,
-    start_flow, start_flows, start_flows_with,
+    Debounce, Excess, Priority, Run, RunStatus, StartOutcome, StartRuns, StartedRun, StepState,
+    StepStatus, Throttle, run, run_error, run_input, run_step_states, shown_status,
+    shown_step_status, start_alias_typed, start_alias_typed_with, start_concrete_flows,
+    start_concrete_flows_with, start_flow, start_flows, start_flows_with,
 };
 pub use schedules::{
     ScheduleRow, ScheduleToFire, define_schedule, delete_schedule, fire_schedule, pause_schedule,

@@ -315,6 +315,9 @@ pub enum StartOutcome {
     /// The input's throttle key had an open window and the start was dropped
     /// ([`Excess::Drop`]): the window's run came back, as it stands.
     Dropped,
+    /// The input's debounce key had a run that has not begun: the input became that run's
+    /// input, its begin moved a window later, and it came back.
+    Debounced,
 }
 
 impl StartOutcome {
@@ -324,6 +327,7 @@ impl StartOutcome {
             Self::Started => "started",
             Self::AlreadyExisted => "already_existed",
             Self::Dropped => "dropped",
+            Self::Debounced => "debounced",
         }
     }
 }
@@ -364,6 +368,34 @@ pub struct StartRuns {
     /// One singleton key per input (`None` for an input without one): a start whose key is
     /// held by a run still going is [`EngineError::SingletonBusy`], and nothing starts.
     pub singleton_keys: Option<Vec<Option<String>>>,
+    /// One run of the starts of a key that come less than a window apart (see [`Debounce`]).
+    pub debounce: Option<Debounce>,
+}
+
+/// Debounce keys for a batch of starts: the first start with a key creates its run, which
+/// does not begin yet (`scheduled`); each later start with the key less than `window` after the
+/// one before replaces the run's input with its own and moves its begin to `window` from then
+/// ([`StartOutcome::Debounced`]); the run begins `window` after the last. Scoped like
+/// idempotency keys by the flow's alias.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Debounce {
+    /// One key per input (`None` for an input without one).
+    pub keys: Vec<Option<String>>,
+    /// The window, in whole seconds (rounded up), at least one.
+    pub window: std::time::Duration,
+}
+
+impl Debounce {
+    /// Keys `keys`, one per input, each collapsing starts less than `window` apart.
+    pub fn new(keys: Vec<Option<String>>, window: std::time::Duration) -> Self {
+        Self { keys, window }
+    }
+}
+
+/// Whole seconds of `window`, rounded up.
+fn whole_seconds(window: std::time::Duration) -> u64 {
+    window.as_secs() + u64::from(window.subsec_nanos() > 0)
 }
 
 /// What a start that meets an open throttle window does.
@@ -439,14 +471,21 @@ fn priority_arg(how: &StartRuns) -> Option<i16> {
 fn guards_arg(how: &StartRuns) -> Option<Value> {
     let mut guards = serde_json::Map::new();
     if let Some(throttle) = &how.throttle {
-        let window = throttle.window;
-        let seconds = window.as_secs() + u64::from(window.subsec_nanos() > 0);
         guards.insert(
             "throttle".to_owned(),
             serde_json::json!({
                 "keys": throttle.keys,
-                "seconds": seconds,
+                "seconds": whole_seconds(throttle.window),
                 "drop": throttle.excess == Excess::Drop,
+            }),
+        );
+    }
+    if let Some(debounce) = &how.debounce {
+        guards.insert(
+            "debounce".to_owned(),
+            serde_json::json!({
+                "keys": debounce.keys,
+                "seconds": whole_seconds(debounce.window),
             }),
         );
     }
@@ -500,7 +539,8 @@ fn new_run_ids(inputs: &[Value], how: &StartRuns) -> Option<Vec<Uuid>> {
         || how
             .throttle
             .as_ref()
-            .is_some_and(|t| t.excess == Excess::Drop && has_key(&t.keys));
+            .is_some_and(|t| t.excess == Excess::Drop && has_key(&t.keys))
+        || how.debounce.as_ref().is_some_and(|d| has_key(&d.keys));
     keyed.then(|| inputs.iter().map(|_| Uuid::new_v4()).collect())
 }
 
@@ -509,6 +549,8 @@ fn new_run_ids(inputs: &[Value], how: &StartRuns) -> Option<Vec<Uuid>> {
 fn with_outcomes(runs: Vec<Run>, ids: Option<Vec<Uuid>>, how: &StartRuns) -> Vec<StartedRun> {
     let other = if how.idempotency_keys.is_some() {
         StartOutcome::AlreadyExisted
+    } else if how.debounce.is_some() {
+        StartOutcome::Debounced
     } else {
         StartOutcome::Dropped
     };

@@ -3,8 +3,9 @@
 //! clock), as its `when_timed_out` says, and a sleeping step wakes at its wake time. Every
 //! process may do it at once; the SQL core ends each wait once. A wait whose deadline passed
 //! while no process ran ends at the next look. The same loop settles what subflows left over
-//! (children of cancelled parents; see [`engine::settle_subflows`]) and gives out the slots of
-//! capped steps that ended tasks left free (see [`engine::release_capped_tasks`]).
+//! (children of cancelled parents; see [`engine::settle_subflows`]), gives out the slots of
+//! capped steps that ended tasks left free (see [`engine::release_capped_tasks`]) and begins
+//! the runs whose debounce window ended (see [`engine::begin_deferred_runs`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +52,11 @@ pub(super) async fn expire_waits(shared: Arc<Shared>, stop: CancellationToken) {
                 Ok(0) => {}
                 Ok(released) => tracing::debug!(released, "released held tasks to free slots"),
                 Err(error) => tracing::warn!(%error, "releasing held tasks failed; retrying"),
+            }
+            match engine::begin_deferred_runs(&shared.db, EXPIRE_BATCH).await {
+                Ok(0) => {}
+                Ok(begun) => tracing::debug!(begun, "began runs whose debounce window ended"),
+                Err(error) => tracing::warn!(%error, "beginning debounced runs failed; retrying"),
             }
         };
         tokio::select! {
