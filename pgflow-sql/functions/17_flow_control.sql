@@ -5,6 +5,24 @@
 -- claimed at release by none (complete_and_claim_tasks); resuming it gives them new messages.
 -- Operators pause and resume.
 
+-- require_routed_queue: raises PF015, naming the queue, unless a flow routes to queue
+-- p_queue_name (for the calls that act on a queue by its name).
+-- Locks: none (reads only).
+create or replace function pgflow.require_routed_queue(p_queue_name text)
+returns void
+language plpgsql
+stable
+as $$
+begin
+  if not exists (select 1 from pgflow.steps s where s.queue_name = p_queue_name) then
+    raise exception 'no flow routes to a queue `%`; `pgflow status` lists the queues',
+      coalesce(p_queue_name, '<null>')
+      using errcode = 'PF015',
+            detail = jsonb_build_object('queue_name', p_queue_name)::text;
+  end if;
+end;
+$$;
+
 -- pause_queue: pauses the queue p_queue_name, which a flow must route to. Claims that began
 -- before the pause committed finish; none begins after. Returns false when it was already
 -- paused (its time and reason are kept). Raises PF015 for a queue no flow routes to.
@@ -16,12 +34,7 @@ as $$
 declare
   v_paused boolean;
 begin
-  if not exists (select 1 from pgflow.steps s where s.queue_name = p_queue_name) then
-    raise exception 'no flow routes to a queue `%`; `pgflow status` lists the queues',
-      coalesce(p_queue_name, '<null>')
-      using errcode = 'PF015',
-            detail = jsonb_build_object('queue_name', p_queue_name)::text;
-  end if;
+  perform pgflow.require_routed_queue(p_queue_name);
   insert into pgflow.paused_queues (queue_name, reason)
   values (p_queue_name, pgflow.bounded_error(p_reason))
   on conflict (queue_name) do nothing;
@@ -144,12 +157,7 @@ returns void
 language plpgsql
 as $$
 begin
-  if not exists (select 1 from pgflow.steps s where s.queue_name = p_queue_name) then
-    raise exception 'no flow routes to a queue `%`; `pgflow status` lists the queues',
-      coalesce(p_queue_name, '<null>')
-      using errcode = 'PF015',
-            detail = jsonb_build_object('queue_name', p_queue_name)::text;
-  end if;
+  perform pgflow.require_routed_queue(p_queue_name);
   if p_seconds is null then
     delete from pgflow.queue_aging a where a.queue_name = p_queue_name;
   elsif p_seconds < 1 then

@@ -25,6 +25,43 @@ async fn runs(pool: &PgPool) -> i64 {
         .unwrap()
 }
 
+/// Ten callers, each with a pool of its own, start ten runs of `F` each, all at once, with
+/// `options`; each start's run and outcome.
+async fn hundred_starts_at_once<F>(
+    pool: &PgPool,
+    options: StartOptions,
+) -> Vec<(uuid::Uuid, Option<StartOutcome>)>
+where
+    F: pgflow::FlowSpec<Input = u32> + 'static,
+{
+    let mut callers = Vec::new();
+    for caller in 0..10u32 {
+        let own = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .connect_with(pool.connect_options().as_ref().clone())
+            .await
+            .unwrap();
+        let options = options.clone();
+        callers.push(tokio::spawn(async move {
+            let client = Client::new(own);
+            let mut outcomes = Vec::new();
+            for n in 0..10 {
+                let run = client
+                    .start(Start::flow::<F>(), &(caller * 10 + n), &options)
+                    .await
+                    .unwrap();
+                outcomes.push((run.run_id(), run.start_outcome()));
+            }
+            outcomes
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for caller in callers {
+        outcomes.extend(caller.await.unwrap());
+    }
+    outcomes
+}
+
 #[sqlx::test(migrations = false)]
 async fn a_throttle_refuses_starts_in_its_window_then_opens_again(pool: PgPool) {
     install(&pool).await;
@@ -85,39 +122,11 @@ async fn many_callers_at_once_start_one_run_per_window_and_the_rest_are_dropped(
     install(&pool).await;
     let client = Client::new(pool.clone());
     client.deploy(&guarded_v1::deployment()).await.unwrap();
-    // Ten callers, each with a pool of its own, start ten times each at once.
-    let mut callers = Vec::new();
-    for caller in 0..10u32 {
-        let own = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
-            .connect_with(pool.connect_options().as_ref().clone())
-            .await
-            .unwrap();
-        callers.push(tokio::spawn(async move {
-            let client = Client::new(own);
-            let mut outcomes = Vec::new();
-            for n in 0..10 {
-                let run = client
-                    .start(
-                        Start::flow::<guarded_v1::Flow>(),
-                        &(caller * 10 + n),
-                        StartOptions::new().throttle(
-                            "webhook-storm",
-                            Duration::from_secs(60),
-                            Excess::Drop,
-                        ),
-                    )
-                    .await
-                    .unwrap();
-                outcomes.push((run.run_id(), run.start_outcome()));
-            }
-            outcomes
-        }));
-    }
-    let mut outcomes = Vec::new();
-    for caller in callers {
-        outcomes.extend(caller.await.unwrap());
-    }
+    let outcomes = hundred_starts_at_once::<guarded_v1::Flow>(
+        &pool,
+        StartOptions::new().throttle("webhook-storm", Duration::from_secs(60), Excess::Drop),
+    )
+    .await;
     assert_eq!(runs(&pool).await, 1, "one run for the window");
     let started: Vec<_> = outcomes
         .iter()
@@ -315,34 +324,14 @@ async fn many_callers_debouncing_at_once_make_one_run(pool: PgPool) {
     install(&pool).await;
     let client = Client::new(pool.clone());
     client.deploy(&debounced_v1::deployment()).await.unwrap();
-    let mut callers = Vec::new();
-    for caller in 0..10u32 {
-        let own = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
-            .connect_with(pool.connect_options().as_ref().clone())
-            .await
-            .unwrap();
-        callers.push(tokio::spawn(async move {
-            let client = Client::new(own);
-            let mut ids = Vec::new();
-            for n in 0..10 {
-                let run = client
-                    .start(
-                        Start::flow::<debounced_v1::Flow>(),
-                        &(caller * 10 + n),
-                        StartOptions::new().debounce("burst", Duration::from_secs(30)),
-                    )
-                    .await
-                    .unwrap();
-                ids.push(run.run_id());
-            }
-            ids
-        }));
-    }
-    let mut ids = Vec::new();
-    for caller in callers {
-        ids.extend(caller.await.unwrap());
-    }
+    let ids: Vec<uuid::Uuid> = hundred_starts_at_once::<debounced_v1::Flow>(
+        &pool,
+        StartOptions::new().debounce("burst", Duration::from_secs(30)),
+    )
+    .await
+    .into_iter()
+    .map(|(run_id, _)| run_id)
+    .collect();
     assert_eq!(runs(&pool).await, 1, "one run for the burst");
     assert!(ids.iter().all(|id| *id == ids[0]));
     let deferred: i64 = sqlx::query_scalar("select count(*) from pgflow.deferred_runs")
