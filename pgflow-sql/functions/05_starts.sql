@@ -81,6 +81,12 @@ begin
     join pgflow.runs r on r.run_id = ss.run_id
     join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
     where ss.run_id = any(p_run_ids) and ss.status = 'waiting';
+    -- A run begun late (a debounce's) may have been sent a signal while it waited: its steps
+    -- that wait are decided again by start_ready_steps, which starts those whose signal came.
+    if exists (select 1 from pgflow.signals sg where sg.run_id = any(p_run_ids)) then
+      v_slow_runs := array(select distinct u
+                           from unnest(coalesce(v_slow_runs, array[]::uuid[]) || p_run_ids) u);
+    end if;
   end if;
 
   -- Their events (`started`), before anything moves them on; checked here first, since a
@@ -98,26 +104,29 @@ begin
 end;
 $$;
 
--- take_start_guards: takes, for runs about to start (p_run_ids and p_inputs, one per input,
--- in input order), the start guards p_guards names (see start_flows) in scope p_scope: every
--- singleton key, then every throttle key, then every debounce key, input by input.
--- - A singleton or throttle key's row is taken when it is new, or when its throttle window has
---   ended, or when its singleton run has ended (or is none of the runs about to start and no
---   longer exists); the row then names the new run. A key that is not free raises PF018
---   (singleton) or PF017 (throttle without "drop"), naming the key and the run that holds it;
---   with "drop", the input is left out and its result is that run.
--- - A debounce key whose run has not begun yet (deferred_runs) folds the input into that run:
---   its input becomes this one and it begins a window from now; the input is left out and its
---   result is that run. Otherwise the input's run starts deferred, beginning a window from now
---   (`deferred_until`), and the key's row names it.
+-- take_start_guards: takes, for runs about to start of flow p_flow_slug (p_run_ids and
+-- p_inputs, one per input, in input order), the start guards p_guards names (see start_flows)
+-- in scope p_scope: every singleton key, then every throttle key, then every debounce key,
+-- input by input. A new key is the input's. Otherwise the key's row is locked (waiting for a
+-- start that holds it), and decided in later statements, which see what that start committed:
+-- - A singleton or throttle key is free when its singleton run has ended, or its throttle
+--   window has ended or its run is gone; the row then names the input's run. A key held by an
+--   earlier input of this call is not free. A key that is not free raises PF018 (singleton)
+--   or PF017 (throttle without "drop"), naming the key and the run that holds it; with
+--   "drop", the input is left out and its result is that run.
+-- - A debounce key whose run has not begun (deferred_runs) and is of this flow folds the
+--   input into that run: its input becomes this one and it begins a window from now; the
+--   input is left out and its result is that run. A key of an earlier input of this call
+--   gives way to this one (the last input wins). Otherwise the input's run is the key's and
+--   starts deferred, beginning a window from now (`deferred_until`).
+-- Windows count from the statement that starts the runs.
 -- Returns each input's result id, whether it starts (its run is inserted) and, for a run that
 -- starts deferred, when it begins.
--- Locks: the guards' rows, in input order per kind (a concurrent start with the same key
--- waits for this transaction on the key's row or index entry, then decides again); for a
--- debounce, then the pending run's deferred_runs row (waiting for a begin in flight) and its
--- runs row.
-create or replace function pgflow.take_start_guards(p_scope text, p_guards jsonb,
-                                                    p_run_ids uuid[], p_inputs jsonb[])
+-- Locks: the guards' rows, in input order per kind; for a debounce, then the pending run's
+-- deferred_runs row (waiting for a begin in flight) and its runs row.
+create or replace function pgflow.take_start_guards(p_scope text, p_flow_slug text,
+                                                    p_guards jsonb, p_run_ids uuid[],
+                                                    p_inputs jsonb[])
 returns table (ordinality integer, result_id uuid, kept boolean, deferred_until timestamptz)
 language plpgsql
 as $$
@@ -127,7 +136,10 @@ declare
   v_seconds integer;
   v_drop boolean;
   v_holder record;
-  v_pending uuid;
+  v_at timestamptz;
+  v_until timestamptz;
+  v_free boolean;
+  v_j integer;
   v_results uuid[] := p_run_ids;
   v_kept boolean[] := array_fill(true, array[cardinality(p_run_ids)]);
   v_deferred timestamptz[] := array_fill(null::timestamptz, array[cardinality(p_run_ids)]);
@@ -169,62 +181,71 @@ begin
     end if;
     for i in 1 .. cardinality(p_run_ids) loop
       continue when v_keys[i] is null or not v_kept[i];
-      if v_kind = 'debounce' then
-        -- Fold into the key's run if it has not begun; else this input's run is the key's,
-        -- deferred. (Twice at most: a start that created the key's row meanwhile is folded
-        -- into on the second pass.)
-        for pass in 1 .. 2 loop
-          select g.run_id into v_pending
-          from pgflow.start_guards g
-          where g.scope = p_scope and g.kind = 'debounce' and g.key = v_keys[i]
-          for update;
-          if found then
-            update pgflow.deferred_runs d
-            set begins_at = now() + make_interval(secs => v_seconds)
-            where d.run_id = v_pending;
-            if found then
-              update pgflow.runs r
-              set input = p_inputs[i], scheduled_for = now() + make_interval(secs => v_seconds)
-              where r.run_id = v_pending and r.status = 'started';
-            end if;
-            if found then
-              update pgflow.start_guards g
-              set ends_at = now() + make_interval(secs => v_seconds)
-              where g.scope = p_scope and g.kind = 'debounce' and g.key = v_keys[i];
-              v_kept[i] := false;
-              v_results[i] := v_pending;
-              exit;
-            end if;
-            update pgflow.start_guards g
-            set run_id = p_run_ids[i], ends_at = now() + make_interval(secs => v_seconds),
-                taken_at = now()
-            where g.scope = p_scope and g.kind = 'debounce' and g.key = v_keys[i];
-          else
-            insert into pgflow.start_guards (scope, kind, key, run_id, ends_at)
-            values (p_scope, 'debounce', v_keys[i], p_run_ids[i],
-                    now() + make_interval(secs => v_seconds))
-            on conflict do nothing;
-            continue when not found;
-          end if;
-          v_deferred[i] := now() + make_interval(secs => v_seconds);
-          exit;
-        end loop;
+      -- Windows count from this statement (not from the start of a long transaction).
+      v_at := statement_timestamp();
+      v_until := case when v_kind <> 'singleton'
+                      then v_at + make_interval(secs => v_seconds) end;
+      -- A new key is this input's.
+      insert into pgflow.start_guards (scope, kind, key, run_id, ends_at)
+      values (p_scope, v_kind, v_keys[i], p_run_ids[i], v_until)
+      on conflict do nothing;
+      if found then
+        if v_kind = 'debounce' then
+          v_deferred[i] := v_until;
+        end if;
         continue;
       end if;
-      insert into pgflow.start_guards as g (scope, kind, key, run_id, ends_at)
-      values (p_scope, v_kind, v_keys[i], p_run_ids[i],
-              case when v_kind = 'throttle' then now() + make_interval(secs => v_seconds) end)
-      on conflict (scope, kind, key) do update
-        set run_id = excluded.run_id, ends_at = excluded.ends_at, taken_at = now()
-        where case when g.kind = 'throttle' then g.ends_at <= now()
-                   else g.run_id <> all(p_run_ids)
-                        and not exists (select 1 from pgflow.runs r
-                                        where r.run_id = g.run_id and r.status = 'started')
-              end;
-      continue when found;
+      -- Else its row, locked (waiting for a start that holds it); the statements after this
+      -- one see what that start committed, its run included.
       select g.run_id, g.ends_at into v_holder
       from pgflow.start_guards g
-      where g.scope = p_scope and g.kind = v_kind and g.key = v_keys[i];
+      where g.scope = p_scope and g.kind = v_kind and g.key = v_keys[i]
+      for update;
+      if v_kind = 'debounce' and v_holder.run_id = any(p_run_ids) then
+        -- An earlier input of this call: this one replaces it (the last input wins).
+        v_j := array_position(p_run_ids, v_holder.run_id);
+        v_kept[v_j] := false;
+        v_deferred[v_j] := null;
+        v_results := array(select case when r = v_holder.run_id then p_run_ids[i] else r end
+                           from unnest(v_results) with ordinality as u(r, n) order by u.n);
+        v_free := true;
+      elsif v_kind = 'debounce' then
+        -- Its run, if it has not begun (and is of this start's version), takes this input.
+        update pgflow.deferred_runs d
+        set begins_at = v_until
+        where d.run_id = v_holder.run_id
+          and exists (select 1 from pgflow.runs r
+                      where r.run_id = d.run_id and r.status = 'started'
+                        and r.flow_slug = p_flow_slug);
+        if found then
+          update pgflow.runs r set input = p_inputs[i], scheduled_for = v_until
+          where r.run_id = v_holder.run_id;
+          update pgflow.start_guards g set ends_at = v_until
+          where g.scope = p_scope and g.kind = v_kind and g.key = v_keys[i];
+          v_kept[i] := false;
+          v_results[i] := v_holder.run_id;
+          continue;
+        end if;
+        v_free := true;
+      elsif v_holder.run_id = any(p_run_ids) then
+        -- An earlier input of this call holds it.
+        v_free := false;
+      elsif v_kind = 'throttle' then
+        v_free := v_holder.ends_at <= v_at
+                  or not exists (select 1 from pgflow.runs r where r.run_id = v_holder.run_id);
+      else
+        v_free := not exists (select 1 from pgflow.runs r
+                              where r.run_id = v_holder.run_id and r.status = 'started');
+      end if;
+      if v_free then
+        update pgflow.start_guards g
+        set run_id = p_run_ids[i], ends_at = v_until, taken_at = v_at
+        where g.scope = p_scope and g.kind = v_kind and g.key = v_keys[i];
+        if v_kind = 'debounce' then
+          v_deferred[i] := v_until;
+        end if;
+        continue;
+      end if;
       if v_kind = 'singleton' then
         raise exception 'singleton key `%` of `%` is held by run %, which is still going; '
           'nothing was started', v_keys[i], p_scope, v_holder.run_id
@@ -460,9 +481,14 @@ begin
   end if;
 
   if p_guards is not null then
+    if p_guards ? 'debounce' and p_start_at is not null then
+      raise exception 'start_flows: a debounced start begins a window after the last start '
+        'of its key; it takes no start time'
+        using errcode = 'PF005';
+    end if;
     if p_idempotency_keys is not null then
-      raise exception 'start_flows: start guards (throttle, singleton) do not go with '
-        'idempotency keys yet; start with one or the other'
+      raise exception 'start_flows: start guards (throttle, singleton, debounce) do not go '
+        'with idempotency keys yet; start with one or the other'
         using errcode = 'PF005';
     end if;
     v_guarded_ids := array(select coalesce(p_run_ids[i], gen_random_uuid())
@@ -476,7 +502,7 @@ begin
            array_agg(g.deferred_until order by g.ordinality)
              filter (where g.kept and g.deferred_until is not null)
     into v_guarded_ids, p_inputs, p_run_ids, v_deferred_ids, v_deferred_until
-    from pgflow.take_start_guards(v_scope, p_guards, v_guarded_ids, p_inputs) g;
+    from pgflow.take_start_guards(v_scope, v_flow_slug, p_guards, v_guarded_ids, p_inputs) g;
   end if;
 
   if p_idempotency_keys is null and cardinality(p_inputs) = 1 then

@@ -340,6 +340,11 @@ begin
       'stop it now)', p_run_id
       using errcode = 'PF010', detail = jsonb_build_object('run_id', p_run_id)::text;
   end if;
+  if not exists (select 1 from pgflow.step_states ss where ss.run_id = p_run_id) then
+    raise exception 'run % ended before it began (a debounced start cancelled while it waited); '
+      'start the flow again instead of resuming it', p_run_id
+      using errcode = 'PF010', detail = jsonb_build_object('run_id', p_run_id)::text;
+  end if;
   if not exists (select 1 from pgflow.steps s
                  where s.flow_slug = v_old.flow_slug and s.step_slug = p_step_slug) then
     raise exception 'flow `%` has no step `%`; its steps: %', v_old.flow_slug, p_step_slug,

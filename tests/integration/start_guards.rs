@@ -340,3 +340,121 @@ async fn many_callers_debouncing_at_once_make_one_run(pool: PgPool) {
         .unwrap();
     assert_eq!(deferred, 1);
 }
+
+#[sqlx::test(migrations = false)]
+async fn of_many_callers_with_one_singleton_key_at_once_one_starts(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&guarded_v1::deployment()).await.unwrap();
+    let mut callers = Vec::new();
+    for caller in 0..20u32 {
+        let own = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(pool.connect_options().as_ref().clone())
+            .await
+            .unwrap();
+        callers.push(tokio::spawn(async move {
+            Client::new(own)
+                .start(
+                    Start::flow::<guarded_v1::Flow>(),
+                    &caller,
+                    StartOptions::new().singleton("only-one"),
+                )
+                .await
+        }));
+    }
+    let mut started = 0;
+    for caller in callers {
+        match caller.await.unwrap() {
+            Ok(_) => started += 1,
+            Err(EngineError::SingletonBusy { .. }) => {}
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert_eq!(started, 1);
+    assert_eq!(runs(&pool).await, 1);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_debounce_key_met_twice_in_one_call_keeps_the_last_input(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&debounced_v1::deployment()).await.unwrap();
+    let handles = client
+        .start_many(
+            Start::flow::<debounced_v1::Flow>(),
+            &[1, 2, 3],
+            &[StartOptions::new().debounce("batch", Duration::from_secs(30))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(runs(&pool).await, 1);
+    let outcomes: Vec<_> = handles.iter().map(|h| h.start_outcome()).collect();
+    assert_eq!(
+        outcomes,
+        [
+            Some(StartOutcome::Debounced),
+            Some(StartOutcome::Debounced),
+            Some(StartOutcome::Started)
+        ]
+    );
+    assert!(handles.iter().all(|h| h.run_id() == handles[2].run_id()));
+    let run = handles[2].run(&client).await.unwrap();
+    assert_eq!(run.input, serde_json::json!(3));
+    let error = client
+        .start(
+            Start::flow::<debounced_v1::Flow>(),
+            &4,
+            StartOptions::new()
+                .debounce("batch", Duration::from_secs(30))
+                .start_after(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, EngineError::InvalidArguments(m) if m.contains("no start time")),
+        "{error}"
+    );
+}
+
+/// Waits for a signal before it answers.
+#[pgflow::flow(slug = "debounced_signal_v1", input = u32)]
+pub mod debounced_signal_v1 {
+    #[step(signal = go, queue = "start_debounce_signal")]
+    pub async fn answer(input: u32, go: u32) -> Result<u32, String> {
+        Ok(input + go)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_signal_sent_while_a_debounced_run_waits_to_begin_is_kept(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client
+        .deploy(&debounced_signal_v1::deployment())
+        .await
+        .unwrap();
+    let run = client
+        .start(
+            Start::flow::<debounced_signal_v1::Flow>(),
+            &40,
+            StartOptions::new().debounce("sig", Duration::from_secs(1)),
+        )
+        .await
+        .unwrap();
+    debounced_signal_v1::signal_go(&client, run.run_id(), &2)
+        .await
+        .unwrap();
+    let worker = pgflow::Worker::start_with(
+        debounced_signal_v1::deployment(),
+        crate::support::worker_config(debounced_signal_v1::Queue::StartDebounceSignal, &pool),
+    )
+    .await
+    .unwrap();
+    let output = run.wait(&client, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(
+        output.answer, 42,
+        "the run began with the signal it was sent"
+    );
+    worker.shutdown();
+}
