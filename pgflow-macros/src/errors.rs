@@ -320,6 +320,27 @@ pub(crate) mod msg {
             .to_owned()
     }
 
+    pub(crate) fn rate_key_value() -> String {
+        "`rate_key` takes where the key is read: `rate_key = input.account` (the flow input's \
+         field) or `rate_key = lookup.account` (a dependency's output's field)"
+            .to_owned()
+    }
+
+    pub(crate) fn bad_rate(key: &str) -> String {
+        format!(
+            "`{key}` takes so many starts per period as a string: `{key} = \"10/s\"`, \
+             `\"100/m\"`, `\"5/500ms\"` or `\"1000/2h\"` (a whole number of at least 1, then a \
+             period in ms, s, m, h or d)"
+        )
+    }
+
+    pub(crate) fn rate_key_without_limit(step: &str) -> String {
+        format!(
+            "step `{step}` sets `rate_key` without `rate_limit`; add how many starts each key \
+             gets per period, as `rate_limit = \"10/s\"`"
+        )
+    }
+
     pub(crate) fn concurrency_key_without_limit(step: &str) -> String {
         format!(
             "step `{step}` sets `concurrency_key` without `concurrency`; add the cap each key \

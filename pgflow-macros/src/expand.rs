@@ -234,7 +234,8 @@ fn generated_items(
 /// A step reached by key reads its key, a capped step its cap's key, and a step that sleeps
 /// until a time reads that time, at a field path of the flow input or of a dependency's output:
 /// a function that reads those fields compiles only when they exist, and a misspelt field is
-/// reported at its name in `key = ...`, `concurrency_key = ...` or `sleep_until = ...`; the
+/// reported at its name in `key = ...`, `concurrency_key = ...`, `rate_key = ...` or
+/// `sleep_until = ...`; the
 /// time must also be a `pgflow::rules::WakeTime`. (Nothing to check for a key without fields,
 /// or a root whose type is `serde_json::Value`.)
 fn path_checks(
@@ -242,7 +243,7 @@ fn path_checks(
     step: &Step,
     output_of: &dyn Fn(&Ident) -> Option<TokenStream>,
 ) -> Vec<TokenStream> {
-    let keys = [&step.signal_key, &step.concurrency_key]
+    let keys = [&step.signal_key, &step.concurrency_key, &step.rate_key]
         .into_iter()
         .filter_map(|path| path.as_ref().filter(|path| path.len() > 1))
         .filter_map(|path| path_check(flow, path, output_of, None));
@@ -478,6 +479,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
         let sleep = sleep_fields(step);
         let subflow = subflow_field(step);
         let concurrency = concurrency_fields(step);
+        let rate = rate_fields(step);
         quote! {
             ::pgflow::__private::StepDecl {
                 slug: #slug,
@@ -495,6 +497,7 @@ fn flow_decl(flow: &Flow, steps: &[&Step]) -> TokenStream {
                 #sleep
                 #subflow
                 #concurrency
+                #rate
                 ..::pgflow::__private::StepDecl::DEFAULT
             }
         }
@@ -538,6 +541,19 @@ fn concurrency_fields(step: &Step) -> TokenStream {
         quote!(concurrency_key: ::core::option::Option::Some(&[#(#parts),*]),)
     });
     quote!(concurrency: ::core::option::Option::Some(#limit), #key)
+}
+
+/// The `StepDecl` fields of a step's rate limit, if it has one.
+fn rate_fields(step: &Step) -> TokenStream {
+    let Some(rate) = step.rate_limit else {
+        return TokenStream::new();
+    };
+    let (limit, period_ms) = (rate.limit, rate.period_ms);
+    let key = step.rate_key.as_ref().map(|path| {
+        let parts = path_strings(path);
+        quote!(rate_key: ::core::option::Option::Some(&[#(#parts),*]),)
+    });
+    quote!(rate_limit: ::core::option::Option::Some((#limit, #period_ms)), #key)
 }
 
 /// The `StepDecl` field of the flow a step runs, if it runs one.

@@ -5,7 +5,7 @@
 use syn::{FnArg, Ident, Item, ItemFn, ItemMod, Pat, ReturnType, Type};
 
 use crate::errors::{Errors, msg};
-use crate::parse::{self, FlowArgs, Located, MapSource, SkipMode, StepArgs, Subflow};
+use crate::parse::{self, FlowArgs, Located, MapSource, Rate, SkipMode, StepArgs, Subflow};
 use crate::pattern::Pattern;
 use pgflow_names::{validate_queue_name, validate_slug};
 
@@ -82,6 +82,10 @@ pub(crate) struct Step {
     pub concurrency: Option<u32>,
     /// Where the key the cap applies per is read: `input` or a dependency, then fields.
     pub concurrency_key: Option<Vec<Ident>>,
+    /// The most starts of the step's tasks per period, across every worker.
+    pub rate_limit: Option<Rate>,
+    /// Where the key the rate limit applies per is read: `input` or a dependency, then fields.
+    pub rate_key: Option<Vec<Ident>>,
     /// The module of the flow the step runs: its handler returns that flow's input, and the
     /// step's output is that flow's output.
     pub subflow: Option<Subflow>,
@@ -474,6 +478,7 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
     check_signal_args(&slug, &args, &deps, errors);
     check_sleep_args(&slug, &args, &deps, errors);
     check_concurrency_args(&slug, &args, &deps, errors);
+    check_rate_args(&slug, &args, &deps, errors);
     check_subflow_args(&slug, &args, errors);
 
     let mut unmatched_params = Vec::new();
@@ -521,6 +526,8 @@ fn read_step(function: &ItemFn, args: StepArgs, errors: &mut Errors) -> Step {
         sleep_until: args.sleep_until,
         concurrency: args.concurrency.map(|v| v.value),
         concurrency_key: args.concurrency_key,
+        rate_limit: args.rate_limit.map(|v| v.value),
+        rate_key: args.rate_key,
         subflow: args.subflow,
         unmatched_params,
     }
@@ -628,7 +635,18 @@ fn check_concurrency_args(slug: &str, args: &StepArgs, deps: &[Ident], errors: &
     );
 }
 
-/// A path (`key`, `sleep_until`, `concurrency_key`) starts at `input` or one of the step's
+/// `rate_key` needs `rate_limit` (the starts each key gets per period), and its path starts at
+/// the input or a dependency.
+fn check_rate_args(slug: &str, args: &StepArgs, deps: &[Ident], errors: &mut Errors) {
+    if let Some(root) = args.rate_key.as_ref().and_then(|path| path.first())
+        && args.rate_limit.is_none()
+    {
+        errors.at(root, msg::rate_key_without_limit(slug));
+    }
+    check_path_root("rate_key", slug, args.rate_key.as_ref(), deps, errors);
+}
+
+/// A path (`key`, `sleep_until`, `concurrency_key`, `rate_key`) starts at `input` or one of the step's
 /// dependencies.
 fn check_path_root(
     key: &str,

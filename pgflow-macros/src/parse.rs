@@ -77,6 +77,19 @@ pub(crate) struct StepArgs {
     pub concurrency: Option<Located<u32>>,
     /// `concurrency_key = input.tenant_id`: where the key the cap applies per is read.
     pub concurrency_key: Option<Vec<Ident>>,
+    /// `rate_limit = "10/s"`: the most starts per period, across every worker.
+    pub rate_limit: Option<Located<Rate>>,
+    /// `rate_key = input.account`: where the key the rate limit applies per is read.
+    pub rate_key: Option<Vec<Ident>>,
+}
+
+/// A value of `rate_limit`: so many starts per period.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rate {
+    /// The most starts in any period; at least 1.
+    pub limit: u32,
+    /// The period in milliseconds; at least 1.
+    pub period_ms: u64,
 }
 
 /// A value of `when_unmet` or `when_exhausted`.
@@ -139,6 +152,8 @@ const STEP_KEYS: &[&str] = &[
     "subflow",
     "concurrency",
     "concurrency_key",
+    "rate_limit",
+    "rate_key",
 ];
 
 /// Parses `#[flow(...)]` arguments, recording problems in `errors`.
@@ -236,6 +251,10 @@ pub(crate) fn step_args(tokens: TokenStream, errors: &mut Errors) -> StepArgs {
                     path_value(m, e, msg::concurrency_key_value)
                 })
             }
+            "rate_limit" => set_once(&mut args.rate_limit, &meta, &key, errors, rate_value),
+            "rate_key" => set_once(&mut args.rate_key, &meta, &key, errors, |m, _, e| {
+                path_value(m, e, msg::rate_key_value)
+            }),
             "wait_timeout" => set_once(&mut args.wait_timeout, &meta, &key, errors, |m, k, e| {
                 duration_value(m, k, e, 1)
             }),
@@ -518,6 +537,62 @@ pub(crate) fn seconds_of_text(text: &str) -> Option<u64> {
         .filter(|s| *s <= u64::from(i32::MAX as u32))
 }
 
+/// `"10/s"`, `"100/m"`, `"5/500ms"` or `"1000/1h"` as a rate: a whole number of starts of at
+/// least 1, a slash, then a period of at least a millisecond: a unit (`ms`, `s`, `m`, `h`,
+/// `d`), optionally after a whole number of them.
+pub(crate) fn rate_of_text(text: &str) -> Option<Rate> {
+    let (limit, period) = text.trim().split_once('/')?;
+    let limit: u32 = limit.trim().parse().ok().filter(|n| *n >= 1)?;
+    let period = period.trim();
+    let (count, unit) = match period.find(|c: char| !c.is_ascii_digit()) {
+        Some(0) => ("1", period),
+        Some(at) => period.split_at(at),
+        None => return None,
+    };
+    let count: u64 = count.parse().ok()?;
+    let factor: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return None,
+    };
+    let period_ms = count
+        .checked_mul(factor)
+        .filter(|ms| (1..=u64::from(i32::MAX as u32)).contains(ms))?;
+    Some(Rate { limit, period_ms })
+}
+
+/// `rate_limit = "10/s"`.
+fn rate_value(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    errors: &mut Errors,
+) -> syn::Result<Option<Located<Rate>>> {
+    if !meta.input.peek(Token![=]) {
+        errors.at(&meta.path, msg::bad_rate(key));
+        return Ok(None);
+    }
+    let expr = expr_value(meta)?;
+    let rate = match &expr {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => rate_of_text(&s.value()),
+        _ => None,
+    };
+    match rate {
+        Some(value) => Ok(Some(Located {
+            value,
+            span: expr.span(),
+        })),
+        None => {
+            errors.at(&expr, msg::bad_rate(key));
+            Ok(None)
+        }
+    }
+}
+
 fn seconds_of_str(lit: &LitStr) -> Option<u64> {
     seconds_of_text(&lit.value())
 }
@@ -696,6 +771,29 @@ mod tests {
         assert_eq!(seconds_of_text("s"), None);
         assert_eq!(seconds_of_text("-5s"), None);
         assert_eq!(seconds_of_text("99999999999h"), None);
+    }
+
+    #[test]
+    fn rates_take_a_count_per_unit_or_per_so_many_units() {
+        let rate = |text| rate_of_text(text).map(|r| (r.limit, r.period_ms));
+        assert_eq!(rate("10/s"), Some((10, 1_000)));
+        assert_eq!(rate(" 100 / m "), Some((100, 60_000)));
+        assert_eq!(rate("5/500ms"), Some((5, 500)));
+        assert_eq!(rate("1000/2h"), Some((1000, 7_200_000)));
+        assert_eq!(rate("1/d"), Some((1, 86_400_000)));
+        for bad in [
+            "0/s",
+            "10",
+            "10/",
+            "10/2",
+            "10/fortnight",
+            "/s",
+            "-1/s",
+            "10/0s",
+            "10/99999d",
+        ] {
+            assert_eq!(rate(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -288,6 +288,49 @@ impl StepConcurrency {
     }
 }
 
+/// How many tasks of a step may start per period, across every worker and process: each
+/// attempt counts (a first start, a retry, a requeue after its worker died). A task over the
+/// limit waits, with no attempt spent, and starts when its key has a token again. With a key,
+/// the limit applies per key: the value read, as a task is claimed, at a path of the flow input
+/// or a dependency's output (a missing value is a key of its own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepRateLimit {
+    /// The most starts (per key, with one) in any period; at least 1.
+    pub limit: u32,
+    /// The period, at least a millisecond (counted in whole milliseconds).
+    pub period: Duration,
+    /// Where the key is read: `input` (the flow input) or one of the step's dependencies, then
+    /// field names (`["input", "account"]`); `None`: one limit for every task of the step.
+    pub key_path: Option<Vec<String>>,
+}
+
+impl StepRateLimit {
+    /// At most `limit` starts of the step's tasks in any `period`, whatever their run.
+    pub fn per(limit: u32, period: Duration) -> Self {
+        Self {
+            limit,
+            period,
+            key_path: None,
+        }
+    }
+
+    /// The limit applies per value at `path` (`["input", "account"]`).
+    #[must_use]
+    pub fn per_key<I, S>(mut self, path: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.key_path = Some(path.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// The period in whole milliseconds, as the SQL core stores it (at most `u32::MAX`).
+    pub(crate) fn period_ms(&self) -> u64 {
+        u64::try_from(self.period.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
 /// When a step runs: JSON containment patterns matched, when the step is ready, against its
 /// input: the flow input for a root step, otherwise the object of its dependencies' outputs
 /// keyed by step slug (a skipped dependency is `null` there). The step runs when the input
@@ -330,6 +373,8 @@ pub struct StepDefinition {
     pub subflow: Option<StepSubflow>,
     /// How many of its tasks may run at once; `None`: as many as workers take.
     pub concurrency: Option<StepConcurrency>,
+    /// How many of its tasks may start per period; `None`: no limit.
+    pub rate_limit: Option<StepRateLimit>,
 }
 
 impl StepDefinition {
@@ -347,6 +392,7 @@ impl StepDefinition {
             sleep: None,
             subflow: None,
             concurrency: None,
+            rate_limit: None,
         }
     }
 
@@ -418,6 +464,13 @@ impl StepDefinition {
     #[must_use]
     pub fn concurrency(mut self, concurrency: StepConcurrency) -> Self {
         self.concurrency = Some(concurrency);
+        self
+    }
+
+    /// Limits how many of the step's tasks start per period.
+    #[must_use]
+    pub fn rate_limit(mut self, rate_limit: StepRateLimit) -> Self {
+        self.rate_limit = Some(rate_limit);
         self
     }
 }
@@ -591,6 +644,9 @@ impl FlowDefinition {
                         "concurrency": step.concurrency.as_ref().map(|c| c.limit),
                         "concurrency_key": step.concurrency.as_ref()
                             .and_then(|c| c.key_path.clone()),
+                        "rate_limit": step.rate_limit.as_ref().map(|r| r.limit),
+                        "rate_period_ms": step.rate_limit.as_ref().map(StepRateLimit::period_ms),
+                        "rate_key": step.rate_limit.as_ref().and_then(|r| r.key_path.clone()),
                     })
                 })
                 .collect(),

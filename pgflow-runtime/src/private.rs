@@ -21,8 +21,8 @@ pub use crate::handler::{HandlerFuture, StepFailure, StepHandler, TaskInput};
 pub use crate::state::State;
 
 use crate::definition::{
-    FlowOptions, StepConcurrency, StepCondition, StepDefinition, StepOptions, StepSignal,
-    StepSleep, StepSubflow, StepType,
+    FlowOptions, StepConcurrency, StepCondition, StepDefinition, StepOptions, StepRateLimit,
+    StepSignal, StepSleep, StepSubflow, StepType,
 };
 pub use crate::definition::{WhenExhausted, WhenTimedOut, WhenUnmet};
 pub use crate::engine::{EventDelivery, SignalOutcome};
@@ -115,6 +115,10 @@ pub struct StepDecl {
     pub concurrency: Option<u32>,
     /// `concurrency_key`: where the cap's key is read (`input` or a dependency, then fields).
     pub concurrency_key: Option<&'static [&'static str]>,
+    /// `rate_limit`: the most starts per period, and the period in milliseconds, if set.
+    pub rate_limit: Option<(u32, u64)>,
+    /// `rate_key`: where the rate limit's key is read (`input` or a dependency, then fields).
+    pub rate_key: Option<&'static [&'static str]>,
 }
 
 /// The flow a step runs, as the macro writes it down.
@@ -170,6 +174,8 @@ impl StepDecl {
         subflow: None,
         concurrency: None,
         concurrency_key: None,
+        rate_limit: None,
+        rate_key: None,
     };
 }
 
@@ -251,6 +257,11 @@ pub fn definition(decl: &FlowDecl) -> FlowDefinition {
             concurrency: step.concurrency.map(|limit| StepConcurrency {
                 limit,
                 key_path: step.concurrency_key.map(owned_path),
+            }),
+            rate_limit: step.rate_limit.map(|(limit, period_ms)| StepRateLimit {
+                limit,
+                period: Duration::from_millis(period_ms),
+                key_path: step.rate_key.map(owned_path),
             }),
         });
     }

@@ -229,6 +229,10 @@ $$;
 --            there as the step becomes ready (a missing value is the key ""). Both are
 --            settings: a cap holds tasks back, it changes neither what runs nor what it
 --            receives (see 20_concurrency_caps.sql).
+--            "rate_limit" (at least 1) limits how many of the step's tasks start per
+--            "rate_period_ms" (at least 1; 1000 when absent), across every worker, each attempt
+--            counted; with "rate_key" (a path like concurrency_key's), per value read there as
+--            a task is claimed. Settings too (see 21_rate_limits.sql).
 --
 -- p_input_type, p_output_type: the Rust type names of the flow's input and output as the
 --            caller's code names them (null: not known); recorded on compile and brought up to
@@ -291,6 +295,9 @@ declare
   v_key jsonb;
   v_sleep_until jsonb;
   v_concurrency_key jsonb;
+  v_rate_key jsonb;
+  v_rate_limit integer;
+  v_rate_period integer;
   v_subflow text;
 begin
   -- 1. Validate the definition completely before touching anything.
@@ -472,6 +479,21 @@ begin
         || '(`concurrency`: 2 runs at most two of its tasks per key at once)', v_slug));
     end if;
 
+    v_rate_key := pgflow.run_path_option(p_flow_slug, v_slug, v_step, 'rate_key', v_deps);
+    v_rate_limit := pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step,
+                                        'rate_limit', 1, null);
+    v_rate_period := pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step,
+                                         'rate_period_ms', 1, null);
+    if v_rate_limit is null and (v_rate_key is not null or v_rate_period is not null) then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` sets `%s` without `rate_limit`; add how many of its tasks may start per '
+        || 'period (`rate_limit`: 10 with `rate_period_ms`: 1000 is 10 a second)', v_slug,
+        case when v_rate_key is not null then 'rate_key' else 'rate_period_ms' end));
+    end if;
+    if v_rate_limit is not null and v_rate_period is null then
+      v_rate_period := 1000;
+    end if;
+
     v_seen := v_seen || v_slug;
     v_shape := v_shape || jsonb_build_array(jsonb_build_object(
       'slug', v_slug,
@@ -503,7 +525,10 @@ begin
       'sleep_until', v_sleep_until,
       'subflow_input_type', v_step ->> 'subflow_input_type',
       'concurrency', pgflow.option_value(p_flow_slug, format('step `%s`', v_slug), v_step, 'concurrency', 1, null),
-      'concurrency_key', v_concurrency_key));
+      'concurrency_key', v_concurrency_key,
+      'rate_limit', v_rate_limit,
+      'rate_period_ms', v_rate_period,
+      'rate_key', v_rate_key));
   end loop;
 
   -- 2. Serialize compile/verify of this flow slug.
@@ -614,14 +639,17 @@ begin
         sleep_until_path = pgflow.text_array(x -> 'sleep_until'),
         subflow_input_type = coalesce(x ->> 'subflow_input_type', s.subflow_input_type),
         concurrency_limit = (x ->> 'concurrency')::integer,
-        concurrency_key_path = pgflow.text_array(x -> 'concurrency_key')
+        concurrency_key_path = pgflow.text_array(x -> 'concurrency_key'),
+        rate_limit = (x ->> 'rate_limit')::integer,
+        rate_period_ms = (x ->> 'rate_period_ms')::integer,
+        rate_key_path = pgflow.text_array(x -> 'rate_key')
     from jsonb_array_elements(v_settings) x
     where s.flow_slug = p_flow_slug
       and s.step_slug = x ->> 'slug'
       and (s.opt_max_attempts, s.opt_base_delay, s.opt_max_delay, s.opt_jitter, s.opt_timeout,
            s.opt_start_delay, s.wait_timeout, s.signal_type, s.signal_schema, s.sleep_seconds,
            s.sleep_until_path, s.subflow_input_type, s.concurrency_limit,
-           s.concurrency_key_path)
+           s.concurrency_key_path, s.rate_limit, s.rate_period_ms, s.rate_key_path)
           is distinct from ((x ->> 'max_attempts')::integer, (x ->> 'base_delay')::integer,
                             (x ->> 'max_delay')::integer, (x ->> 'jitter')::integer,
                             (x ->> 'timeout')::integer, (x ->> 'start_delay')::integer,
@@ -631,7 +659,9 @@ begin
                             (x ->> 'sleep')::integer, pgflow.text_array(x -> 'sleep_until'),
                             coalesce(x ->> 'subflow_input_type', s.subflow_input_type),
                             (x ->> 'concurrency')::integer,
-                            pgflow.text_array(x -> 'concurrency_key'));
+                            pgflow.text_array(x -> 'concurrency_key'),
+                            (x ->> 'rate_limit')::integer, (x ->> 'rate_period_ms')::integer,
+                            pgflow.text_array(x -> 'rate_key'));
     v_status := 'verified';
   else
     -- 3b. Compile.
@@ -647,7 +677,8 @@ begin
                               when_unmet, when_exhausted, signal_name, when_timed_out,
                               wait_timeout, signal_type, signal_schema, signal_key_path,
                               sleep_seconds, sleep_until_path, subflow, subflow_input_type,
-                              concurrency_limit, concurrency_key_path)
+                              concurrency_limit, concurrency_key_path, rate_limit,
+                              rate_period_ms, rate_key_path)
     select p_flow_slug,
            shape.value ->> 'slug',
            (shape.ordinality - 1)::integer,
@@ -676,7 +707,10 @@ begin
            shape.value -> 'subflow' ->> 'flow',
            settings ->> 'subflow_input_type',
            (settings ->> 'concurrency')::integer,
-           pgflow.text_array(settings -> 'concurrency_key')
+           pgflow.text_array(settings -> 'concurrency_key'),
+           (settings ->> 'rate_limit')::integer,
+           (settings ->> 'rate_period_ms')::integer,
+           pgflow.text_array(settings -> 'rate_key')
     from jsonb_array_elements(v_shape) with ordinality as shape(value, ordinality)
     join lateral (select v_settings -> (shape.ordinality::integer - 1) as settings) s on true;
 

@@ -186,11 +186,13 @@ begin
       select l.row_ctid, l.run_id, l.step_slug, l.n, l.ready, l.priority, s.queue_name,
              coalesce(s.opt_start_delay, 0) as start_delay,
              case when not l.ready then null
-                  -- a condition, a signal, a sleep or a cap is decided by start_ready_steps
+                  -- a condition, a signal, a sleep, a cap or a rate limit is decided by
+                  -- start_ready_steps (which never claims)
                   when s.condition_when is not null or s.condition_unless is not null
                        or s.signal_name is not null or s.sleep_seconds is not null
                        or s.sleep_until_path is not null
-                       or s.concurrency_limit is not null then null
+                       or s.concurrency_limit is not null or s.rate_limit is not null
+                  then null
                   when s.step_type = 'single' then 1
                   else (select case when dss.status = 'skipped' then 0
                                     when jsonb_typeof(dss.output) = 'array'

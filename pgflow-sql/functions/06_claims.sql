@@ -148,6 +148,13 @@ begin
     on conflict do nothing;
   end if;
 
+  -- Tasks of rate-limited steps start only with a token of their key; the others are sent back
+  -- to wait for one (see take_rate_tokens), and their addresses are gone like a parked task's.
+  if v_row_ctids is not null
+     and exists (select 1 from pgflow.steps s where s.rate_limit is not null) then
+    perform pgflow.take_rate_tokens(v_row_ctids);
+  end if;
+
   -- Claim the locked tasks (if any), found by row address (a parked task's address is gone:
   -- its update made a new version of the row): a task of a live run becomes
   -- 'started'; a task of a run that ended while it waited becomes 'failed' ('cancelled' when
@@ -353,7 +360,7 @@ $$;
 -- claims_at_release: how many tasks a completion call may claim for a worker when a task of
 -- each of its supported pairs (p_flow_slugs[i], p_step_slugs[i]) completes, by the rule
 -- enqueue_step_tasks claims with: the completed step's dependents on p_queue_name that the
--- worker runs, with no start delay, condition, signal, sleep or concurrency cap (those are
+-- worker runs, with no start delay, condition, signal, sleep, concurrency cap or rate limit (those are
 -- decided on the slower path, which never claims). `at_most` is their count, or null when any number (a map
 -- dependent has one task per element). A worker sizes the slots it offers a completion call
 -- by it. Pairs that release none are absent, and so are map steps: only the last of a map
@@ -387,6 +394,7 @@ as $$
       and dependent.condition_when is null and dependent.condition_unless is null
       and dependent.signal_name is null and dependent.sleep_seconds is null
       and dependent.sleep_until_path is null and dependent.concurrency_limit is null
+      and dependent.rate_limit is null
       and exists (select 1 from unnest(p_flow_slugs, p_step_slugs) as s(flow_slug, step_slug)
                   where s.flow_slug = dependent.flow_slug and s.step_slug = dependent.step_slug)
     union all
@@ -394,7 +402,8 @@ as $$
     from unnest(p_flow_slugs, p_step_slugs) as p(flow_slug, step_slug)
     join pgflow.steps capped
       on capped.flow_slug = p.flow_slug and capped.step_slug = p.step_slug
-    where capped.concurrency_limit is not null and capped.queue_name = p_queue_name
+    where capped.concurrency_limit is not null and capped.rate_limit is null
+      and capped.queue_name = p_queue_name
   ) r
   group by r.flow_slug, r.step_slug
 $$;

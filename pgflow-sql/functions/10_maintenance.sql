@@ -2,7 +2,8 @@
 -- queues' PGMQ tables when autovacuum is off.
 
 -- maintained_tables: the tables workers look after when autovacuum is off (pgflow's busy
--- tables and the PGMQ queue tables its steps route to, lanes included), with the counters
+-- tables, the rate limits' among them, and the PGMQ queue tables its steps route to, lanes
+-- included), with the counters
 -- autovacuum's
 -- thresholds read. One definition for refresh_statistics and tables_to_vacuum.
 create or replace view pgflow.maintained_tables as
@@ -14,7 +15,8 @@ from pg_class c
 join pg_namespace n on n.oid = c.relnamespace
 left join pg_stat_user_tables st on st.relid = c.oid
 where c.relkind in ('r', 'p')
-  and ((n.nspname = 'pgflow' and c.relname in ('runs', 'step_states', 'step_tasks'))
+  and ((n.nspname = 'pgflow'
+        and c.relname in ('runs', 'step_states', 'step_tasks', 'rate_tokens', 'rate_waits'))
        or (n.nspname = 'pgmq'
            and c.relname in (select 'q_' || s.queue_name from pgflow.steps s
                              union all

@@ -177,8 +177,10 @@ begin
         as r(run_id, step_slug, task_index, ordinality)
       join pgflow.step_tasks t
         on t.run_id = r.run_id and t.step_slug = r.step_slug and t.task_index = r.task_index
+      join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
       where t.queue_name = p_claimer.queue_name
         and coalesce(t.priority, 3) <= coalesce(v_top_waiting, 5)
+        and s.rate_limit is null -- a rate-limited task starts at a claim, with a token
         and exists (select 1 from unnest(p_claimer.flow_slugs, p_claimer.step_slugs)
                       as c(flow_slug, step_slug)
                     where c.flow_slug = t.flow_slug and c.step_slug = t.step_slug)
@@ -456,9 +458,10 @@ $$;
 -- releases at once the held tasks of steps no longer capped (a redeploy dropped the cap),
 -- releases the held tasks of up to p_limit keys whose slots freed without a release (a cancel,
 -- a failed run, a skip, a race between two releases; the keys waiting longest first), and
--- deletes the slot rows of keys idle
--- for an hour (no held task, every slot free). Returns how many tasks it released.
--- Locks: advisory (namespace, 4), then as release_keys; the idle keys' slots (SKIP LOCKED).
+-- deletes the slot rows of keys idle for an hour (no held task, every slot free). It tidies
+-- the rate limits' tables too (tidy_rate_limits). Returns how many tasks it released.
+-- Locks: advisory (namespace, 4), then as tidy_rate_limits, then as release_keys; the idle
+-- keys' slots (SKIP LOCKED).
 create or replace function pgflow.release_capped_tasks(p_limit integer default 1000)
 returns integer
 language plpgsql
@@ -475,6 +478,8 @@ begin
   if not pg_try_advisory_xact_lock(pgflow.lock_namespace(), 4) then
     return 0;
   end if;
+
+  perform pgflow.tidy_rate_limits();
 
   delete from pgflow.held_tasks h
   using pgflow.step_tasks t

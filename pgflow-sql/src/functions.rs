@@ -49,6 +49,7 @@ pub static FUNCTION_FILES: &[FunctionFile] = function_files![
     "18_signals.sql",
     "19_subflows.sql",
     "20_concurrency_caps.sql",
+    "21_rate_limits.sql",
     "99_privileges.sql",
 ];
 
