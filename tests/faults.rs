@@ -1,7 +1,8 @@
 //! The fault test: a few hundred runs of a chain flow (at three priorities), a map flow, a flow
 //! that waits for a signal, a flow that sleeps (a fixed time, and until a time its first step
-//! chose), a flow that maps over child runs of the chain flow and a flow with concurrency caps (per
-//! tenant, and for every task of a step) on a private cluster, run by 12 workers in 3 processes,
+//! chose), a flow that maps over child runs of the chain flow, a flow with concurrency caps (per
+//! tenant, and for every task of a step) and a flow with a rate limit per tenant on a private
+//! cluster, run by 12 workers in 3 processes,
 //! while worker processes are SIGKILLed on a timer and respawned, and the chain flow is paused for
 //! a while and resumed and Postgres is restarted (`-m immediate`, a crash) in the middle. Half the
 //! waiting runs get their signal by run id before they reach the wait (it must be kept for them),
@@ -10,8 +11,9 @@
 //! task may run its handler twice, the attempt that completed a task must be its last, no wait or
 //! signal may be lost, no sleep may end early or be lost, every parent must get its children's
 //! outputs in order with one child per element, no cap may ever be exceeded (a killed handler
-//! counts as running until its task's next attempt starts), and nothing may be left queued,
-//! started, waiting, held, parked or in the queue.
+//! counts as running until its task's next attempt starts), no rate limit may ever be exceeded
+//! (every attempt's start counts), and nothing may be left queued, started, waiting, held,
+//! parked, waiting for a rate token or in the queue.
 //!
 //! One binary, two parts (`harness = false`): run bare, it is the test; run as
 //! `faults worker <url>`, it is one worker process the test spawns and kills.
@@ -31,6 +33,7 @@ const SIGNAL_RUNS: u32 = 60;
 const SLEEP_RUNS: u32 = 40;
 const PARENT_RUNS: u32 = 30;
 const CAPPED_RUNS: u32 = 60;
+const RATED_RUNS: u32 = 45;
 /// Tenants of the capped runs (each capped at 2 tasks at once).
 const TENANTS: u32 = 3;
 /// Children of each parent run.
@@ -193,6 +196,19 @@ pub mod fault_capped {
     }
 }
 
+/// call (at most 3 starts per 400 ms per tenant, every attempt counted).
+#[pgflow::flow(slug = "fault_rated", input = Job, timeout = 2, base_delay = 0, max_attempts = 30)]
+pub mod fault_rated {
+    use super::*;
+
+    #[step(rate_limit = "3/400ms", rate_key = input.tenant, queue = "faults")]
+    /// Adds seven.
+    pub async fn call(input: Job, ctx: Context) -> Result<u32, String> {
+        record(&ctx).await?;
+        Ok(input.n + 7)
+    }
+}
+
 /// What `first` of a sleeping run chose: its number and when `until` wakes.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Wake {
@@ -298,7 +314,8 @@ async fn worker(url: &str) -> ExitCode {
                 fault_signal::deployment(),
                 fault_sleep::deployment(),
                 fault_parent::deployment(),
-                fault_capped::deployment(),
+                // A registry tuple holds six; a tuple in it counts as one.
+                (fault_capped::deployment(), fault_rated::deployment()),
             ),
             config,
         )
@@ -436,6 +453,20 @@ async fn scenario() -> Result<String, String> {
         .start_many(Start::flow::<fault_capped::Flow>(), &capped_inputs, &[])
         .await
         .map_err(|e| e.to_string())?;
+    let rated_inputs: Vec<Job> = (0..RATED_RUNS)
+        .map(|n| Job {
+            tenant: format!("tenant{}", n % TENANTS),
+            n,
+        })
+        .collect();
+    client
+        .deploy(&fault_rated::deployment())
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .start_many(Start::flow::<fault_rated::Flow>(), &rated_inputs, &[])
+        .await
+        .map_err(|e| e.to_string())?;
     // The even ones by run id now, before any worker runs: kept until they wait.
     for (n, run) in signal_runs.iter().enumerate().filter(|(n, _)| n % 2 == 0) {
         fault_signal::signal_go(&client, run.run_id(), &(n as u32))
@@ -461,7 +492,8 @@ async fn scenario() -> Result<String, String> {
             + SIGNAL_RUNS
             + SLEEP_RUNS
             + PARENT_RUNS * (1 + CHILDREN)
-            + CAPPED_RUNS,
+            + CAPPED_RUNS
+            + RATED_RUNS,
     );
 
     let mut workers: Vec<Child> = (0..WORKERS)
@@ -632,6 +664,35 @@ async fn check(pool: &PgPool) -> Result<(), String> {
             "select count(*) from pgflow.runs
              where flow_slug = 'fault_capped'
                and output -> 'shared' is distinct from to_jsonb(((input ->> 'n')::int + 1) * 2)",
+        ),
+        (
+            "rated runs with a wrong output",
+            "select count(*) from pgflow.runs
+             where flow_slug = 'fault_rated'
+               and output -> 'call' is distinct from to_jsonb((input ->> 'n')::int + 7)",
+        ),
+        (
+            // Every attempt's start as its claim recorded it: the current one's on the task,
+            // the earlier ones' (failed, or stalled when their worker was killed) on attempts.
+            "starts of the rated step within 400 ms of the third start before them (its tenant's)",
+            "with starts as (
+               select r.input ->> 'tenant' as tenant, a.started_at
+               from (select run_id, started_at from pgflow.task_attempts
+                     where step_slug = 'call' and started_at is not null
+                     union all
+                     select run_id, started_at from pgflow.step_tasks
+                     where step_slug = 'call' and started_at is not null) a
+               join pgflow.runs r on r.run_id = a.run_id and r.flow_slug = 'fault_rated'
+             )
+             select count(*) from (
+               select started_at - lag(started_at, 3) over (partition by tenant
+                                                             order by started_at) as span
+               from starts) s
+             where s.span < interval '400 milliseconds'",
+        ),
+        (
+            "tasks left waiting for a rate token",
+            "select count(*) from pgflow.rate_waits",
         ),
         ("tasks left held", "select count(*) from pgflow.held_tasks"),
         (
