@@ -27,11 +27,13 @@ mod caps;
 mod claim_scale;
 mod dashboard_pages;
 mod per_call_limit;
+mod rate;
 mod waits;
 
 use caps::{caps, print_caps};
 use claim_scale::{claim_scale, print_claims};
 use dashboard_pages::{dashboard_pages, print_pages};
+use rate::{print_rate, rate};
 use waits::{print_waits, waits};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -164,7 +166,7 @@ struct Options {
     repeat: usize,
     /// `--only=a,b`: run just these scenarios (limit, single, chain3, fanout, shared, low_load,
     /// fanout_one, memory, claim_scale, per_call_limit, per_call, anchor, dashboard, waits,
-    /// caps).
+    /// caps, rate).
     only: Option<Vec<String>>,
     /// `--matrix=1x100,10x10`: (workers, batch) pairs instead of the default matrix.
     matrix: Option<Vec<(usize, usize)>>,
@@ -277,6 +279,12 @@ async fn main() -> Result<(), Error> {
         None
     };
 
+    let rated = if options.wants("rate") {
+        Some(rate(options.smoke).await?)
+    } else {
+        None
+    };
+
     print_table(&rows);
     print_anchor_ratios(&rows);
     if options.repeat > 1 {
@@ -304,10 +312,13 @@ async fn main() -> Result<(), Error> {
     if let Some(capped) = &capped {
         print_caps(capped);
     }
+    if let Some(rated) = &rated {
+        print_rate(rated);
+    }
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results.json");
     let results = json!({
         "rows": rows, "worker_rss_mib": rss, "claim_scale": claims, "dashboard_pages": pages,
-        "waits": waited, "caps": capped,
+        "waits": waited, "caps": capped, "rate": rated,
     });
     std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
     println!("\nwritten to {}", path.display());

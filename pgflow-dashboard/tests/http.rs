@@ -399,6 +399,63 @@ async fn the_overview_and_a_run_show_what_a_cap_holds_back(pool: PgPool) {
     );
 }
 
+/// One start a minute per tenant (a claim in the test meets both runs' tasks: one waits).
+#[pgflow::flow(slug = "rated_per_tenant")]
+pub mod rated_per_tenant {
+    /// Echoes its input.
+    #[step(queue = "rated_per_tenant", rate_limit = "1/m", rate_key = input.tenant)]
+    pub async fn call(input: serde_json::Value) -> Result<serde_json::Value, String> {
+        Ok(input)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_overview_and_a_run_show_what_a_rate_limit_holds_back(pool: PgPool) {
+    pgflow::install(&pool).await.unwrap();
+    let client = Client::new(pool.clone());
+    let deployment = rated_per_tenant::deployment();
+    client.deploy(&deployment).await.unwrap();
+    let mut runs = Vec::new();
+    for n in 0..2 {
+        let input = serde_json::json!({"tenant": "acme", "n": n});
+        runs.push(
+            rated_per_tenant::start(&client, &input)
+                .await
+                .unwrap()
+                .run_id(),
+        );
+    }
+    let queue = pgflow::names::QueueName::new("rated_per_tenant").unwrap();
+    let pairs = pgflow::engine::SupportedPairs::routed_to(deployment.definition(), &queue);
+    let claimed = pgflow::engine::read_and_start_tasks(&pool, &queue, Uuid::new_v4(), &pairs, 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.tasks.len(), 1, "one token for the tenant");
+    let app = dashboard(&pool, Access::ReadOnly, false);
+
+    let (status, page, _) = get(&app, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("id=\"rates\""), "{page}");
+    assert!(
+        page.contains("data-step=\"rated_per_tenant/call\" data-key=\"acme\""),
+        "{page}"
+    );
+    assert!(page.contains("1 per 1m"), "{page}");
+
+    let (status, page, _) = get(&app, &format!("/runs/{}", runs[1])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("data-reason=\"rate\""), "{page}");
+    assert!(
+        page.contains("held: key `acme` is at its rate limit of 1 per 1m"),
+        "{page}"
+    );
+    let (_, page, _) = get(&app, &format!("/runs/{}", runs[0])).await;
+    assert!(
+        !page.contains("id=\"held\""),
+        "the first run's task took the token"
+    );
+}
+
 /// Posts the confirmation form at `path` (fetched first for its CSRF token) with the token and
 /// `extra` fields, as a same-site browser would.
 async fn confirm_and_post(app: &Router, path: &str, extra: &str) -> StatusCode {

@@ -66,7 +66,8 @@ pub mod names {
     /// [`WAITING_STEPS`]); a run waiting for two reasons counts under both.
     pub const WAITING_RUNS: &str = "pgflow_waiting_runs";
     /// Gauge, read from Postgres: tasks held back (`flow`, `step`, `reason`: `concurrency` for
-    /// tasks waiting for a slot of their step's cap).
+    /// tasks waiting for a slot of their step's cap, `rate` for tasks waiting for a token of
+    /// their step's rate limit).
     pub const HELD_TASKS: &str = "pgflow_held_tasks";
     /// Gauge, read from Postgres: tasks holding a slot of their step's concurrency cap (`flow`,
     /// `step`).
@@ -156,6 +157,14 @@ pub async fn record_database_gauges(db: &Db) -> Result<(), EngineError> {
             ("reason", "concurrency".to_owned()),
         ];
         metrics::gauge!(names::HELD_TASKS, &held).set(capped.held as f64);
+    }
+    for limited in crate::admin::inspect::rate_waiting(db).await? {
+        let held = [
+            ("flow", limited.flow_slug),
+            ("step", limited.step_slug),
+            ("reason", "rate".to_owned()),
+        ];
+        metrics::gauge!(names::HELD_TASKS, &held).set(limited.waiting as f64);
     }
     Ok(())
 }

@@ -490,6 +490,12 @@ begin
         || 'period (`rate_limit`: 10 with `rate_period_ms`: 1000 is 10 a second)', v_slug,
         case when v_rate_key is not null then 'rate_key' else 'rate_period_ms' end));
     end if;
+    if v_rate_limit > 10000 then
+      perform pgflow.raise_invalid_definition(p_flow_slug, format(
+        'step `%s` option `rate_limit` must be at most 10000 starts per period, got %s; use a '
+        || 'shorter period for the same rate (100000 an hour is about 28 a second)', v_slug,
+        v_rate_limit));
+    end if;
     if v_rate_limit is not null and v_rate_period is null then
       v_rate_period := 1000;
     end if;

@@ -55,11 +55,14 @@ $$;
 -- reads never walk past claimed ones.
 --
 -- Returns one row per claimed task, in message order, possibly of several concrete flows (see
--- started_task_rows for what a row holds). After them, one row per stale
+-- started_task_rows for what a row holds). After them, one row per task sent back to wait for
+-- a token of its step's rate limit (take_rate_tokens), with only `run_id`, `step_slug`,
+-- `task_index` and `queue_name` set, so the caller counts it as work read. After them, one row per stale
 -- message (no queued task behind it: sent by hand, for an unknown run, or left over), with
 -- only `message_id` and `queue_name` set, so the caller can report it; a caller that only
 -- wants tasks skips rows whose `run_id` is null.
--- Locks: the matched queued step_tasks (key order); no run locks.
+-- Locks: the matched queued step_tasks (key order); no run locks; with rate-limited steps on
+-- the queue, then as take_rate_tokens.
 create or replace function pgflow.claim_tasks(
   p_queue_name text,
   p_message_ids bigint[],
@@ -76,6 +79,9 @@ declare
   v_started_ctids tid[];
   v_matched_ids bigint[];
   v_unsupported jsonb;
+  v_deferred_runs uuid[];
+  v_deferred_steps text[];
+  v_deferred_indexes integer[];
 begin
   perform pgflow.check_supported_pairs('claim', p_flow_slugs, p_step_slugs);
 
@@ -151,8 +157,11 @@ begin
   -- Tasks of rate-limited steps start only with a token of their key; the others are sent back
   -- to wait for one (see take_rate_tokens), and their addresses are gone like a parked task's.
   if v_row_ctids is not null
-     and exists (select 1 from pgflow.steps s where s.rate_limit is not null) then
-    perform pgflow.take_rate_tokens(v_row_ctids);
+     and exists (select 1 from pgflow.steps s
+                 where s.queue_name = p_queue_name and s.rate_limit is not null) then
+    select array_agg(d.run_id), array_agg(d.step_slug), array_agg(d.task_index)
+    into v_deferred_runs, v_deferred_steps, v_deferred_indexes
+    from pgflow.take_rate_tokens(p_queue_name, v_row_ctids) d;
   end if;
 
   -- Claim the locked tasks (if any), found by row address (a parked task's address is gone:
@@ -180,6 +189,17 @@ begin
   from changed;
 
   return query select * from pgflow.started_task_rows(v_started_ctids);
+
+  -- Tasks sent back to wait for a rate token: run, step, task and queue, no flow.
+  if v_deferred_runs is not null then
+    return query
+    select (jsonb_populate_record(null::pgflow.claimed_task,
+                                  jsonb_build_object('run_id', d.run_id, 'step_slug', d.step_slug,
+                                                     'task_index', d.task_index,
+                                                     'queue_name', p_queue_name))).*
+    from unnest(v_deferred_runs, v_deferred_steps, v_deferred_indexes)
+      as d(run_id, step_slug, task_index);
+  end if;
 
   -- Stale messages: no queued task was behind them.
   return query

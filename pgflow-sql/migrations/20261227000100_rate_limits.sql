@@ -9,9 +9,13 @@
 -- none does not start and spends no attempt: it gets a new message, visible when the key is
 -- due to have a token for it, and is listed in rate_waits until it starts. So each token lets
 -- at most one start through per period, and a key at most rate_limit starts in any period.
+--
+-- A key belongs to the flow's alias (its scope, as a start guard's), not to one version: the
+-- versions of a flow that run side by side during a rollout share the limit of a step of the
+-- same name.
 alter table pgflow.steps
   add column rate_limit integer
-    constraint steps_rate_limit_positive check (rate_limit >= 1),
+    constraint steps_rate_limit_range check (rate_limit between 1 and 10000),
   add column rate_period_ms integer
     constraint steps_rate_period_positive check (rate_period_ms >= 1),
   add column rate_key_path text[],
@@ -20,36 +24,42 @@ alter table pgflow.steps
            and (rate_key_path is null
                 or (cardinality(rate_key_path) >= 1 and rate_limit is not null)));
 
--- Whether any step is limited: a claim asks once, and pays nothing more when none is.
-create index steps_rate_limited_idx on pgflow.steps (flow_slug, step_slug)
+-- The limited steps by queue: a claim asks whether its queue has one, and pays nothing more when
+-- it has none.
+create index steps_rate_limited_queue_idx on pgflow.steps (queue_name)
   where rate_limit is not null;
 
--- Each limited step's keys that have met a task. next_wait_at is where the key's queue of
--- waiting tasks ends: a task that finds no token and is new to the wait is scheduled there,
--- and moves it one share of the period (period / limit) on, so waiting tasks come back spread
--- out at the rate they can start and in the order they came, not all at once.
+-- Each limited step's keys that have met a task, with the limit and period their waiting line
+-- was last made by. next_wait_at is where the line of waiting tasks ends: a task that finds no
+-- token and is new to the wait is scheduled there, and moves it one share of the period
+-- (period / limit) on, so waiting tasks come back spread out at the rate they can start and in
+-- the order they came, not all at once.
 create table pgflow.rate_keys (
-  flow_slug text not null,
+  scope text not null,
   step_slug text not null,
   rate_key text not null,
+  rate_limit integer not null,
+  rate_period_ms integer not null,
   next_wait_at timestamptz not null default '-infinity',
-  primary key (flow_slug, step_slug, rate_key),
-  foreign key (flow_slug, step_slug) references pgflow.steps (flow_slug, step_slug)
-    on delete cascade
+  primary key (scope, step_slug, rate_key)
 );
+create index rate_keys_line_idx on pgflow.rate_keys (next_wait_at);
 
--- The tokens of each key, 1 to its limit (a limit lowered later leaves the rows above it
--- unused), each with the time it last let a task start (-infinity: never).
+-- The tokens of each key, 1 to its limit, each with the time it last let a task start
+-- (-infinity: never). A lowered limit keeps the latest starts on the first tokens and drops
+-- the rest.
 create table pgflow.rate_tokens (
-  flow_slug text not null,
+  scope text not null,
   step_slug text not null,
   rate_key text not null,
   token integer not null,
   last_start_at timestamptz not null default '-infinity',
-  primary key (flow_slug, step_slug, rate_key, token),
-  foreign key (flow_slug, step_slug, rate_key)
-    references pgflow.rate_keys (flow_slug, step_slug, rate_key) on delete cascade
+  primary key (scope, step_slug, rate_key, token),
+  foreign key (scope, step_slug, rate_key)
+    references pgflow.rate_keys (scope, step_slug, rate_key) on delete cascade
 );
+-- A key's free tokens, the longest unused first.
+create index rate_tokens_free_idx on pgflow.rate_tokens (scope, step_slug, rate_key, last_start_at);
 
 -- Tasks that met their key without a token, until they start: when their message is due, and
 -- how many times they found no token.
@@ -58,6 +68,7 @@ create table pgflow.rate_waits (
   step_slug text not null,
   task_index integer not null,
   flow_slug text not null,
+  scope text not null,
   rate_key text not null,
   due_at timestamptz not null,
   waited_since timestamptz not null default now(),
@@ -66,4 +77,4 @@ create table pgflow.rate_waits (
   foreign key (run_id, step_slug, task_index)
     references pgflow.step_tasks (run_id, step_slug, task_index) on delete cascade
 );
-create index rate_waits_key_idx on pgflow.rate_waits (flow_slug, step_slug, rate_key);
+create index rate_waits_line_idx on pgflow.rate_waits (scope, step_slug, rate_key, due_at);

@@ -47,6 +47,15 @@ pub mod narrow_v1 {
     }
 }
 
+/// One start an hour: of two tasks a claim meets, one waits for a token (no worker runs it).
+#[pgflow::flow(slug = "sparse_v1", input = u32)]
+pub mod sparse_v1 {
+    #[step(rate_limit = "1/h", queue = "sparse")]
+    pub async fn only(input: u32) -> Result<u32, String> {
+        Ok(input)
+    }
+}
+
 /// `GET /metrics` over a plain TCP connection.
 async fn scrape(addr: std::net::SocketAddr) -> String {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -210,6 +219,28 @@ async fn the_prometheus_endpoint_shows_what_the_runs_did(pool: PgPool) {
     );
     assert_eq!(
         value(&text, "pgflow_capped_tasks_running", &only),
+        Some(1.0)
+    );
+    // Tasks waiting for a token of a rate limit.
+    let sparse = sparse_v1::deployment();
+    client.deploy(&sparse).await.unwrap();
+    for input in [1, 2] {
+        sparse_v1::start(&client, &input).await.unwrap();
+    }
+    let queue = pgflow::names::QueueName::new("sparse").unwrap();
+    let pairs = pgflow::engine::SupportedPairs::routed_to(sparse.definition(), &queue);
+    let claimed =
+        pgflow::engine::read_and_start_tasks(&pool, &queue, uuid::Uuid::new_v4(), &pairs, 10)
+            .await
+            .unwrap();
+    assert_eq!(claimed.tasks.len(), 1);
+    let text = scrape(server.local_addr()).await;
+    assert_eq!(
+        value(
+            &text,
+            "pgflow_held_tasks",
+            &[("flow", "sparse_v1"), ("step", "only"), ("reason", "rate")]
+        ),
         Some(1.0)
     );
     // No series is labelled by run.

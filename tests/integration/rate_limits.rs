@@ -265,3 +265,129 @@ async fn bad_rate_limits_are_refused(pool: PgPool) {
         "{refused}"
     );
 }
+
+/// A flow of one step (on the queue of the flow's name) with the given limit.
+fn limited(name: &str, limit: u32, period: Duration) -> FlowDefinition {
+    FlowDefinition::new(flow(name))
+        .step(single("a", &[]).rate_limit(StepRateLimit::per(limit, period)))
+}
+
+/// Claims what is visible on the flow's queue: (tasks started, tasks sent back to wait).
+async fn claim_all(pool: &PgPool, definition: &FlowDefinition) -> (usize, usize) {
+    let queue = pgflow::names::QueueName::new(definition.slug.as_str()).unwrap();
+    let pairs = crate::support::pairs_for(&[definition], &queue);
+    let claim =
+        pgflow::engine::read_and_start_tasks(pool, &queue, uuid::Uuid::new_v4(), &pairs, 100)
+            .await
+            .unwrap();
+    (claim.tasks.len(), claim.deferred)
+}
+
+async fn start_runs(pool: &PgPool, name: &str, n: u32) -> Vec<uuid::Uuid> {
+    let mut runs = Vec::new();
+    for i in 0..n {
+        runs.push(
+            pgflow::engine::start_flow(pool, name, &serde_json::json!({"n": i}))
+                .await
+                .unwrap()
+                .run_id,
+        );
+    }
+    runs
+}
+
+async fn sweep(pool: &PgPool) {
+    pgflow::engine::release_capped_tasks(pool, 1000)
+        .await
+        .unwrap();
+}
+
+#[sqlx::test(migrations = false)]
+async fn tasks_that_leave_the_line_leave_no_gap_before_new_ones(pool: PgPool) {
+    install(&pool).await;
+    let definition = limited("line", 1, Duration::from_secs(2));
+    pgflow::engine::compile_flow(&pool, &definition)
+        .await
+        .unwrap();
+    let runs = start_runs(&pool, "line", 5).await;
+    // One starts; four line up, due 2, 4, 6 and 8 s from now.
+    assert_eq!(claim_all(&pool, &definition).await, (1, 4));
+    pgflow::engine::cancel_runs(&pool, &runs[1..], Some("not needed"))
+        .await
+        .unwrap();
+    sweep(&pool).await;
+    // Once the token is free again, a new task starts at its first claim: the cancelled tasks
+    // hold no place in the line.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    start_runs(&pool, "line", 1).await;
+    assert_eq!(claim_all(&pool, &definition).await, (1, 0));
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_dropped_limit_lets_its_waiting_tasks_start(pool: PgPool) {
+    install(&pool).await;
+    let definition = limited("dropped", 1, Duration::from_secs(3600));
+    pgflow::engine::compile_flow(&pool, &definition)
+        .await
+        .unwrap();
+    start_runs(&pool, "dropped", 3).await;
+    assert_eq!(claim_all(&pool, &definition).await, (1, 2));
+    // The same flow without the limit (a setting: verified, not changed in shape).
+    let unlimited = FlowDefinition::new(flow("dropped")).step(single("a", &[]));
+    pgflow::engine::compile_flow(&pool, &unlimited)
+        .await
+        .unwrap();
+    sweep(&pool).await;
+    assert_eq!(claim_all(&pool, &unlimited).await, (2, 0));
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_lowered_limit_holds_from_its_first_period(pool: PgPool) {
+    install(&pool).await;
+    let period = Duration::from_secs(2);
+    let definition = limited("lowered", 2, period);
+    pgflow::engine::compile_flow(&pool, &definition).await.unwrap();
+    // Two starts a second apart, on the two tokens.
+    start_runs(&pool, "lowered", 1).await;
+    assert_eq!(claim_all(&pool, &definition).await, (1, 0));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    start_runs(&pool, "lowered", 1).await;
+    assert_eq!(claim_all(&pool, &definition).await, (1, 0));
+    // Lowered to 1 per 2 s: once the first start is 2 s old, the second is not, so nothing may
+    // start yet (the token of the first start must not let one through).
+    let lowered = limited("lowered", 1, period);
+    pgflow::engine::compile_flow(&pool, &lowered).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    start_runs(&pool, "lowered", 1).await;
+    assert_eq!(claim_all(&pool, &lowered).await, (0, 1));
+    let tokens: i64 = sqlx::query_scalar("select count(*) from pgflow.rate_tokens")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(tokens, 1, "the tokens above the new limit are gone");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_long_key_is_kept_short_and_apart_from_its_neighbours(pool: PgPool) {
+    install(&pool).await;
+    let definition = FlowDefinition::new(flow("long_keys")).step(
+        single("a", &[])
+            .rate_limit(StepRateLimit::per(1, Duration::from_secs(3600)).per_key(["input", "k"])),
+    );
+    pgflow::engine::compile_flow(&pool, &definition)
+        .await
+        .unwrap();
+    // Two keys of 10,000 characters that differ only at the end: two keys, one start each.
+    for end in ["x", "y"] {
+        let key = format!("{}{end}", "k".repeat(9_999));
+        pgflow::engine::start_flow(&pool, "long_keys", &serde_json::json!({"k": key}))
+            .await
+            .unwrap();
+    }
+    assert_eq!(claim_all(&pool, &definition).await, (2, 0));
+    let longest: i32 = sqlx::query_scalar("select max(length(rate_key)) from pgflow.rate_keys")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(longest <= 200, "{longest}");
+}

@@ -120,6 +120,7 @@ pub(super) async fn show(
     let steps = inspect::run_steps(pool, run_id).await?;
     let waits = inspect::run_waits(pool, run_id).await?;
     let holds = inspect::run_holds(pool, run_id).await?;
+    let rate_waits = inspect::run_rate_waits(pool, run_id).await?;
     let children = pgflow::engine::run_children(pool, run_id).await?;
     let tasks = inspect::troubled_tasks(pool, run_id, TASKS_SHOWN).await?;
     let mut attempts = inspect::failed_attempts(pool, run_id, ATTEMPTS_SHOWN + 1).await?;
@@ -137,7 +138,7 @@ pub(super) async fn show(
             "parent_task_index": run.parent_task_index, "children": children,
             "idempotency_key": run.idempotency_key, "priority": run.priority(),
             "input": run.input, "output": run.output,
-            "steps": steps, "waits": waits, "held": holds, "retried_tasks": tasks, "failed_attempts": attempts,
+            "steps": steps, "waits": waits, "held": holds, "rate_waits": rate_waits, "retried_tasks": tasks, "failed_attempts": attempts,
         }),
         || {
             let now = chrono::Utc::now();
@@ -231,6 +232,23 @@ pub(super) async fn show(
                         Cell::new(&h.step_slug),
                         Cell::new(h.held),
                         Cell::new(format!("held: {}", h.reason())),
+                    ]);
+                }
+                text.push_str(&crate::output::render(&table));
+            }
+            if !rate_waits.is_empty() {
+                text.push_str("\n\nheld back (tasks waiting for a token of their step's rate limit)\n");
+                let mut table = out.table(&["step", "tasks", "why", "next due"]);
+                for w in &rate_waits {
+                    table.add_row(vec![
+                        Cell::new(&w.step_slug),
+                        Cell::new(w.waiting),
+                        Cell::new(format!("held: {}", w.reason())),
+                        Cell::new(if w.next_due_at > now {
+                            format!("in {}", human::between(now, w.next_due_at))
+                        } else {
+                            "now".to_owned()
+                        }),
                     ]);
                 }
                 text.push_str(&crate::output::render(&table));

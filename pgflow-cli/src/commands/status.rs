@@ -22,7 +22,7 @@ fn count(workers: &[&WorkerEntry], state: WorkerLiveness) -> usize {
 }
 
 /// Prints the overview.
-/// Keys of capped steps shown, those with the most tasks waiting first.
+/// Keys of capped (and of rate-limited) steps shown, those with the most tasks waiting first.
 const CAP_KEYS_SHOWN: i64 = 10;
 
 pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failure> {
@@ -33,6 +33,7 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
     // The engine's plans rely on current statistics (docs/operations/database-upkeep.md).
     let autovacuum = inspect::autovacuum_enabled(pool).await?;
     let caps = inspect::cap_use(pool, CAP_KEYS_SHOWN).await?;
+    let rates = inspect::rate_use(pool, CAP_KEYS_SHOWN).await?;
     let paused_flows = inspect::paused_flows(pool).await?;
     out.print(
         json!({
@@ -53,6 +54,7 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
             "open_rollouts": rollouts,
             "autovacuum": autovacuum,
             "caps": caps,
+            "rate_limits": rates,
             "paused_flows": paused_flows,
         }),
         || {
@@ -139,6 +141,36 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
                             Cell::new(c.held)
                         },
                         Cell::new(c.oldest_held_at.map_or_else(|| "-".to_owned(), human::ago)),
+                    ]);
+                }
+                text.push_str(&crate::output::render(&table));
+                text.push('\n');
+            }
+            if !rates.is_empty() {
+                text.push_str("\nrate limits in use (the keys with the most tasks waiting)\n");
+                let mut table = out.table(&[
+                    "step",
+                    "key",
+                    "limit",
+                    "started (last period)",
+                    "waiting",
+                    "waiting since",
+                ]);
+                for r in &rates {
+                    table.add_row(vec![
+                        Cell::new(format!("{}/{}", r.scope, r.step_slug)),
+                        Cell::new(if r.keyed { r.rate_key.as_str() } else { "-" }),
+                        Cell::new(format!(
+                            "{} per {}",
+                            r.rate_limit,
+                            inspect::period_text(r.period_ms)
+                        )),
+                        Cell::new(r.started),
+                        Cell::new(r.waiting),
+                        Cell::new(
+                            r.oldest_waiting_since
+                                .map_or_else(|| "-".to_owned(), human::ago),
+                        ),
                     ]);
                 }
                 text.push_str(&crate::output::render(&table));

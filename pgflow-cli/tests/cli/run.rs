@@ -379,3 +379,66 @@ async fn run_and_status_say_which_tasks_a_cap_holds_back_and_why(pool: PgPool) {
     assert!(text.contains("concurrency caps in use"), "{text}");
     assert!(text.contains("tenant_calls/call"), "{text}");
 }
+
+/// One call an hour per tenant.
+#[pgflow::flow(slug = "rated_calls")]
+mod rated_calls {
+    use super::*;
+
+    #[step(queue = "rated_calls", rate_limit = "1/h", rate_key = input.tenant)]
+    pub async fn call(input: Value) -> Result<Value, String> {
+        Ok(input)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn run_and_status_say_which_tasks_a_rate_limit_holds_back_and_why(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    let definition = rated_calls::deployment();
+    client.deploy(&definition).await.unwrap();
+    let mut runs = Vec::new();
+    for n in 0..3 {
+        let run = client
+            .start(
+                Start::flow::<rated_calls::Flow>(),
+                &json!({"tenant": "acme", "n": n}),
+                StartOptions::new(),
+            )
+            .await
+            .unwrap();
+        runs.push(run.run_id().to_string());
+    }
+    // One claim meets all three: the first takes the tenant's token, the others wait an hour.
+    let queue = pgflow::names::QueueName::new("rated_calls").unwrap();
+    let pairs = pgflow::engine::SupportedPairs::routed_to(definition.definition(), &queue);
+    let tasks = claim(&pool, &queue, &pairs).await;
+    assert_eq!(tasks.len(), 1);
+
+    let first = stdout(&pgflow(&pool, &["run", &runs[0]]));
+    assert!(!first.contains("held back"), "{first}");
+    let second = stdout(&pgflow(&pool, &["run", &runs[1]]));
+    assert!(
+        second.contains("held: key `acme` is at its rate limit of 1 per 1h"),
+        "{second}"
+    );
+    assert!(second.contains("in 59m"), "the next due time: {second}");
+    let shown: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["--json", "run", &runs[2]]))).unwrap();
+    assert_eq!(shown["rate_waits"][0]["step_slug"], "call", "{shown}");
+    assert_eq!(shown["rate_waits"][0]["waiting"], 1);
+    assert_eq!(shown["rate_waits"][0]["rate_key"], "acme");
+
+    let status: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["--json", "status"]))).unwrap();
+    let rates = status["rate_limits"].as_array().unwrap();
+    assert_eq!(rates.len(), 1, "{status}");
+    assert_eq!(rates[0]["rate_key"], "acme");
+    assert_eq!(rates[0]["rate_limit"], 1);
+    assert_eq!(rates[0]["period_ms"], 3_600_000);
+    assert_eq!(rates[0]["started"], 1);
+    assert_eq!(rates[0]["waiting"], 2);
+    let text = stdout(&pgflow(&pool, &["status"]));
+    assert!(text.contains("rate limits in use"), "{text}");
+    assert!(text.contains("1 per 1h"), "{text}");
+}

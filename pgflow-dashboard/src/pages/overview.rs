@@ -19,7 +19,7 @@ pub(crate) fn routes() -> Router<AppState> {
     Router::new().route("/", get(page))
 }
 
-/// Keys of capped steps shown, those with the most tasks held back first.
+/// Keys of capped (and of rate-limited) steps shown, those with the most tasks held back first.
 const CAP_KEYS_SHOWN: i64 = 20;
 
 /// `GET /`.
@@ -32,6 +32,7 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
     let flows = browse::flow_summaries(db, None).await?;
     let rollouts = engine::rollouts(db, true).await?;
     let caps = inspect::cap_use(db, CAP_KEYS_SHOWN).await?;
+    let rates = inspect::rate_use(db, CAP_KEYS_SHOWN).await?;
     let paused_flows = inspect::paused_flows(db).await?;
     let actions = app.config.actions_enabled();
     // A version no longer active that runs still use or workers still carry is being drained.
@@ -101,6 +102,31 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
                                 td.num { (c.running) }
                                 td.num { (c.held) }
                                 td { (maybe_time(c.oldest_held_at)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if !rates.is_empty() {
+            section #rates {
+                h2 { "Rate limits in use" }
+                table {
+                    thead { tr {
+                        th { "Step" } th { "Key" } th { "Limit" }
+                        th.num { "Started (last period)" } th.num { "Waiting" }
+                        th { "Waiting since" }
+                    } }
+                    tbody {
+                        @for r in &rates {
+                            tr data-step=(format!("{}/{}", r.scope, r.step_slug))
+                               data-key=(r.rate_key) {
+                                td { (r.scope) "/" (r.step_slug) }
+                                td.mono { @if r.keyed { (r.rate_key) } @else { "–" } }
+                                td { (r.rate_limit) " per " (inspect::period_text(r.period_ms)) }
+                                td.num { (r.started) }
+                                td.num { (r.waiting) }
+                                td { (maybe_time(r.oldest_waiting_since)) }
                             }
                         }
                     }

@@ -66,6 +66,7 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
     let steps = inspect::run_steps(db, run_id).await?;
     let waits = inspect::run_waits(db, run_id).await?;
     let holds = inspect::run_holds(db, run_id).await?;
+    let rate_waits = inspect::run_rate_waits(db, run_id).await?;
     let children = engine::run_children(db, run_id).await?;
     let graph = inspect::flow_graph(db, &run.flow_slug).await?;
     let counts = browse::step_task_counts(db, run_id).await?;
@@ -214,18 +215,28 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
                     }
                 }
             }
-            @if !holds.is_empty() {
+            @if !holds.is_empty() || !rate_waits.is_empty() {
                 section #held {
                     h2 { "Held back" }
                     table {
                         thead { tr { th { "Step" } th.num { "Tasks" } th { "Why" } } }
-                        tbody { @for hold in &holds {
-                            tr data-step=(hold.step_slug) {
-                                td { (hold.step_slug) }
-                                td.num { (hold.held) }
-                                td { "held: " (hold.reason()) }
+                        tbody {
+                            @for hold in &holds {
+                                tr data-step=(hold.step_slug) {
+                                    td { (hold.step_slug) }
+                                    td.num { (hold.held) }
+                                    td { "held: " (hold.reason()) }
+                                }
                             }
-                        } }
+                            @for wait in &rate_waits {
+                                tr data-step=(wait.step_slug) data-reason="rate" {
+                                    td { (wait.step_slug) }
+                                    td.num { (wait.waiting) }
+                                    td { "held: " (wait.reason()) "; next due "
+                                         (time(wait.next_due_at)) }
+                                }
+                            }
+                        }
                     }
                 }
             }

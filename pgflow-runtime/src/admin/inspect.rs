@@ -652,6 +652,179 @@ pub async fn held_tasks(executor: impl PgExecutor<'_>) -> Result<Vec<HeldTasks>,
     Ok(rows)
 }
 
+/// A rate limit's period in words: `500ms`, `1s`, `2m`, `1h`, `1d`, or milliseconds when it is
+/// no whole number of a larger unit.
+pub fn period_text(period_ms: i32) -> String {
+    let ms = i64::from(period_ms);
+    [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1_000, "s"),
+    ]
+    .into_iter()
+    .find(|(unit, _)| ms >= *unit && ms % unit == 0)
+    .map_or_else(
+        || format!("{ms}ms"),
+        |(unit, name)| format!("{}{name}", ms / unit),
+    )
+}
+
+/// A step of a run whose tasks wait for a token of the step's rate limit.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct RunRateWait {
+    /// The step.
+    pub step_slug: String,
+    /// The key its limit applies to ("" for a limit without `rate_key`, or a missing key).
+    pub rate_key: String,
+    /// Whether the limit applies per key (`rate_key`).
+    pub keyed: bool,
+    /// The most starts (of the key) per period.
+    pub rate_limit: i32,
+    /// The period, in milliseconds.
+    pub period_ms: i32,
+    /// How many of this run's tasks of the step wait.
+    pub waiting: i64,
+    /// When the first of them is due to be claimed again.
+    pub next_due_at: DateTime<Utc>,
+}
+
+impl RunRateWait {
+    /// Why its tasks wait, in words: "key `acme` is at its rate limit of 10 per 1s".
+    pub fn reason(&self) -> String {
+        let whose = if self.keyed {
+            format!("key `{}` is", self.rate_key)
+        } else {
+            "the step is".to_owned()
+        };
+        format!(
+            "{whose} at its rate limit of {} per {}",
+            self.rate_limit,
+            period_text(self.period_ms)
+        )
+    }
+}
+
+/// Rate-limited tasks that wait, `w` being a row of `pgflow.rate_waits`: those whose task is
+/// still queued (one cancelled while it waited leaves its row until the next sweep).
+const RATE_WAIT_LIVE: &str = "exists (select 1 from pgflow.step_tasks t \
+      where t.run_id = w.run_id and t.step_slug = w.step_slug and t.task_index = w.task_index \
+        and t.status = 'queued')";
+
+/// The steps of a run whose tasks wait for a token of their step's rate limit, in the flow's
+/// step order.
+pub async fn run_rate_waits(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Vec<RunRateWait>, EngineError> {
+    let rows = sqlx::query_as(&format!(
+        "select w.step_slug, w.rate_key, s.rate_key_path is not null as keyed, s.rate_limit,
+                s.rate_period_ms as period_ms, count(*) as waiting, min(w.due_at) as next_due_at
+         from pgflow.rate_waits w
+         join pgflow.steps s on s.flow_slug = w.flow_slug and s.step_slug = w.step_slug
+         where w.run_id = $1 and s.rate_limit is not null and {RATE_WAIT_LIVE}
+         group by s.step_index, w.step_slug, w.rate_key, s.rate_key_path, s.rate_limit,
+                  s.rate_period_ms
+         order by s.step_index, w.rate_key"
+    ))
+    .bind(run_id)
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// One key of a rate-limited step: its limit, its starts in the last period, and the tasks
+/// waiting for a token.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct RateUse {
+    /// The flow's alias (its versions share the limit), or the concrete flow without one.
+    pub scope: String,
+    /// The limited step.
+    pub step_slug: String,
+    /// The key ("" for a limit without `rate_key`, or a missing key).
+    pub rate_key: String,
+    /// Whether the limit applies per key.
+    pub keyed: bool,
+    /// The most starts per period (as the key's last claim read it).
+    pub rate_limit: i32,
+    /// The period, in milliseconds.
+    pub period_ms: i32,
+    /// Starts of the key in the last period.
+    pub started: i64,
+    /// Tasks waiting for a token.
+    pub waiting: i64,
+    /// Since when the longest-waiting of them waits.
+    pub oldest_waiting_since: Option<DateTime<Utc>>,
+}
+
+/// The keys of rate-limited steps with starts in their last period or tasks waiting, those with
+/// the most waiting first, at most `limit`.
+pub async fn rate_use(
+    executor: impl PgExecutor<'_>,
+    limit: i64,
+) -> Result<Vec<RateUse>, EngineError> {
+    let rows = sqlx::query_as(&format!(
+        "select * from (
+           select k.scope, k.step_slug, k.rate_key,
+                  exists (select 1 from pgflow.steps s
+                          join pgflow.flows f on f.flow_slug = s.flow_slug
+                          where f.alias = k.scope and s.step_slug = k.step_slug
+                            and s.rate_key_path is not null) as keyed,
+                  k.rate_limit, k.rate_period_ms as period_ms,
+                  (select count(*) from pgflow.rate_tokens tk
+                   where tk.scope = k.scope and tk.step_slug = k.step_slug
+                     and tk.rate_key = k.rate_key
+                     and tk.last_start_at
+                         > now() - make_interval(secs => k.rate_period_ms / 1000.0)) as started,
+                  (select count(*) from pgflow.rate_waits w
+                   where w.scope = k.scope and w.step_slug = k.step_slug
+                     and w.rate_key = k.rate_key and {RATE_WAIT_LIVE}) as waiting,
+                  (select min(w.waited_since) from pgflow.rate_waits w
+                   where w.scope = k.scope and w.step_slug = k.step_slug
+                     and w.rate_key = k.rate_key and {RATE_WAIT_LIVE}) as oldest_waiting_since
+           from pgflow.rate_keys k
+         ) u
+         where u.started > 0 or u.waiting > 0
+         order by u.waiting desc, u.started desc, u.scope, u.step_slug, u.rate_key
+         limit $1"
+    ))
+    .bind(limit.max(1))
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
+/// The tasks of one rate-limited step that wait for a token, over all its keys.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct RateWaiting {
+    /// The concrete flow.
+    pub flow_slug: String,
+    /// The limited step.
+    pub step_slug: String,
+    /// Tasks waiting for a token.
+    pub waiting: i64,
+}
+
+/// Every rate-limited step with its waiting tasks (zero included, so that a gauge fed from it
+/// falls back to zero).
+pub async fn rate_waiting(executor: impl PgExecutor<'_>) -> Result<Vec<RateWaiting>, EngineError> {
+    let rows = sqlx::query_as(&format!(
+        "select s.flow_slug, s.step_slug,
+                (select count(*) from pgflow.rate_waits w
+                 where w.flow_slug = s.flow_slug and w.step_slug = s.step_slug
+                   and {RATE_WAIT_LIVE}) as waiting
+         from pgflow.steps s
+         where s.rate_limit is not null
+         order by s.flow_slug, s.step_slug"
+    ))
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
 /// The steps of a run that wait (for a signal, an event or the end of a sleep), in the flow's
 /// step order.
 pub async fn run_waits(

@@ -48,14 +48,18 @@ impl ClaimedTask {
     }
 }
 
-/// What one claim got: the tasks to run, and the stale messages it archived (messages with no
-/// queued task behind them: sent by hand, for an unknown run, or left over).
+/// What one claim got: the tasks to run, the stale messages it archived (messages with no
+/// queued task behind them: sent by hand, for an unknown run, or left over), and how many tasks
+/// it sent back to wait for a rate token.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Claim {
     /// The claimed tasks, in message order.
     pub tasks: Vec<ClaimedTask>,
     /// The ids of the stale messages, in order.
     pub stale_message_ids: Vec<i64>,
+    /// Tasks whose message the claim read but that it sent back to wait for a token of their
+    /// step's rate limit: work that was there, not run yet.
+    pub deferred: usize,
 }
 
 /// A row of a claim: a claimed task, or (with only `message_id` set) a stale message.
@@ -79,6 +83,8 @@ pub(super) enum ClaimedRow {
     Task(ClaimedTask),
     /// A stale message (no queued task behind it), by id.
     Stale(i64),
+    /// A task sent back to wait for a rate token (run, step, task and queue, no flow).
+    Deferred,
     /// Neither: a row that only carries a call's other figures.
     Empty,
 }
@@ -101,6 +107,7 @@ impl ClaimRow {
                     trace_context: self.trace_context,
                 })
             }
+            (None, Some(_), Some(_), Some(_)) => ClaimedRow::Deferred,
             _ => self.message_id.map_or(ClaimedRow::Empty, ClaimedRow::Stale),
         }
     }
@@ -113,6 +120,7 @@ impl Claim {
             match row.into_claimed() {
                 ClaimedRow::Task(task) => claim.tasks.push(task),
                 ClaimedRow::Stale(message_id) => claim.stale_message_ids.push(message_id),
+                ClaimedRow::Deferred => claim.deferred += 1,
                 ClaimedRow::Empty => {}
             }
         }

@@ -93,7 +93,12 @@ pub(super) async fn poll(
             report_stale(rt, &claim.stale_message_ids);
         }
         match claimed {
-            Ok(claim) if claim.tasks.is_empty() && claim.stale_message_ids.len() < quantity => {
+            // Tasks sent back to wait for a rate token were read too: a read full of them is
+            // not a drained queue.
+            Ok(claim)
+                if claim.tasks.is_empty()
+                    && claim.stale_message_ids.len() + claim.deferred < quantity =>
+            {
                 backoff.reset();
                 more_waiting = false;
                 member.set_claiming(false);
@@ -102,9 +107,10 @@ pub(super) async fn poll(
             Ok(Claim {
                 tasks,
                 stale_message_ids,
+                deferred,
             }) => {
                 backoff.reset();
-                let drained = tasks.len() + stale_message_ids.len() < quantity;
+                let drained = tasks.len() + stale_message_ids.len() + deferred < quantity;
                 more_waiting = !drained;
                 if !drained {
                     wakeup.pass_on();
