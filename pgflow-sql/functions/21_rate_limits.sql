@@ -26,34 +26,48 @@ returns interval
 language sql
 immutable
 as $$
-  select interval '10 milliseconds'
+  select interval '2 milliseconds'
 $$;
 
 -- take_rate_tokens: for the queued tasks a claim on p_queue_name has locked (row addresses),
 -- gives each task of a limited step, of a live run, a token of its key, key by key in (scope,
--- step, key) order; a task that gets none is deferred (defer_rate_limited) and so not claimed:
--- the claim finds its row address gone, as it does a parked task's. Returns the deferred tasks.
--- Within a key, the tasks that waited before go first (longest due first), then the new ones
--- in message order; a new one takes a token only when no task of its key is scheduled to come
--- back later (the key's waiting line is empty), so new tasks do not pass the ones waiting.
+-- step, key) order; a task that gets none is sent back to wait, and so not claimed: the claim
+-- finds its row address gone, as it does a parked task's. Returns the tasks sent back.
 -- A token is free when it last let a task start at least a period before this transaction's
--- time (now(), the `started_at` a claim records). Tokens are locked SKIP LOCKED, and one that
--- another claim used since this one's snapshot is checked again at its new time (and updated by
--- its key, so the newer row is the one changed), so each token lets starts through at least a
+-- time (now(), the `started_at` a claim records). So each token lets starts through at least a
 -- period apart, and a key never more than its limit in a period, however many claims run.
+-- Per key:
+-- - A task that was sent for a token (rate_waits.token) takes that token when it is free, and
+--   the token is sent for the next task of the line at once (due a period after this start:
+--   when the token is free again). Come early (its worker claimed before the token was free:
+--   a claim's time is when its transaction began), it is sent again for the moment the token
+--   is free. Each token thus carries one task at a time, due when it can start: no task is
+--   ever turned away by another.
+-- - A new task takes a free token no task was sent for, unless the key has a line (tasks not
+--   sent yet): then, and without a free token, it joins the end of the line (it waits
+--   without a message) and the key's free tokens are sent for the head of the line
+--   (send_rate_waits).
 -- Locks: each key's row FOR KEY SHARE (waits only for a sweep deleting the key, which waits for
--- nothing), its tokens SKIP LOCKED (all of them, briefly, when a lowered limit leaves tokens
--- above it), then as defer_rate_limited. A key met for the first time is inserted, which waits
--- for another claim inserting the same key.
+-- nothing), its tokens and waiting tasks SKIP LOCKED (all its tokens, waiting, when a lowered
+-- limit leaves tokens above it). A key met for the first time is inserted, which waits for
+-- another claim inserting the same key.
 create or replace function pgflow.take_rate_tokens(p_queue_name text, p_row_ctids tid[])
 returns table (run_id uuid, step_slug text, task_index integer)
 language plpgsql
 as $$
 declare
   v_key record;
-  v_next_wait_at timestamptz;
-  v_allowed integer;
+  v_task record;
+  v_period interval;
   v_taken integer;
+  v_new_runs uuid[];
+  v_new_indexes integer[];
+  v_new_flows text[];
+  v_held_runs uuid[];
+  v_held_indexes integer[];
+  v_held_flows text[];
+  v_last_start timestamptz;
+  v_message_id bigint;
 begin
   if not exists (select 1 from pgflow.steps s
                  where s.queue_name = p_queue_name and s.rate_limit is not null) then
@@ -61,11 +75,11 @@ begin
   end if;
   for v_key in
     with limited as (
-      select t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, s.rate_limit,
-             s.rate_period_ms, f.alias as scope,
+      select t.run_id, t.step_slug, t.task_index, t.flow_slug, t.message_id, t.queue_name,
+             t.priority, s.rate_limit, s.rate_period_ms, f.alias as scope,
              pgflow.rate_key_text(pgflow.cap_key_of(s.rate_key_path, t.run_id, r.input))
                as rate_key,
-             w.due_at
+             w.token, w.due_at
       from unnest(p_row_ctids) as l(row_ctid)
       join pgflow.step_tasks t on t.ctid = l.row_ctid
       join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
@@ -77,19 +91,27 @@ begin
     )
     select l.scope, l.step_slug, l.rate_key, min(l.rate_limit) as rate_limit,
            min(l.rate_period_ms) as period_ms,
-           make_interval(secs => min(l.rate_period_ms) / 1000.0) as period,
-           array_agg(l.run_id order by l.due_at nulls last, l.message_id) as runs,
-           array_agg(l.task_index order by l.due_at nulls last, l.message_id) as indexes,
-           array_agg(l.flow_slug order by l.due_at nulls last, l.message_id) as flows,
-           count(l.due_at)::integer as waited
+           -- Tasks sent for a token: run, task, flow, token.
+           array_agg(l.run_id order by l.due_at) filter (where l.token is not null) as sent_runs,
+           array_agg(l.task_index order by l.due_at) filter (where l.token is not null)
+             as sent_indexes,
+           array_agg(l.flow_slug order by l.due_at) filter (where l.token is not null)
+             as sent_flows,
+           array_agg(l.token order by l.due_at) filter (where l.token is not null) as tokens,
+           -- The others, in message order.
+           array_agg(l.run_id order by l.message_id) filter (where l.token is null) as new_runs,
+           array_agg(l.task_index order by l.message_id) filter (where l.token is null)
+             as new_indexes,
+           array_agg(l.flow_slug order by l.message_id) filter (where l.token is null)
+             as new_flows
     from limited l
     group by l.scope, l.step_slug, l.rate_key
     order by l.scope, l.step_slug, l.rate_key
   loop
+    v_period := make_interval(secs => v_key.period_ms / 1000.0);
     -- The key's row (held so that the sweep leaves the key alone) and one token per unit of
     -- its limit.
-    select k.next_wait_at into v_next_wait_at
-    from pgflow.rate_keys k
+    perform 1 from pgflow.rate_keys k
     where k.scope = v_key.scope and k.step_slug = v_key.step_slug
       and k.rate_key = v_key.rate_key
     for key share;
@@ -97,8 +119,7 @@ begin
       insert into pgflow.rate_keys (scope, step_slug, rate_key, rate_limit, rate_period_ms)
       values (v_key.scope, v_key.step_slug, v_key.rate_key, v_key.rate_limit, v_key.period_ms)
       on conflict do nothing;
-      select k.next_wait_at into v_next_wait_at
-      from pgflow.rate_keys k
+      perform 1 from pgflow.rate_keys k
       where k.scope = v_key.scope and k.step_slug = v_key.step_slug
         and k.rate_key = v_key.rate_key
       for key share;
@@ -118,19 +139,57 @@ begin
       on conflict do nothing;
     end if;
 
-    -- The tasks that waited before may take tokens; the new ones too when none is waiting.
-    v_allowed := case when v_next_wait_at <= now() then cardinality(v_key.runs)
-                      else v_key.waited end;
+    v_held_runs := array[]::uuid[];
+    v_held_indexes := array[]::integer[];
+    v_held_flows := array[]::text[];
+
+    -- Tasks sent for a token: each takes its own, or is sent again for when it is free.
+    for v_task in
+      select u.run_id, u.task_index, u.flow_slug, u.token
+      from unnest(v_key.sent_runs, v_key.sent_indexes, v_key.sent_flows, v_key.tokens)
+        as u(run_id, task_index, flow_slug, token)
+    loop
+      select tk.last_start_at into v_last_start
+      from pgflow.rate_tokens tk
+      where tk.scope = v_key.scope and tk.step_slug = v_key.step_slug
+        and tk.rate_key = v_key.rate_key and tk.token = v_task.token
+        and tk.token <= v_key.rate_limit
+      for update skip locked;
+      if not found then
+        -- Its token is gone (a lowered limit) or busy (the sweep): it waits in the line again.
+        v_held_runs := v_held_runs || v_task.run_id;
+        v_held_indexes := v_held_indexes || v_task.task_index;
+        v_held_flows := v_held_flows || v_task.flow_slug;
+      elsif v_last_start <= now() - v_period then
+        update pgflow.rate_tokens tk
+        set last_start_at = now(), reserved_due = null
+        where tk.scope = v_key.scope and tk.step_slug = v_key.step_slug
+          and tk.rate_key = v_key.rate_key and tk.token = v_task.token;
+        delete from pgflow.rate_waits w
+        where w.run_id = v_task.run_id and w.step_slug = v_key.step_slug
+          and w.task_index = v_task.task_index;
+      else
+        perform pgflow.send_rate_wait(v_key.scope, v_task.run_id, v_key.step_slug,
+                                      v_task.task_index, v_task.token,
+                                      v_last_start + v_period);
+        return query select v_task.run_id, v_key.step_slug, v_task.task_index;
+      end if;
+    end loop;
+
+    -- New tasks: free tokens no task was sent for, when the key has no line.
     v_taken := 0;
-    if v_allowed > 0 then
+    if v_key.new_runs is not null
+       and not exists (select 1 from pgflow.rate_waits w
+                       where w.scope = v_key.scope and w.step_slug = v_key.step_slug
+                         and w.rate_key = v_key.rate_key and w.due_at is null) then
       with free as (
         select tk.token
         from pgflow.rate_tokens tk
         where tk.scope = v_key.scope and tk.step_slug = v_key.step_slug
-          and tk.rate_key = v_key.rate_key and tk.token <= v_key.rate_limit
-          and tk.last_start_at <= now() - v_key.period
+          and tk.rate_key = v_key.rate_key and tk.reserved_due is null
+          and tk.token <= v_key.rate_limit and tk.last_start_at <= now() - v_period
         order by tk.last_start_at
-        limit v_allowed
+        limit cardinality(v_key.new_runs)
         for update skip locked
       ),
       used as (
@@ -143,30 +202,134 @@ begin
       )
       select count(*) into v_taken from used;
     end if;
-
-    if v_taken > 0 then
-      delete from pgflow.rate_waits w
-      using unnest(v_key.runs[1:v_taken], v_key.indexes[1:v_taken]) as u(run_id, task_index)
-      where w.run_id = u.run_id and w.step_slug = v_key.step_slug
-        and w.task_index = u.task_index;
+    if v_key.new_runs is not null then
+      v_held_runs := v_held_runs || v_key.new_runs[v_taken + 1:];
+      v_held_indexes := v_held_indexes || v_key.new_indexes[v_taken + 1:];
+      v_held_flows := v_held_flows || v_key.new_flows[v_taken + 1:];
     end if;
-    if v_taken < cardinality(v_key.runs) then
-      perform pgflow.defer_rate_limited(
-        v_key.scope, v_key.step_slug, v_key.rate_key, v_key.rate_limit, v_key.period_ms,
-        v_key.runs[v_taken + 1:], v_key.indexes[v_taken + 1:], v_key.flows[v_taken + 1:],
-        greatest(v_key.waited - v_taken, 0));
+
+    -- The rest join the line, without a message (a task that waited before keeps its place).
+    if cardinality(v_held_runs) > 0 then
+      update pgflow.step_tasks t
+      set message_id = null
+      from unnest(v_held_runs, v_held_indexes) as u(run_id, task_index)
+      where t.run_id = u.run_id and t.step_slug = v_key.step_slug
+        and t.task_index = u.task_index;
+      insert into pgflow.rate_waits (run_id, step_slug, task_index, flow_slug, scope, rate_key)
+      select u.run_id, v_key.step_slug, u.task_index, u.flow_slug, v_key.scope, v_key.rate_key
+      from unnest(v_held_runs, v_held_indexes, v_held_flows) with ordinality
+        as u(run_id, task_index, flow_slug, n)
+      order by u.n
+      on conflict on constraint rate_waits_pkey
+        do update set due_at = null, token = null, scope = excluded.scope,
+                      rate_key = excluded.rate_key, misses = pgflow.rate_waits.misses + 1;
       return query
       select u.run_id, v_key.step_slug, u.task_index
-      from unnest(v_key.runs[v_taken + 1:], v_key.indexes[v_taken + 1:])
-        as u(run_id, task_index);
+      from unnest(v_held_runs, v_held_indexes) as u(run_id, task_index);
     end if;
+
+    -- The key's free tokens go to the head of its line.
+    perform pgflow.send_rate_waits(v_key.scope, v_key.step_slug, v_key.rate_key,
+                                   v_key.rate_limit, v_key.period_ms);
   end loop;
+end;
+$$;
+
+-- send_rate_wait: gives a waiting task of a limited step a new message for token p_token of its
+-- key, due at p_due (plus rate_due_margin), and records both on its wait and on the token.
+-- Locks: the task's wait and the token (the caller holds or may take them).
+create or replace function pgflow.send_rate_wait(p_scope text, p_run_id uuid, p_step_slug text,
+                                                 p_task_index integer, p_token integer,
+                                                 p_due timestamptz)
+returns void
+language plpgsql
+as $$
+declare
+  v_task record;
+  v_due timestamptz := greatest(p_due, now()) + pgflow.rate_due_margin();
+  v_message_id bigint;
+begin
+  select t.flow_slug, t.queue_name, t.priority into v_task
+  from pgflow.step_tasks t
+  where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index;
+  select pgmq.send(pgflow.lane_name(v_task.queue_name, v_task.priority),
+                   pgflow.task_message(v_task.flow_slug, p_run_id, p_step_slug, p_task_index),
+                   v_due)
+  into v_message_id;
+  update pgflow.step_tasks t
+  set message_id = v_message_id
+  where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index;
+  update pgflow.rate_waits w
+  set due_at = v_due, token = p_token
+  where w.run_id = p_run_id and w.step_slug = p_step_slug and w.task_index = p_task_index;
+  update pgflow.rate_tokens tk
+  set reserved_due = v_due
+  from pgflow.rate_waits w
+  where w.run_id = p_run_id and w.step_slug = p_step_slug and w.task_index = p_task_index
+    and tk.scope = p_scope and tk.step_slug = p_step_slug and tk.rate_key = w.rate_key
+    and tk.token = p_token;
+end;
+$$;
+
+-- send_rate_waits: sends the head of a key's line (its waiting tasks without a message, in the
+-- order they came) for the key's tokens that no task was sent for, one task a token, each due
+-- when its token is free again (a period after its last start), the soonest free first.
+-- Returns how many it sent.
+-- Locks: the key's unsent waits and tokens, SKIP LOCKED (a task or token another claim is
+-- sending is left to it).
+create or replace function pgflow.send_rate_waits(p_scope text, p_step_slug text,
+                                                  p_rate_key text, p_limit integer,
+                                                  p_period_ms integer)
+returns integer
+language plpgsql
+as $$
+declare
+  v_pair record;
+  v_sent integer := 0;
+begin
+  for v_pair in
+    with tokens as (
+      select tk.token, tk.last_start_at, row_number() over (order by tk.last_start_at) as n
+      from (select tk.token, tk.last_start_at
+            from pgflow.rate_tokens tk
+            where tk.scope = p_scope and tk.step_slug = p_step_slug
+              and tk.rate_key = p_rate_key and tk.reserved_due is null
+              and tk.token <= p_limit
+            order by tk.last_start_at
+            for update skip locked) tk
+    ),
+    line as (
+      select w.run_id, w.task_index, row_number() over (order by w.wait_seq) as n
+      from (select w.run_id, w.task_index, w.wait_seq
+            from pgflow.rate_waits w
+            join pgflow.step_tasks t
+              on t.run_id = w.run_id and t.step_slug = w.step_slug
+                and t.task_index = w.task_index
+            where w.scope = p_scope and w.step_slug = p_step_slug
+              and w.rate_key = p_rate_key and w.due_at is null and t.status = 'queued'
+            order by w.wait_seq
+            limit (select count(*) from tokens)
+            for update of w skip locked
+            for no key update of t skip locked) w
+    )
+    select line.run_id, line.task_index, tokens.token,
+           tokens.last_start_at + make_interval(secs => p_period_ms / 1000.0) as due
+    from line
+    join tokens on tokens.n = line.n
+    order by line.n
+  loop
+    perform pgflow.send_rate_wait(p_scope, v_pair.run_id, p_step_slug, v_pair.task_index,
+                                  v_pair.token, v_pair.due);
+    v_sent := v_sent + 1;
+  end loop;
+  return v_sent;
 end;
 $$;
 
 -- lower_rate_tokens: after a key's limit was lowered to p_limit, keeps its latest starts on
 -- tokens 1 to p_limit and drops the tokens above, so the new limit holds from its first period
--- (ignoring the starts of the dropped tokens would let a burst through).
+-- (ignoring the starts of the dropped tokens would let a burst through). The tasks sent for
+-- the dropped tokens wait in the line again when they come.
 -- Locks: the key's tokens (waits for claims using them).
 create or replace function pgflow.lower_rate_tokens(p_scope text, p_step_slug text,
                                                     p_rate_key text, p_limit integer)
@@ -181,113 +344,34 @@ begin
     where tk.scope = p_scope and tk.step_slug = p_step_slug and tk.rate_key = p_rate_key
   )
   update pgflow.rate_tokens tk
-  set last_start_at = latest.last_start_at
+  set last_start_at = latest.last_start_at, reserved_due = null
   from latest
   where tk.scope = p_scope and tk.step_slug = p_step_slug and tk.rate_key = p_rate_key
     and tk.token = latest.n and latest.n <= p_limit;
   delete from pgflow.rate_tokens tk
   where tk.scope = p_scope and tk.step_slug = p_step_slug and tk.rate_key = p_rate_key
     and tk.token > p_limit;
-end;
-$$;
-
--- defer_rate_limited: sends the tasks of one key of a limited step that found no token back
--- to wait (parallel arrays: run, task index, concrete flow; the first p_waited of them had
--- waited before, the rest are new). Each gets a new message (its old one is gone: the claim
--- took it), due when its key is due to have a token for it (plus rate_due_margin), and its row
--- in rate_waits.
--- The key's next token is free a period after the oldest of its tokens' last starts. The tasks
--- that waited before come back then, a share of the period (period / limit) apart: they keep
--- their place at the head of the line. The new ones join the end of the line
--- (rate_keys.next_wait_at), a share apart, so the line comes back spread out at the rate it can
--- start, in the order it came. The key's row is locked to move the line's end; when another
--- claim holds it (it is moving the end too), this one does not wait: its new tasks go a period
--- past the end it sees.
--- Locks: the key's rate_keys row (FOR NO KEY UPDATE SKIP LOCKED); the tasks are the caller's.
-create or replace function pgflow.defer_rate_limited(
-  p_scope text, p_step_slug text, p_rate_key text, p_limit integer, p_period_ms integer,
-  p_run_ids uuid[], p_task_indexes integer[], p_flow_slugs text[], p_waited integer
-)
-returns void
-language plpgsql
-as $$
-declare
-  v_period interval := make_interval(secs => p_period_ms / 1000.0);
-  v_share interval := make_interval(secs => p_period_ms / 1000.0 / p_limit);
-  v_next_free timestamptz;
-  v_line_end timestamptz;
-  v_line_from timestamptz;
-  v_locked boolean;
-  v_new integer := cardinality(p_run_ids) - p_waited;
-  v_task record;
-  v_message_id bigint;
-begin
-  select greatest(min(tk.last_start_at) + v_period, now()) into v_next_free
-  from pgflow.rate_tokens tk
-  where tk.scope = p_scope and tk.step_slug = p_step_slug and tk.rate_key = p_rate_key
-    and tk.token <= p_limit;
-  v_next_free := coalesce(v_next_free, now());
-
-  select k.next_wait_at into v_line_end
-  from pgflow.rate_keys k
-  where k.scope = p_scope and k.step_slug = p_step_slug and k.rate_key = p_rate_key
-  for no key update skip locked;
-  v_locked := found;
-  if not v_locked then
-    select k.next_wait_at + v_period into v_line_end
-    from pgflow.rate_keys k
-    where k.scope = p_scope and k.step_slug = p_step_slug and k.rate_key = p_rate_key;
-  end if;
-  v_line_from := greatest(coalesce(v_line_end, '-infinity'), v_next_free + v_share * p_waited);
-  if v_locked and v_new > 0 then
-    update pgflow.rate_keys k
-    set next_wait_at = v_line_from + v_share * v_new, rate_limit = p_limit,
-        rate_period_ms = p_period_ms
-    where k.scope = p_scope and k.step_slug = p_step_slug and k.rate_key = p_rate_key;
-  end if;
-
-  for v_task in
-    select u.run_id, u.task_index, u.flow_slug, t.queue_name, t.priority,
-           pgflow.rate_due_margin()
-             + case when u.n <= p_waited then v_next_free + v_share * (u.n - 1)
-                    else v_line_from + v_share * (u.n - p_waited - 1) end as due_at
-    from unnest(p_run_ids, p_task_indexes, p_flow_slugs) with ordinality
-      as u(run_id, task_index, flow_slug, n)
-    join pgflow.step_tasks t
-      on t.run_id = u.run_id and t.step_slug = p_step_slug and t.task_index = u.task_index
-    order by u.n
-  loop
-    select pgmq.send(pgflow.lane_name(v_task.queue_name, v_task.priority),
-                     pgflow.task_message(v_task.flow_slug, v_task.run_id, p_step_slug,
-                                         v_task.task_index),
-                     v_task.due_at)
-    into v_message_id;
-    update pgflow.step_tasks t
-    set message_id = v_message_id
-    where t.run_id = v_task.run_id and t.step_slug = p_step_slug
-      and t.task_index = v_task.task_index;
-    insert into pgflow.rate_waits (run_id, step_slug, task_index, flow_slug, scope, rate_key,
-                                   due_at)
-    values (v_task.run_id, p_step_slug, v_task.task_index, v_task.flow_slug, p_scope,
-            p_rate_key, v_task.due_at)
-    on conflict (run_id, step_slug, task_index)
-      do update set due_at = excluded.due_at, scope = excluded.scope,
-                    rate_key = excluded.rate_key, misses = pgflow.rate_waits.misses + 1;
-  end loop;
+  -- Every task sent for a token comes to a token that has no task sent for it any more: it
+  -- waits in the line again (take_rate_tokens) and is sent anew.
+  update pgflow.rate_waits w
+  set token = null, due_at = null
+  where w.scope = p_scope and w.step_slug = p_step_slug and w.rate_key = p_rate_key
+    and w.token is not null;
 end;
 $$;
 
 -- tidy_rate_limits: part of the once-a-second flow-control sweep (release_capped_tasks).
 -- - Drops the waits of tasks that are no longer queued (cancelled or failed with their run
---   while they waited).
--- - Brings back now the waiting tasks of steps whose limit was dropped (their messages become
---   visible at once and their waits go): they start at their next claim.
--- - Pulls back the end of each line past its last live waiting task (-infinity when none is
---   left), so tasks that are gone leave no gap before new ones.
+--   while they waited), and frees the tokens that were sent for them.
+-- - Brings back now the waiting tasks of steps whose limit was dropped (those with a message:
+--   visible at once; those without: a message each), and drops their waits: they start at their
+--   next claim.
+-- - Sends the head of each line for the tokens of its key that no task was sent for (a claim
+--   that took such a token for a new task while another was lining one up leaves it so).
 -- - Drops up to 100 keys idle for an hour (no task waiting, no start in the last hour or
 --   period), with their tokens.
--- Keys and tokens a claim holds are passed over, for a later sweep.
--- Locks: the waits it drops; the lines' key rows and the idle keys' rows and tokens, all
+-- Keys, tokens and waits a claim holds are passed over, for a later sweep.
+-- Locks: the waits it drops; the tokens it frees or sends, the idle keys' rows and tokens, all
 -- SKIP LOCKED.
 create or replace function pgflow.tidy_rate_limits()
 returns void
@@ -296,11 +380,22 @@ as $$
 declare
   v_key record;
   v_moved record;
+  v_runs uuid[];
+  v_steps text[];
+  v_indexes integer[];
 begin
   delete from pgflow.rate_waits w
   using pgflow.step_tasks t
   where t.run_id = w.run_id and t.step_slug = w.step_slug and t.task_index = w.task_index
     and t.status <> 'queued';
+  update pgflow.rate_tokens tk
+  set reserved_due = null
+  where tk.ctid in (select x.ctid from pgflow.rate_tokens x
+                    where x.reserved_due is not null
+                      and not exists (select 1 from pgflow.rate_waits w
+                                      where w.scope = x.scope and w.step_slug = x.step_slug
+                                        and w.rate_key = x.rate_key and w.token = x.token)
+                    for update skip locked);
 
   for v_moved in
     with moved as (
@@ -308,39 +403,43 @@ begin
       using pgflow.step_tasks t, pgflow.steps s
       where t.run_id = w.run_id and t.step_slug = w.step_slug and t.task_index = w.task_index
         and s.flow_slug = w.flow_slug and s.step_slug = w.step_slug and s.rate_limit is null
-      returning t.queue_name, t.priority, t.message_id
+      returning t.run_id, t.step_slug, t.task_index, t.queue_name, t.priority, t.message_id
     )
     select pgflow.lane_name(m.queue_name, m.priority) as lane_name,
-           array_agg(m.message_id) as message_ids
+           array_agg(m.message_id) filter (where m.message_id is not null) as message_ids,
+           array_agg(m.run_id) filter (where m.message_id is null) as runs,
+           array_agg(m.step_slug) filter (where m.message_id is null) as steps,
+           array_agg(m.task_index) filter (where m.message_id is null) as indexes
     from moved m
-    where m.message_id is not null
     group by 1
   loop
-    perform pgmq.set_vt(v_moved.lane_name, v_moved.message_ids, 0);
+    if v_moved.message_ids is not null then
+      perform pgmq.set_vt(v_moved.lane_name, v_moved.message_ids, 0);
+    end if;
+    if v_moved.runs is not null then
+      perform pgflow.requeue_messageless_tasks(v_moved.runs, v_moved.steps, v_moved.indexes);
+    end if;
   end loop;
 
-  with lines as (
-    select k.scope, k.step_slug, k.rate_key,
-           coalesce((select max(w.due_at) from pgflow.rate_waits w
-                     where w.scope = k.scope and w.step_slug = k.step_slug
-                       and w.rate_key = k.rate_key)
-                      + make_interval(secs => k.rate_period_ms / 1000.0 / k.rate_limit),
-                    '-infinity') as line_end
-    from pgflow.rate_keys k
-    where k.next_wait_at > now()
-    for no key update of k skip locked
-  )
-  update pgflow.rate_keys k
-  set next_wait_at = lines.line_end
-  from lines
-  where k.scope = lines.scope and k.step_slug = lines.step_slug
-    and k.rate_key = lines.rate_key and k.next_wait_at > lines.line_end;
+  for v_key in
+    select distinct w.scope, w.step_slug, w.rate_key, k.rate_limit, k.rate_period_ms
+    from pgflow.rate_waits w
+    join pgflow.rate_keys k
+      on k.scope = w.scope and k.step_slug = w.step_slug and k.rate_key = w.rate_key
+    where w.due_at is null
+      and exists (select 1 from pgflow.rate_tokens tk
+                  where tk.scope = w.scope and tk.step_slug = w.step_slug
+                    and tk.rate_key = w.rate_key and tk.reserved_due is null
+                    and tk.token <= k.rate_limit)
+  loop
+    perform pgflow.send_rate_waits(v_key.scope, v_key.step_slug, v_key.rate_key,
+                                   v_key.rate_limit, v_key.rate_period_ms);
+  end loop;
 
   for v_key in
     select k.scope, k.step_slug, k.rate_key
     from pgflow.rate_keys k
-    where k.next_wait_at < now() - interval '1 hour'
-      and not exists (select 1 from pgflow.rate_waits w
+    where not exists (select 1 from pgflow.rate_waits w
                       where w.scope = k.scope and w.step_slug = k.step_slug
                         and w.rate_key = k.rate_key)
       and not exists (select 1 from pgflow.rate_tokens tk
@@ -364,5 +463,35 @@ begin
         and k.rate_key = v_key.rate_key;
     end if;
   end loop;
+end;
+$$;
+
+-- next_message_due: when the next message of queue p_queue_name (or of one of its priority
+-- lanes) becomes visible, if one is waiting for its time; null when none is. A worker of a queue
+-- with rate-limited steps asks it before it goes idle, and wakes then rather than at its next
+-- poll: a task sent for a token is due when the token is free, and a due message wakes nobody.
+-- Locks: none (reads PGMQ's visibility index).
+create or replace function pgflow.next_message_due(p_queue_name text)
+returns timestamptz
+language plpgsql
+stable
+as $$
+declare
+  v_lane text;
+  v_at timestamptz;
+  v_next timestamptz;
+begin
+  for v_lane in
+    select p_queue_name
+    union all
+    select pgflow.lane_name(l.queue_name, l.priority)
+    from pgflow.queue_lanes l where l.queue_name = p_queue_name
+  loop
+    execute format('select min(q.vt) from pgmq.%I q where q.vt > clock_timestamp()',
+                   'q_' || v_lane)
+    into v_at;
+    v_next := least(v_next, v_at);
+  end loop;
+  return v_next;
 end;
 $$;

@@ -29,40 +29,40 @@ alter table pgflow.steps
 create index steps_rate_limited_queue_idx on pgflow.steps (queue_name)
   where rate_limit is not null;
 
--- Each limited step's keys that have met a task, with the limit and period their waiting line
--- was last made by. next_wait_at is where the line of waiting tasks ends: a task that finds no
--- token and is new to the wait is scheduled there, and moves it one share of the period
--- (period / limit) on, so waiting tasks come back spread out at the rate they can start and in
--- the order they came, not all at once.
+-- Each limited step's keys that have met a task, with the limit and period its last claim
+-- read (for what `pgflow status` shows and when an idle key is dropped).
 create table pgflow.rate_keys (
   scope text not null,
   step_slug text not null,
   rate_key text not null,
   rate_limit integer not null,
   rate_period_ms integer not null,
-  next_wait_at timestamptz not null default '-infinity',
   primary key (scope, step_slug, rate_key)
 );
-create index rate_keys_line_idx on pgflow.rate_keys (next_wait_at);
 
 -- The tokens of each key, 1 to its limit, each with the time it last let a task start
--- (-infinity: never). A lowered limit keeps the latest starts on the first tokens and drops
--- the rest.
+-- (-infinity: never) and, when a waiting task was sent for it, when that task is due (it
+-- comes when the token is free again). A lowered limit keeps the latest starts on the first
+-- tokens and drops the rest.
 create table pgflow.rate_tokens (
   scope text not null,
   step_slug text not null,
   rate_key text not null,
   token integer not null,
   last_start_at timestamptz not null default '-infinity',
+  reserved_due timestamptz,
   primary key (scope, step_slug, rate_key, token),
   foreign key (scope, step_slug, rate_key)
     references pgflow.rate_keys (scope, step_slug, rate_key) on delete cascade
 );
--- A key's free tokens, the longest unused first.
-create index rate_tokens_free_idx on pgflow.rate_tokens (scope, step_slug, rate_key, last_start_at);
+-- A key's free tokens with no task sent for them, the longest unused first.
+create index rate_tokens_unreserved_idx
+  on pgflow.rate_tokens (scope, step_slug, rate_key, last_start_at)
+  where reserved_due is null;
 
--- Tasks that met their key without a token, until they start: when their message is due, and
--- how many times they found no token.
+-- Tasks that met their key without a token, until they start, in the order they came
+-- (wait_seq). A task waits without a message (due_at null) until a token is reserved for it;
+-- then it has a message, due when that token is free again (due_at, token).
 create table pgflow.rate_waits (
   run_id uuid not null,
   step_slug text not null,
@@ -70,11 +70,19 @@ create table pgflow.rate_waits (
   flow_slug text not null,
   scope text not null,
   rate_key text not null,
-  due_at timestamptz not null,
+  wait_seq bigint generated always as identity,
+  due_at timestamptz,
+  token integer,
   waited_since timestamptz not null default now(),
   misses integer not null default 1,
   primary key (run_id, step_slug, task_index),
   foreign key (run_id, step_slug, task_index)
-    references pgflow.step_tasks (run_id, step_slug, task_index) on delete cascade
+    references pgflow.step_tasks (run_id, step_slug, task_index) on delete cascade,
+  constraint rate_waits_sent_whole check ((due_at is null) = (token is null))
 );
-create index rate_waits_line_idx on pgflow.rate_waits (scope, step_slug, rate_key, due_at);
+-- The line of each key: the tasks not sent yet, in the order they came.
+create index rate_waits_line_idx on pgflow.rate_waits (scope, step_slug, rate_key, wait_seq)
+  where due_at is null;
+-- The task sent for a token, found from the token.
+create index rate_waits_sent_idx on pgflow.rate_waits (scope, step_slug, rate_key, token)
+  where token is not null;

@@ -244,10 +244,10 @@ pub(super) async fn show(
                         Cell::new(&w.step_slug),
                         Cell::new(w.waiting),
                         Cell::new(format!("held: {}", w.reason())),
-                        Cell::new(if w.next_due_at > now {
-                            format!("in {}", human::between(now, w.next_due_at))
-                        } else {
-                            "now".to_owned()
+                        Cell::new(match w.next_due_at {
+                            Some(at) if at > now => format!("in {}", human::between(now, at)),
+                            Some(_) => "now".to_owned(),
+                            None => "in line".to_owned(),
                         }),
                     ]);
                 }

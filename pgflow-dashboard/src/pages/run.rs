@@ -233,7 +233,7 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
                                     td { (wait.step_slug) }
                                     td.num { (wait.waiting) }
                                     td { "held: " (wait.reason()) "; next due "
-                                         (time(wait.next_due_at)) }
+                                         (maybe_time(wait.next_due_at)) }
                                 }
                             }
                         }

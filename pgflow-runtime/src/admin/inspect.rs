@@ -686,8 +686,9 @@ pub struct RunRateWait {
     pub period_ms: i32,
     /// How many of this run's tasks of the step wait.
     pub waiting: i64,
-    /// When the first of them is due to be claimed again.
-    pub next_due_at: DateTime<Utc>,
+    /// When the first of them is due to be claimed again (none: all wait in the key's line
+    /// for a token to be sent for).
+    pub next_due_at: Option<DateTime<Utc>>,
 }
 
 impl RunRateWait {

@@ -239,6 +239,20 @@ pub async fn read_and_start_tasks(
     Ok(Claim::from_rows(rows))
 }
 
+/// When the next message of `queue` (or of one of its priority lanes) becomes visible, if one
+/// is waiting for its time: a task sent back to wait for a rate token, a retry's backoff, a
+/// start delay. A due message wakes nobody, so a worker of a rate-limited step asks this before
+/// it goes idle.
+pub async fn next_message_due(
+    executor: impl PgExecutor<'_>,
+    queue: &QueueName,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, EngineError> {
+    Ok(sqlx::query_scalar("select pgflow.next_message_due($1)")
+        .bind(queue.as_str())
+        .fetch_one(executor)
+        .await?)
+}
+
 /// How many tasks a completion call may claim for a worker when a task of one of its pairs
 /// completes (see [`claims_at_release`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -187,6 +187,13 @@ async fn launch(
     choice: startup::QueueChoice,
     settings: WorkerSettings,
 ) -> Result<WorkerHandle, WorkerError> {
+    // A rate-limited step on the queue sends tasks back for later: an idle worker wakes when
+    // the next one is due (see poll::wait_for_work).
+    let rate_limited = flows.iter().any(|flow| {
+        flow.definition
+            .steps_routed_to(&queue)
+            .any(|step| step.rate_limit.is_some())
+    });
     let started = startup::start(flows, queue.clone(), choice, &settings).await?;
     let worker_id = started.worker_id;
     let flow_states = started.flow_states.clone();
@@ -200,6 +207,7 @@ async fn launch(
         hard_stop: CancellationToken::new(),
         in_flight: Arc::default(),
         worker_label: worker_id.to_string(),
+        rate_limited,
     });
     let shutdown = runtime.shutdown.clone();
     let hard_stop = runtime.hard_stop.clone();

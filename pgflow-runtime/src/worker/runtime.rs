@@ -31,6 +31,9 @@ pub(super) struct Runtime {
     pub in_flight: Arc<crate::worker::in_flight::InFlightRuns>,
     /// The worker id as a metric label, formatted once rather than per task.
     pub worker_label: String,
+    /// Whether a step it runs has a rate limit: its queue then holds messages due later, which
+    /// an idle worker wakes for.
+    pub rate_limited: bool,
 }
 
 /// Retries `call` with backoff until it succeeds; gives up only on a hard stop.
