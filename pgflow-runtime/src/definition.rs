@@ -283,9 +283,18 @@ impl StepConcurrency {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.key_path = Some(path.into_iter().map(Into::into).collect());
+        self.key_path = Some(field_path(path));
         self
     }
+}
+
+/// A field path (`["input", "tenant_id"]`) as owned strings.
+fn field_path<I, S>(path: I) -> Vec<String>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    path.into_iter().map(Into::into).collect()
 }
 
 /// How many tasks of a step may start per period, across every worker and process: each
@@ -321,7 +330,7 @@ impl StepRateLimit {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.key_path = Some(path.into_iter().map(Into::into).collect());
+        self.key_path = Some(field_path(path));
         self
     }
 

@@ -10,12 +10,14 @@ use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use pgflow::definition::{FlowDefinition, StepConcurrency};
-use pgflow::{Client, EngineError, Worker};
+use pgflow::{Client, Worker};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use tokio::sync::Semaphore;
 
-use crate::support::{eventually, flow, install, single, step_status, worker_config};
+use crate::support::{
+    eventually, flow, install, refusal_of, refusal_of_json, single, step_status, worker_config,
+};
 
 /// Tasks of `capped_v1::call` running now, and the most ever seen at once.
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
@@ -308,26 +310,16 @@ async fn a_key_without_a_cap_or_a_cap_of_zero_is_refused(pool: PgPool) {
         ),
     ];
     for (step, expected) in cases {
-        let definition = FlowDefinition::new(flow("bad")).step(step);
-        match pgflow::engine::compile_flow(&pool, &definition).await {
-            Err(EngineError::InvalidDefinition { message }) => {
-                assert!(message.contains(expected), "{message}");
-            }
-            other => panic!("expected InvalidDefinition ({expected}), got {other:?}"),
-        }
+        let message = refusal_of(&pool, step).await;
+        assert!(message.contains(expected), "{message}");
     }
-    // A key without a cap: the JSON a hand-written definition could send.
-    let refused = sqlx::query(
-        "select pgflow.define_flow('bad', 'bad', 1, '{}'::jsonb,
-           '[{\"slug\": \"a\", \"concurrency_key\": [\"input\", \"tenant\"]}]'::jsonb)",
+    let refused = refusal_of_json(
+        &pool,
+        r#"[{"slug": "a", "concurrency_key": ["input", "tenant"]}]"#,
     )
-    .execute(&pool)
-    .await
-    .unwrap_err();
+    .await;
     assert!(
-        refused
-            .to_string()
-            .contains("sets `concurrency_key` without `concurrency`"),
+        refused.contains("sets `concurrency_key` without `concurrency`"),
         "{refused}"
     );
 }

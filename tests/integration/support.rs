@@ -65,6 +65,27 @@ pub async fn compiled(pool: &PgPool, definition: FlowDefinition) -> FlowDefiniti
     definition
 }
 
+/// The message of the `InvalidDefinition` a flow `bad` of the one step `step` is refused with;
+/// panics when it is compiled, or refused otherwise.
+pub async fn refusal_of(pool: &PgPool, step: StepDefinition) -> String {
+    let definition = FlowDefinition::new(flow("bad")).step(step);
+    match engine::compile_flow(pool, &definition).await {
+        Err(pgflow::EngineError::InvalidDefinition { message }) => message,
+        other => panic!("expected InvalidDefinition, got {other:?}"),
+    }
+}
+
+/// The error `define_flow` refuses a flow `bad` with whose steps are the hand-written JSON
+/// `steps` (what a definition that no Rust type checked could send).
+pub async fn refusal_of_json(pool: &PgPool, steps: &str) -> String {
+    sqlx::query("select pgflow.define_flow('bad', 'bad', 1, '{}'::jsonb, $1::jsonb)")
+        .bind(steps)
+        .execute(pool)
+        .await
+        .expect_err("the definition is refused")
+        .to_string()
+}
+
 /// Every step of every given flow routed to `queue`.
 pub fn pairs_for(flows: &[&FlowDefinition], queue: &QueueName) -> SupportedPairs {
     let mut pairs = SupportedPairs::new();
