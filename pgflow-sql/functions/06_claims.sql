@@ -60,7 +60,7 @@ $$;
 -- `task_index` and `queue_name` set, so the caller counts it as work read. After them, one row per stale
 -- message (no queued task behind it: sent by hand, for an unknown run, or left over), with
 -- only `message_id` and `queue_name` set, so the caller can report it; a caller that only
--- wants tasks skips rows whose `run_id` is null.
+-- wants tasks skips rows whose `flow_slug` is null.
 -- Locks: the matched queued step_tasks (key order); no run locks; with rate-limited steps on
 -- the queue, then as take_rate_tokens.
 create or replace function pgflow.claim_tasks(

@@ -89,24 +89,40 @@ begin
         on w.run_id = t.run_id and w.step_slug = t.step_slug and w.task_index = t.task_index
       where s.rate_limit is not null and r.status = 'started' and t.status = 'queued'
     )
-    select l.scope, l.step_slug, l.rate_key, min(l.rate_limit) as rate_limit,
-           min(l.rate_period_ms) as period_ms,
-           -- Tasks sent for a token: run, task, flow, token.
-           array_agg(l.run_id order by l.due_at) filter (where l.token is not null) as sent_runs,
-           array_agg(l.task_index order by l.due_at) filter (where l.token is not null)
-             as sent_indexes,
-           array_agg(l.flow_slug order by l.due_at) filter (where l.token is not null)
-             as sent_flows,
-           array_agg(l.token order by l.due_at) filter (where l.token is not null) as tokens,
-           -- The others, in message order.
-           array_agg(l.run_id order by l.message_id) filter (where l.token is null) as new_runs,
-           array_agg(l.task_index order by l.message_id) filter (where l.token is null)
-             as new_indexes,
-           array_agg(l.flow_slug order by l.message_id) filter (where l.token is null)
-             as new_flows
-    from limited l
-    group by l.scope, l.step_slug, l.rate_key
-    order by l.scope, l.step_slug, l.rate_key
+    select g.*, coalesce(newest.rate_limit, g.batch_limit) as rate_limit,
+           coalesce(newest.rate_period_ms, g.batch_period_ms) as period_ms
+    from (
+      select l.scope, l.step_slug, l.rate_key, min(l.rate_limit) as batch_limit,
+             min(l.rate_period_ms) as batch_period_ms,
+             -- Tasks sent for a token: run, task, flow, token.
+             array_agg(l.run_id order by l.due_at, l.run_id, l.task_index)
+               filter (where l.token is not null) as sent_runs,
+             array_agg(l.task_index order by l.due_at, l.run_id, l.task_index)
+               filter (where l.token is not null) as sent_indexes,
+             array_agg(l.flow_slug order by l.due_at, l.run_id, l.task_index)
+               filter (where l.token is not null) as sent_flows,
+             array_agg(l.token order by l.due_at, l.run_id, l.task_index)
+               filter (where l.token is not null) as tokens,
+             -- The others, in message order.
+             array_agg(l.run_id order by l.message_id) filter (where l.token is null)
+               as new_runs,
+             array_agg(l.task_index order by l.message_id) filter (where l.token is null)
+               as new_indexes,
+             array_agg(l.flow_slug order by l.message_id) filter (where l.token is null)
+               as new_flows
+      from limited l
+      group by l.scope, l.step_slug, l.rate_key
+    ) g
+    -- One limit a key, however many versions of the flow share it: the newest version's.
+    left join lateral (
+      select s.rate_limit, s.rate_period_ms
+      from pgflow.flows f
+      join pgflow.steps s on s.flow_slug = f.flow_slug and s.step_slug = g.step_slug
+      where f.alias = g.scope and s.rate_limit is not null
+      order by f.version desc
+      limit 1
+    ) newest on true
+    order by g.scope, g.step_slug, g.rate_key
   loop
     v_period := make_interval(secs => v_key.period_ms / 1000.0);
     -- The key's row (held so that the sweep leaves the key alone) and one token per unit of
@@ -124,6 +140,12 @@ begin
         and k.rate_key = v_key.rate_key
       for key share;
     end if;
+    -- The key row says the limit its claims go by (for the sweep and what status shows).
+    update pgflow.rate_keys k
+    set rate_limit = v_key.rate_limit, rate_period_ms = v_key.period_ms
+    where k.scope = v_key.scope and k.step_slug = v_key.step_slug
+      and k.rate_key = v_key.rate_key
+      and (k.rate_limit, k.rate_period_ms) is distinct from (v_key.rate_limit, v_key.period_ms);
     if exists (select 1 from pgflow.rate_tokens tk
                where tk.scope = v_key.scope and tk.step_slug = v_key.step_slug
                  and tk.rate_key = v_key.rate_key and tk.token > v_key.rate_limit) then
@@ -273,10 +295,11 @@ $$;
 
 -- send_rate_waits: sends the head of a key's line (its waiting tasks without a message, in the
 -- order they came) for the key's tokens that no task was sent for, one task a token, each due
--- when its token is free again (a period after its last start), the soonest free first.
+-- when its token is free again (a period after its last start), the soonest free first. The
+-- line's tasks of a paused flow, and those waiting for a slot of a cap, are passed over.
 -- Returns how many it sent.
--- Locks: the key's unsent waits and tokens, SKIP LOCKED (a task or token another claim is
--- sending is left to it).
+-- Locks: the head of the line (its waits and tasks), then as many tokens, all SKIP LOCKED (a
+-- task or token another claim is sending is left to it).
 create or replace function pgflow.send_rate_waits(p_scope text, p_step_slug text,
                                                   p_rate_key text, p_limit integer,
                                                   p_period_ms integer)
@@ -284,9 +307,55 @@ returns integer
 language plpgsql
 as $$
 declare
+  v_runs uuid[];
+  v_indexes integer[];
   v_pair record;
   v_sent integer := 0;
+  v_free integer;
 begin
+  -- As many of the line as the key has tokens no task was sent for (mostly those this claim
+  -- just used).
+  select count(*) into v_free
+  from pgflow.rate_tokens tk
+  where tk.scope = p_scope and tk.step_slug = p_step_slug and tk.rate_key = p_rate_key
+    and tk.reserved_due is null and tk.token <= p_limit;
+  if v_free = 0 then
+    return 0;
+  end if;
+  -- The head of the line by its index first (a plain ordered read), then those of them that
+  -- can be sent, locked: two steps, so that no plan reads the whole line.
+  select array_agg(x.run_id order by x.wait_seq), array_agg(x.task_index order by x.wait_seq)
+  into v_runs, v_indexes
+  from (select x.run_id, x.task_index, x.wait_seq
+        from pgflow.rate_waits x
+        where x.scope = p_scope and x.step_slug = p_step_slug and x.rate_key = p_rate_key
+          and x.due_at is null
+        order by x.wait_seq
+        limit v_free * 4 + 16) x;
+  if v_runs is null then
+    return 0;
+  end if;
+  select array_agg(h.run_id order by h.n), array_agg(h.task_index order by h.n)
+  into v_runs, v_indexes
+  from (select w.run_id, w.task_index, c.n
+        from unnest(v_runs, v_indexes) with ordinality as c(run_id, task_index, n)
+        join pgflow.rate_waits w
+          on w.run_id = c.run_id and w.step_slug = p_step_slug and w.task_index = c.task_index
+        join pgflow.step_tasks t
+          on t.run_id = c.run_id and t.step_slug = p_step_slug and t.task_index = c.task_index
+        where w.due_at is null and t.status = 'queued' and t.message_id is null
+          and not exists (select 1 from pgflow.paused_flows p where p.flow_slug = t.flow_slug)
+          and not exists (select 1 from pgflow.held_tasks h
+                          where h.run_id = t.run_id and h.step_slug = t.step_slug
+                            and h.task_index = t.task_index)
+        order by c.n
+        limit v_free
+        for update of w skip locked
+        for no key update of t skip locked) h;
+  if v_runs is null then
+    return 0;
+  end if;
+
   for v_pair in
     with tokens as (
       select tk.token, tk.last_start_at, row_number() over (order by tk.last_start_at) as n
@@ -296,27 +365,14 @@ begin
               and tk.rate_key = p_rate_key and tk.reserved_due is null
               and tk.token <= p_limit
             order by tk.last_start_at
+            limit cardinality(v_runs)
             for update skip locked) tk
-    ),
-    line as (
-      select w.run_id, w.task_index, row_number() over (order by w.wait_seq) as n
-      from (select w.run_id, w.task_index, w.wait_seq
-            from pgflow.rate_waits w
-            join pgflow.step_tasks t
-              on t.run_id = w.run_id and t.step_slug = w.step_slug
-                and t.task_index = w.task_index
-            where w.scope = p_scope and w.step_slug = p_step_slug
-              and w.rate_key = p_rate_key and w.due_at is null and t.status = 'queued'
-            order by w.wait_seq
-            limit (select count(*) from tokens)
-            for update of w skip locked
-            for no key update of t skip locked) w
     )
-    select line.run_id, line.task_index, tokens.token,
+    select l.run_id, l.task_index, tokens.token,
            tokens.last_start_at + make_interval(secs => p_period_ms / 1000.0) as due
-    from line
-    join tokens on tokens.n = line.n
-    order by line.n
+    from unnest(v_runs, v_indexes) with ordinality as l(run_id, task_index, n)
+    join tokens on tokens.n = l.n
+    order by l.n
   loop
     perform pgflow.send_rate_wait(p_scope, v_pair.run_id, p_step_slug, v_pair.task_index,
                                   v_pair.token, v_pair.due);
@@ -328,15 +384,28 @@ $$;
 
 -- lower_rate_tokens: after a key's limit was lowered to p_limit, keeps its latest starts on
 -- tokens 1 to p_limit and drops the tokens above, so the new limit holds from its first period
--- (ignoring the starts of the dropped tokens would let a burst through). The tasks sent for
--- the dropped tokens wait in the line again when they come.
--- Locks: the key's tokens (waits for claims using them).
+-- (ignoring the starts of the dropped tokens would let a burst through). The key's tokens are
+-- locked first and the fold is read after, so starts another claim made meanwhile are folded
+-- too. A task sent for a dropped token finds it gone when it comes and waits in the line
+-- again; one sent for a kept token finds that token's new last start and, if early, is sent
+-- again for when it is free.
+-- Locks: all the key's tokens, in token order (waits for claims using them).
 create or replace function pgflow.lower_rate_tokens(p_scope text, p_step_slug text,
                                                     p_rate_key text, p_limit integer)
 returns void
 language plpgsql
 as $$
 begin
+  perform 1
+  from pgflow.rate_tokens tk
+  where tk.scope = p_scope and tk.step_slug = p_step_slug and tk.rate_key = p_rate_key
+  order by tk.token
+  for update;
+  if not exists (select 1 from pgflow.rate_tokens tk
+                 where tk.scope = p_scope and tk.step_slug = p_step_slug
+                   and tk.rate_key = p_rate_key and tk.token > p_limit) then
+    return; -- another claim folded them meanwhile
+  end if;
   with latest as (
     select tk.last_start_at,
            row_number() over (order by tk.last_start_at desc, tk.token) as n
@@ -344,25 +413,21 @@ begin
     where tk.scope = p_scope and tk.step_slug = p_step_slug and tk.rate_key = p_rate_key
   )
   update pgflow.rate_tokens tk
-  set last_start_at = latest.last_start_at, reserved_due = null
+  set last_start_at = latest.last_start_at
   from latest
   where tk.scope = p_scope and tk.step_slug = p_step_slug and tk.rate_key = p_rate_key
     and tk.token = latest.n and latest.n <= p_limit;
   delete from pgflow.rate_tokens tk
   where tk.scope = p_scope and tk.step_slug = p_step_slug and tk.rate_key = p_rate_key
     and tk.token > p_limit;
-  -- Every task sent for a token comes to a token that has no task sent for it any more: it
-  -- waits in the line again (take_rate_tokens) and is sent anew.
-  update pgflow.rate_waits w
-  set token = null, due_at = null
-  where w.scope = p_scope and w.step_slug = p_step_slug and w.rate_key = p_rate_key
-    and w.token is not null;
 end;
 $$;
 
 -- tidy_rate_limits: part of the once-a-second flow-control sweep (release_capped_tasks).
 -- - Drops the waits of tasks that are no longer queued (cancelled or failed with their run
---   while they waited), and frees the tokens that were sent for them.
+--   while they waited), puts back in the line the tasks sent for a token that lost their
+--   message since (parked by a pause, held for a cap's slot), and frees the tokens sent for
+--   tasks that no longer wait for them.
 -- - Brings back now the waiting tasks of steps whose limit was dropped (those with a message:
 --   visible at once; those without: a message each), and drops their waits: they start at their
 --   next claim.
@@ -371,8 +436,8 @@ $$;
 -- - Drops up to 100 keys idle for an hour (no task waiting, no start in the last hour or
 --   period), with their tokens.
 -- Keys, tokens and waits a claim holds are passed over, for a later sweep.
--- Locks: the waits it drops; the tokens it frees or sends, the idle keys' rows and tokens, all
--- SKIP LOCKED.
+-- Locks: the waiting tasks it changes, then their waits; the tokens it frees or sends, the idle
+-- keys' rows and tokens; all SKIP LOCKED.
 create or replace function pgflow.tidy_rate_limits()
 returns void
 language plpgsql
@@ -380,14 +445,32 @@ as $$
 declare
   v_key record;
   v_moved record;
-  v_runs uuid[];
-  v_steps text[];
-  v_indexes integer[];
 begin
+  -- Each step reads the tasks it changes under their row locks (SKIP LOCKED: a task a claim, a
+  -- cancel or a retry holds is left for a later sweep), so it sees them as they are now.
+  -- The waits of tasks that ended.
   delete from pgflow.rate_waits w
-  using pgflow.step_tasks t
-  where t.run_id = w.run_id and t.step_slug = w.step_slug and t.task_index = w.task_index
-    and t.status <> 'queued';
+  using (select t.run_id, t.step_slug, t.task_index
+         from pgflow.rate_waits x
+         join pgflow.step_tasks t
+           on t.run_id = x.run_id and t.step_slug = x.step_slug and t.task_index = x.task_index
+         where t.status <> 'queued'
+         for no key update of t skip locked) ended
+  where w.run_id = ended.run_id and w.step_slug = ended.step_slug
+    and w.task_index = ended.task_index;
+  -- Tasks sent for a token that lost their message since (parked by a pause, held again for a
+  -- cap's slot by a retry) give the token back and wait in the line again.
+  update pgflow.rate_waits w
+  set token = null, due_at = null
+  from (select t.run_id, t.step_slug, t.task_index
+        from pgflow.rate_waits x
+        join pgflow.step_tasks t
+          on t.run_id = x.run_id and t.step_slug = x.step_slug and t.task_index = x.task_index
+        where x.token is not null and t.status = 'queued' and t.message_id is null
+        for no key update of t skip locked) unsent
+  where w.run_id = unsent.run_id and w.step_slug = unsent.step_slug
+    and w.task_index = unsent.task_index;
+  -- Tokens sent for a task that no longer waits for them.
   update pgflow.rate_tokens tk
   set reserved_due = null
   where tk.ctid in (select x.ctid from pgflow.rate_tokens x
@@ -398,12 +481,20 @@ begin
                     for update skip locked);
 
   for v_moved in
-    with moved as (
+    with unlimited as (
+      select t.run_id, t.step_slug, t.task_index, t.queue_name, t.priority, t.message_id
+      from pgflow.rate_waits x
+      join pgflow.step_tasks t
+        on t.run_id = x.run_id and t.step_slug = x.step_slug and t.task_index = x.task_index
+      join pgflow.steps s on s.flow_slug = x.flow_slug and s.step_slug = x.step_slug
+      where s.rate_limit is null and t.status = 'queued'
+      for no key update of t skip locked
+    ),
+    moved as (
       delete from pgflow.rate_waits w
-      using pgflow.step_tasks t, pgflow.steps s
-      where t.run_id = w.run_id and t.step_slug = w.step_slug and t.task_index = w.task_index
-        and s.flow_slug = w.flow_slug and s.step_slug = w.step_slug and s.rate_limit is null
-      returning t.run_id, t.step_slug, t.task_index, t.queue_name, t.priority, t.message_id
+      using unlimited u
+      where w.run_id = u.run_id and w.step_slug = u.step_slug and w.task_index = u.task_index
+      returning u.run_id, u.step_slug, u.task_index, u.queue_name, u.priority, u.message_id
     )
     select pgflow.lane_name(m.queue_name, m.priority) as lane_name,
            array_agg(m.message_id) filter (where m.message_id is not null) as message_ids,
@@ -421,15 +512,13 @@ begin
     end if;
   end loop;
 
+  -- Keys with a token no task was sent for: their lines, if any, get it.
   for v_key in
-    select distinct w.scope, w.step_slug, w.rate_key, k.rate_limit, k.rate_period_ms
-    from pgflow.rate_waits w
-    join pgflow.rate_keys k
-      on k.scope = w.scope and k.step_slug = w.step_slug and k.rate_key = w.rate_key
-    where w.due_at is null
-      and exists (select 1 from pgflow.rate_tokens tk
-                  where tk.scope = w.scope and tk.step_slug = w.step_slug
-                    and tk.rate_key = w.rate_key and tk.reserved_due is null
+    select k.scope, k.step_slug, k.rate_key, k.rate_limit, k.rate_period_ms
+    from pgflow.rate_keys k
+    where exists (select 1 from pgflow.rate_tokens tk
+                  where tk.scope = k.scope and tk.step_slug = k.step_slug
+                    and tk.rate_key = k.rate_key and tk.reserved_due is null
                     and tk.token <= k.rate_limit)
   loop
     perform pgflow.send_rate_waits(v_key.scope, v_key.step_slug, v_key.rate_key,
@@ -466,13 +555,15 @@ begin
 end;
 $$;
 
--- next_message_due: when the next message of queue p_queue_name (or of one of its priority
--- lanes) becomes visible, if one is waiting for its time; null when none is. A worker of a queue
--- with rate-limited steps asks it before it goes idle, and wakes then rather than at its next
--- poll: a task sent for a token is due when the token is free, and a due message wakes nobody.
+-- next_message_in: how many seconds until the next message of queue p_queue_name (or of one
+-- of its priority lanes) is visible: 0 when one is visible now, null when the queue has none
+-- or is paused. A worker of a queue with rate-limited steps asks it before it goes idle, and
+-- wakes then rather than at its next poll: a task sent for a token is due when the token is
+-- free, and a due message wakes nobody. Counted by the database's clock, whatever the
+-- worker's says.
 -- Locks: none (reads PGMQ's visibility index).
-create or replace function pgflow.next_message_due(p_queue_name text)
-returns timestamptz
+create or replace function pgflow.next_message_in(p_queue_name text)
+returns double precision
 language plpgsql
 stable
 as $$
@@ -481,17 +572,21 @@ declare
   v_at timestamptz;
   v_next timestamptz;
 begin
+  if exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name) then
+    return null;
+  end if;
   for v_lane in
     select p_queue_name
     union all
     select pgflow.lane_name(l.queue_name, l.priority)
     from pgflow.queue_lanes l where l.queue_name = p_queue_name
   loop
-    execute format('select min(q.vt) from pgmq.%I q where q.vt > clock_timestamp()',
-                   'q_' || v_lane)
-    into v_at;
+    execute format('select min(q.vt) from pgmq.%I q', 'q_' || v_lane) into v_at;
     v_next := least(v_next, v_at);
   end loop;
-  return v_next;
+  if v_next is null then
+    return null;
+  end if;
+  return greatest(extract(epoch from v_next - clock_timestamp()), 0);
 end;
 $$;

@@ -75,7 +75,7 @@ begin
              when p.proname in ('register_worker', 'heartbeat', 'function_enabled',
                                 'stop_worker', 'mark_lost_workers', 'queue_coverage_gaps',
                                 'read_and_start_tasks', 'start_tasks', 'complete_tasks',
-                                'next_message_due',
+                                'next_message_in',
                                 'complete_and_claim_tasks', 'claims_at_release', 'fail_tasks',
                                 'stored_completions', 'requeue_stalled_tasks',
                                 'refresh_statistics', 'tables_to_vacuum', 'lock_namespace',

@@ -387,3 +387,72 @@ async fn a_long_key_is_kept_short_and_apart_from_its_neighbours(pool: PgPool) {
         .unwrap();
     assert!(longest <= 200, "{longest}");
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_task_sent_for_a_token_and_parked_by_a_pause_gives_the_token_back(pool: PgPool) {
+    install(&pool).await;
+    let definition = limited("paused_line", 1, Duration::from_secs(1));
+    pgflow::engine::compile_flow(&pool, &definition)
+        .await
+        .unwrap();
+    start_runs(&pool, "paused_line", 2).await;
+    // One starts; the other is sent for the token, due when it is free.
+    assert_eq!(claim_all(&pool, &definition).await, (1, 1));
+    let reserved = || async {
+        sqlx::query_scalar::<_, i64>(
+            "select count(*) from pgflow.rate_tokens where reserved_due is not null",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    assert_eq!(reserved().await, 1);
+    pgflow::engine::pause_flow(&pool, "paused_line", None)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // The claim parks it; the sweep gives its token back.
+    assert_eq!(claim_all(&pool, &definition).await, (0, 0));
+    sweep(&pool).await;
+    assert_eq!(reserved().await, 0, "a parked task holds no token");
+    // Resumed, it lines up again, is sent for the free token and starts.
+    pgflow::engine::resume_flow(&pool, "paused_line")
+        .await
+        .unwrap();
+    assert_eq!(claim_all(&pool, &definition).await, (0, 1));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(claim_all(&pool, &definition).await, (1, 0));
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_worker_learns_when_the_next_message_of_its_queue_is_due(pool: PgPool) {
+    install(&pool).await;
+    let definition = limited("due", 1, Duration::from_secs(3));
+    pgflow::engine::compile_flow(&pool, &definition)
+        .await
+        .unwrap();
+    let queue = pgflow::names::QueueName::new("due").unwrap();
+    let next = || pgflow::engine::next_message_in(&pool, &queue);
+    assert_eq!(
+        next().await.unwrap(),
+        None,
+        "an empty queue has nothing due"
+    );
+    start_runs(&pool, "due", 2).await;
+    assert_eq!(
+        next().await.unwrap(),
+        Some(Duration::ZERO),
+        "a visible message is due now"
+    );
+    // One starts; the other is sent for the token, due in about 3 s.
+    assert_eq!(claim_all(&pool, &definition).await, (1, 1));
+    let due = next().await.unwrap().expect("the sent task's message");
+    assert!(
+        due > Duration::from_millis(2500) && due <= Duration::from_millis(3100),
+        "{due:?}"
+    );
+    pgflow::engine::pause_queue(&pool, "due", None)
+        .await
+        .unwrap();
+    assert_eq!(next().await.unwrap(), None, "a paused queue wakes nobody");
+}

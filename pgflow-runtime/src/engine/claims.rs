@@ -239,18 +239,20 @@ pub async fn read_and_start_tasks(
     Ok(Claim::from_rows(rows))
 }
 
-/// When the next message of `queue` (or of one of its priority lanes) becomes visible, if one
-/// is waiting for its time: a task sent back to wait for a rate token, a retry's backoff, a
-/// start delay. A due message wakes nobody, so a worker of a rate-limited step asks this before
-/// it goes idle.
-pub async fn next_message_due(
+/// How long until the next message of `queue` (or of one of its priority lanes) is visible:
+/// zero when one is visible now, `None` when the queue has none or is paused. Counted by the
+/// database's clock. A message due later is a task sent back to wait for a rate token, a
+/// retry's backoff or a start delay; a due message wakes nobody, so a worker of a rate-limited
+/// step asks this before it goes idle.
+pub async fn next_message_in(
     executor: impl PgExecutor<'_>,
     queue: &QueueName,
-) -> Result<Option<chrono::DateTime<chrono::Utc>>, EngineError> {
-    Ok(sqlx::query_scalar("select pgflow.next_message_due($1)")
+) -> Result<Option<std::time::Duration>, EngineError> {
+    let seconds: Option<f64> = sqlx::query_scalar("select pgflow.next_message_in($1)")
         .bind(queue.as_str())
         .fetch_one(executor)
-        .await?)
+        .await?;
+    Ok(seconds.map(|s| std::time::Duration::from_secs_f64(s.max(0.0))))
 }
 
 /// How many tasks a completion call may claim for a worker when a task of one of its pairs

@@ -39,7 +39,7 @@ pub use aliases_rollouts::{
 };
 pub use claims::{
     Claim, ClaimedTask, ReleasedClaims, SupportedPairs, TaskKey, claims_at_release,
-    next_message_due, read_and_start_tasks, start_tasks,
+    next_message_in, read_and_start_tasks, start_tasks,
 };
 pub use completion::{
     ClaimedAtRelease, CompletedAndClaimed, FailureOutcome, TaskCompletion, TaskFailure,

@@ -186,17 +186,20 @@ fn report_stale(rt: &Runtime, message_ids: &[i64]) {
     );
 }
 
+/// The shortest wait for a message that comes due: a visible message another claim is taking
+/// must not make idle workers spin.
+const DUE_WAIT_FLOOR: Duration = Duration::from_millis(5);
+
 /// Waits to be woken for new tasks, the poll interval, or shutdown. A worker of a rate-limited
-/// step waits at most until the queue's next message is due (a task sent for a token comes
-/// back then, and nothing wakes a worker for it): a limit is reached only if its tasks start
-/// when due.
+/// step waits at most until the queue's next message is due (by the database's clock; a task
+/// sent for a token comes back then, and nothing wakes a worker for it): a limit is reached
+/// only if its tasks start when due.
 async fn wait_for_work(rt: &Runtime, wakeup: &QueueWakeup) {
     let mut pause = rt.settings.poll_interval;
     if rt.rate_limited
-        && let Ok(Some(due)) = engine::next_message_due(&rt.started.pool, &rt.started.queue).await
+        && let Ok(Some(due_in)) = engine::next_message_in(&rt.started.pool, &rt.started.queue).await
     {
-        let until_due = (due - chrono::Utc::now()).to_std().unwrap_or_default();
-        pause = pause.min(until_due);
+        pause = pause.min(due_in.max(DUE_WAIT_FLOOR));
     }
     tokio::select! {
         () = wakeup.woken() => {}
