@@ -60,14 +60,10 @@ declare
   v_task record;
   v_period interval;
   v_taken integer;
-  v_new_runs uuid[];
-  v_new_indexes integer[];
-  v_new_flows text[];
   v_held_runs uuid[];
   v_held_indexes integer[];
   v_held_flows text[];
   v_last_start timestamptz;
-  v_message_id bigint;
 begin
   if not exists (select 1 from pgflow.steps s
                  where s.queue_name = p_queue_name and s.rate_limit is not null) then
@@ -191,8 +187,8 @@ begin
         where w.run_id = v_task.run_id and w.step_slug = v_key.step_slug
           and w.task_index = v_task.task_index;
       else
-        perform pgflow.send_rate_wait(v_key.scope, v_task.run_id, v_key.step_slug,
-                                      v_task.task_index, v_task.token,
+        perform pgflow.send_rate_wait(v_key.scope, v_key.rate_key, v_task.run_id,
+                                      v_key.step_slug, v_task.task_index, v_task.token,
                                       v_last_start + v_period);
         return query select v_task.run_id, v_key.step_slug, v_task.task_index;
       end if;
@@ -258,11 +254,12 @@ end;
 $$;
 
 -- send_rate_wait: gives a waiting task of a limited step a new message for token p_token of its
--- key, due at p_due (plus rate_due_margin), and records both on its wait and on the token.
+-- key (p_scope, the step, p_rate_key), due at p_due (plus rate_due_margin), and records both on
+-- its wait and on the token.
 -- Locks: the task's wait and the token (the caller holds or may take them).
-create or replace function pgflow.send_rate_wait(p_scope text, p_run_id uuid, p_step_slug text,
-                                                 p_task_index integer, p_token integer,
-                                                 p_due timestamptz)
+create or replace function pgflow.send_rate_wait(p_scope text, p_rate_key text, p_run_id uuid,
+                                                 p_step_slug text, p_task_index integer,
+                                                 p_token integer, p_due timestamptz)
 returns void
 language plpgsql
 as $$
@@ -286,9 +283,7 @@ begin
   where w.run_id = p_run_id and w.step_slug = p_step_slug and w.task_index = p_task_index;
   update pgflow.rate_tokens tk
   set reserved_due = v_due
-  from pgflow.rate_waits w
-  where w.run_id = p_run_id and w.step_slug = p_step_slug and w.task_index = p_task_index
-    and tk.scope = p_scope and tk.step_slug = p_step_slug and tk.rate_key = w.rate_key
+  where tk.scope = p_scope and tk.step_slug = p_step_slug and tk.rate_key = p_rate_key
     and tk.token = p_token;
 end;
 $$;
@@ -374,8 +369,8 @@ begin
     join tokens on tokens.n = l.n
     order by l.n
   loop
-    perform pgflow.send_rate_wait(p_scope, v_pair.run_id, p_step_slug, v_pair.task_index,
-                                  v_pair.token, v_pair.due);
+    perform pgflow.send_rate_wait(p_scope, p_rate_key, v_pair.run_id, p_step_slug,
+                                  v_pair.task_index, v_pair.token, v_pair.due);
     v_sent := v_sent + 1;
   end loop;
   return v_sent;
