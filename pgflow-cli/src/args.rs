@@ -94,6 +94,10 @@ pub(crate) enum Command {
         /// Start only while no run with this key (of this flow or alias) is going.
         #[arg(long, value_name = "KEY")]
         singleton: Option<String>,
+        /// With --singleton: while a run with the key is going, create the run and let it wait
+        /// its turn (it begins once the runs before it have ended) instead of refusing it.
+        #[arg(long, requires = "singleton", conflicts_with_all = ["at", "after"])]
+        in_turn: bool,
         /// Make one run of the starts with this key less than --window apart: it begins a
         /// window after the last one, with the last input.
         #[arg(long, value_name = "KEY", requires = "window",

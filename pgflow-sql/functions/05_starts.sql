@@ -109,11 +109,13 @@ $$;
 -- in scope p_scope: every singleton key, then every throttle key, then every debounce key,
 -- input by input. A new key is the input's. Otherwise the key's row is locked (waiting for a
 -- start that holds it), and decided in later statements, which see what that start committed:
--- - A singleton or throttle key is free when its singleton run has ended, or its throttle
---   window has ended or its run is gone; the row then names the input's run. A key held by an
---   earlier input of this call is not free. A key that is not free raises PF018 (singleton)
---   or PF017 (throttle without "drop"), naming the key and the run that holds it; with
---   "drop", the input is left out and its result is that run.
+-- - A singleton or throttle key is free when its singleton run has ended and no run waits in
+--   its line, or its throttle window has ended or its run is gone; the row then names the
+--   input's run. A key held by an earlier input of this call is not free. A key that is not
+--   free raises PF018 (singleton without "wait") or PF017 (throttle without "drop"), naming
+--   the key and the run that holds it (or heads its line); with "drop", the input is left out
+--   and its result is that run; with "wait", the input's run is created without beginning and
+--   joins the key's line (`line_key`: start_flows writes it to singleton_waits).
 -- - A debounce key whose run has not begun (deferred_runs) and is of this flow folds the
 --   input into that run: its input becomes this one and it begins a window from now; the
 --   input is left out and its result is that run. A key of an earlier input of this call
@@ -121,13 +123,14 @@ $$;
 --   starts deferred, beginning a window from now (`deferred_until`).
 -- Windows count from the statement that starts the runs.
 -- Returns each input's result id, whether it starts (its run is inserted) and, for a run that
--- starts deferred, when it begins.
+-- starts deferred, when it begins, or the singleton key whose line it joins.
 -- Locks: the guards' rows, in input order per kind; for a debounce, then the pending run's
 -- deferred_runs row (waiting for a begin in flight) and its runs row.
 create or replace function pgflow.take_start_guards(p_scope text, p_flow_slug text,
                                                     p_guards jsonb, p_run_ids uuid[],
                                                     p_inputs jsonb[])
-returns table (ordinality integer, result_id uuid, kept boolean, deferred_until timestamptz)
+returns table (ordinality integer, result_id uuid, kept boolean, deferred_until timestamptz,
+               line_key text)
 language plpgsql
 as $$
 declare
@@ -135,7 +138,9 @@ declare
   v_keys text[];
   v_seconds integer;
   v_drop boolean;
+  v_wait boolean;
   v_holder record;
+  v_head uuid;
   v_at timestamptz;
   v_until timestamptz;
   v_free boolean;
@@ -143,6 +148,7 @@ declare
   v_results uuid[] := p_run_ids;
   v_kept boolean[] := array_fill(true, array[cardinality(p_run_ids)]);
   v_deferred timestamptz[] := array_fill(null::timestamptz, array[cardinality(p_run_ids)]);
+  v_lines text[] := array_fill(null::text, array[cardinality(p_run_ids)]);
 begin
   if jsonb_typeof(p_guards) <> 'object'
      or exists (select 1 from jsonb_object_keys(p_guards) k
@@ -170,6 +176,8 @@ begin
       raise exception 'start_flows: a % key must have 1 to 255 characters', v_kind
         using errcode = 'PF005';
     end if;
+    v_wait := v_kind = 'singleton'
+              and coalesce((p_guards -> v_kind ->> 'wait')::boolean, false);
     if v_kind in ('throttle', 'debounce') then
       v_seconds := (p_guards -> v_kind ->> 'seconds')::integer;
       v_drop := coalesce((p_guards -> v_kind ->> 'drop')::boolean, false);
@@ -234,8 +242,21 @@ begin
         v_free := v_holder.ends_at <= v_at
                   or not exists (select 1 from pgflow.runs r where r.run_id = v_holder.run_id);
       else
-        v_free := not exists (select 1 from pgflow.runs r
-                              where r.run_id = v_holder.run_id and r.status = 'started');
+        -- The first run of its line still going, if any: it takes the key before any start.
+        select w.run_id into v_head
+        from pgflow.singleton_waits w
+        join pgflow.runs r on r.run_id = w.run_id
+        where w.scope = p_scope and w.key = v_keys[i] and r.status = 'started'
+        order by w.wait_seq
+        limit 1;
+        if not exists (select 1 from pgflow.runs r
+                       where r.run_id = v_holder.run_id and r.status = 'started') then
+          -- Its run ended: free unless a run waits in line (then named as the key's).
+          v_free := v_head is null;
+          v_holder.run_id := coalesce(v_head, v_holder.run_id);
+        else
+          v_free := false;
+        end if;
       end if;
       if v_free then
         update pgflow.start_guards g
@@ -246,7 +267,11 @@ begin
         end if;
         continue;
       end if;
-      if v_kind = 'singleton' then
+      if v_wait then
+        -- It waits its turn: its run is created and joins the key's line.
+        v_lines[i] := v_keys[i];
+        continue;
+      elsif v_kind = 'singleton' then
         raise exception 'singleton key `%` of `%` is held by run %, which is still going; '
           'nothing was started', v_keys[i], p_scope, v_holder.run_id
           using errcode = 'PF018',
@@ -267,17 +292,19 @@ begin
     end loop;
   end loop;
   return query
-  select i, v_results[i], v_kept[i], v_deferred[i]
+  select i, v_results[i], v_kept[i], v_deferred[i], v_lines[i]
   from generate_series(1, cardinality(p_run_ids)) i;
 end;
 $$;
 
--- begin_deferred_runs: begins the runs whose deferred start is due (a debounce's window
--- ended), at most p_limit, oldest first (begin_runs); a deferred run that ended meanwhile (a
--- cancel) is only let go. Every process with a worker calls it each second; several at once
--- share the work. Returns how many runs it began.
--- Locks: the due deferred_runs rows (SKIP LOCKED), then their runs (lock_runs), then as
--- begin_runs.
+-- begin_deferred_runs: begins the runs whose deferred start is due, at most p_limit: those
+-- whose debounce window ended, oldest first, and those at the head of a singleton key's line
+-- whose key is free (its run ended). The head takes the key, and its run begins (begin_runs);
+-- a deferred run that ended meanwhile (a cancel) is only let go, and one in line leaves it for
+-- the next. Every process with a worker calls it each second; several at once share the work
+-- (a line whose key another holds locked is left to it). Returns how many runs it began.
+-- Locks: the due deferred_runs rows (SKIP LOCKED); each line's start_guards row (SKIP
+-- LOCKED), then its singleton_waits rows; then the runs (lock_runs), then as begin_runs.
 create or replace function pgflow.begin_deferred_runs(p_limit integer default 1000)
 returns integer
 language plpgsql
@@ -286,6 +313,8 @@ set enable_seqscan = off
 as $$
 declare
   v_ids uuid[];
+  v_line record;
+  v_head uuid;
   v_group record;
   v_begun integer := 0;
 begin
@@ -300,8 +329,40 @@ begin
     delete from pgflow.deferred_runs d using due where d.run_id = due.run_id
     returning d.run_id
   )
-  select array_agg(run_id) into v_ids from gone;
-  if v_ids is null then
+  select coalesce(array_agg(run_id), array[]::uuid[]) into v_ids from gone;
+  -- The lines of singleton keys: each key whose run has ended gives itself to the first run of
+  -- its line still going (the runs ahead of it that ended leave the line).
+  for v_line in
+    select distinct on (w.scope, w.key) w.scope, w.key
+    from pgflow.singleton_waits w
+    order by w.scope, w.key, w.wait_seq
+    limit greatest(p_limit - cardinality(v_ids), 0)
+  loop
+    perform 1 from pgflow.start_guards g
+    where g.scope = v_line.scope and g.kind = 'singleton' and g.key = v_line.key
+      and not exists (select 1 from pgflow.runs r
+                      where r.run_id = g.run_id and r.status = 'started')
+    for update of g skip locked;
+    continue when not found;
+    delete from pgflow.singleton_waits w
+    where w.scope = v_line.scope and w.key = v_line.key
+      and not exists (select 1 from pgflow.runs r
+                      where r.run_id = w.run_id and r.status = 'started');
+    with head as (
+      select w.wait_seq from pgflow.singleton_waits w
+      where w.scope = v_line.scope and w.key = v_line.key
+      order by w.wait_seq
+      limit 1
+    )
+    delete from pgflow.singleton_waits w using head
+    where w.scope = v_line.scope and w.key = v_line.key and w.wait_seq = head.wait_seq
+    returning w.run_id into v_head;
+    continue when v_head is null;
+    update pgflow.start_guards g set run_id = v_head, taken_at = now()
+    where g.scope = v_line.scope and g.kind = 'singleton' and g.key = v_line.key;
+    v_ids := v_ids || v_head;
+  end loop;
+  if cardinality(v_ids) = 0 then
     return 0;
   end if;
   perform pgflow.lock_runs(v_ids);
@@ -320,6 +381,17 @@ begin
   end loop;
   return v_begun;
 end;
+$$;
+
+-- waits_its_turn: whether run p_run_id waits in a singleton key's line. Volatile, so that a
+-- statement that started runs reads the lines its start wrote.
+-- Locks: none.
+create or replace function pgflow.waits_its_turn(p_run_id uuid)
+returns boolean
+language sql
+volatile
+as $$
+  select exists (select 1 from pgflow.singleton_waits w where w.run_id = p_run_id)
 $$;
 
 -- start_flows: starts one run per input, in one transaction.
@@ -354,11 +426,14 @@ $$;
 -- most one run per key in each window of n seconds; an input whose key's window is open is
 -- refused (PF017, nothing starts) or, with "drop", not started: its result is the window's
 -- run. {"singleton": {"keys": [...]}} starts a run only while no run of its key is going
--- (PF018 otherwise, nothing starts). {"debounce": {"keys": [...], "seconds": n}} makes one
--- run of the starts of a key that come less than n seconds apart: the first creates the run,
--- deferred (`scheduled`, no step begun), each later one replaces its input and defers it n
--- seconds from then (its result is that run), and the run begins n seconds after the last
--- (begin_deferred_runs). See take_start_guards. Not with idempotency keys (PF005).
+-- (PF018 otherwise, nothing starts); with "wait": true, a start whose key is held creates its
+-- run, which waits in the key's line (no step begun, `waiting`) and begins once the runs
+-- before it have ended (begin_deferred_runs); not with a start time (PF005).
+-- {"debounce": {"keys": [...], "seconds": n}} makes one run of the starts of a key that come
+-- less than n seconds apart: the first creates the run, deferred (`scheduled`, no step
+-- begun), each later one replaces its input and defers it n seconds from then (its result is
+-- that run), and the run begins n seconds after the last (begin_deferred_runs). See
+-- take_start_guards. Not with idempotency keys (PF005).
 -- Returns the runs in input order, as they stand after the first steps were started (a run
 -- whose steps all complete at once, e.g. a map over [], is already 'completed').
 -- Raises PF004 when the name is neither an alias with an active version nor a concrete flow.
@@ -403,6 +478,8 @@ declare
   v_guarded_ids uuid[];
   v_deferred_ids uuid[];
   v_deferred_until timestamptz[];
+  v_line_ids uuid[];
+  v_line_keys text[];
 begin
   if p_priority is not null and p_priority not between 1 and 5 then
     raise exception 'start_flows: priority % is out of range; a priority is 1 (highest) to 5 '
@@ -486,6 +563,12 @@ begin
         'of its key; it takes no start time'
         using errcode = 'PF005';
     end if;
+    if coalesce((p_guards -> 'singleton' ->> 'wait')::boolean, false)
+       and p_start_at is not null then
+      raise exception 'start_flows: a singleton start that waits its turn begins when its key '
+        'frees; it takes no start time'
+        using errcode = 'PF005';
+    end if;
     if p_idempotency_keys is not null then
       raise exception 'start_flows: start guards (throttle, singleton, debounce) do not go '
         'with idempotency keys yet; start with one or the other'
@@ -500,8 +583,13 @@ begin
            array_agg(g.result_id order by g.ordinality)
              filter (where g.kept and g.deferred_until is not null),
            array_agg(g.deferred_until order by g.ordinality)
-             filter (where g.kept and g.deferred_until is not null)
-    into v_guarded_ids, p_inputs, p_run_ids, v_deferred_ids, v_deferred_until
+             filter (where g.kept and g.deferred_until is not null),
+           array_agg(g.result_id order by g.ordinality)
+             filter (where g.kept and g.line_key is not null),
+           array_agg(g.line_key order by g.ordinality)
+             filter (where g.kept and g.line_key is not null)
+    into v_guarded_ids, p_inputs, p_run_ids, v_deferred_ids, v_deferred_until, v_line_ids,
+         v_line_keys
     from pgflow.take_start_guards(v_scope, v_flow_slug, p_guards, v_guarded_ids, p_inputs) g;
   end if;
 
@@ -612,6 +700,17 @@ begin
     into v_run_ids, v_inputs
     from unnest(v_run_ids, v_inputs) with ordinality as u(run_id, input, n)
     where u.run_id <> all(v_deferred_ids);
+  end if;
+  -- Runs whose singleton key is held wait in its line, and begin in turn (begin_deferred_runs).
+  if v_line_ids is not null then
+    insert into pgflow.singleton_waits (scope, key, run_id)
+    select v_scope, l.key, l.run_id
+    from unnest(v_line_ids, v_line_keys) with ordinality as l(run_id, key, n)
+    order by l.n;
+    select array_agg(u.run_id order by u.n), array_agg(u.input order by u.n)
+    into v_run_ids, v_inputs
+    from unnest(v_run_ids, v_inputs) with ordinality as u(run_id, input, n)
+    where u.run_id <> all(v_line_ids);
   end if;
   if v_run_ids is not null then
     perform pgflow.begin_runs(v_flow_slug, v_run_ids, v_inputs, v_delay, v_priority, v_waits);

@@ -85,6 +85,7 @@ begin
                                 'begin_deferred_runs') then
                array['pgflow_worker']
              when p.proname in ('start_flows', 'start_flow', 'start_alias_typed',
+                                'waits_its_turn',
                                 'run_step_states', 'subscribe_events',
                                 'unsubscribe_events', 'send_signal', 'emit_events',
                                 'emit_event', 'send_signal_by_token') then
@@ -135,8 +136,8 @@ begin
                     pgflow.flows, pgflow.steps, pgflow.deps, pgflow.aliases, pgflow.waits,
                     pgflow.signals, pgflow.held_tasks, pgflow.cap_slots, pgflow.paused_flows,
                     pgflow.parked_tasks, pgflow.queue_lanes, pgflow.queue_aging,
-                    pgflow.start_guards, pgflow.deferred_runs, pgflow.rate_keys,
-                    pgflow.rate_tokens, pgflow.rate_waits
+                    pgflow.start_guards, pgflow.deferred_runs, pgflow.singleton_waits,
+                    pgflow.rate_keys, pgflow.rate_tokens, pgflow.rate_waits
       to pgflow_client;
     -- Operators are clients too, and read the workers, rollouts and alias history.
     if not pg_has_role('pgflow_operator', 'pgflow_client', 'member') then

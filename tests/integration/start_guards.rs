@@ -1,6 +1,6 @@
 //! Start guards: a throttle key starts at most one run per window (the other starts refused,
 //! or dropped with the window's run given back), and a singleton key one going run at a time
-//! (the other starts refused), however many callers start at once.
+//! (the other starts refused, or waiting their turn), however many callers start at once.
 
 use std::time::Duration;
 
@@ -457,4 +457,191 @@ async fn a_signal_sent_while_a_debounced_run_waits_to_begin_is_kept(pool: PgPool
         "the run began with the signal it was sent"
     );
     worker.shutdown();
+}
+
+/// Takes a while, so that runs of one key would overlap if two ran at once.
+#[pgflow::flow(slug = "turns_v1", alias = "turns", input = u32)]
+pub mod turns_v1 {
+    #[step(queue = "start_turns")]
+    pub async fn slow(input: u32) -> Result<u32, String> {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        Ok(input)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn singleton_starts_in_turn_run_one_at_a_time_in_start_order(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&turns_v1::deployment()).await.unwrap();
+    let in_turn = || StartOptions::new().singleton_in_turn("nightly");
+
+    let mut handles = Vec::new();
+    for n in 1..=5u32 {
+        handles.push(
+            client
+                .start(Start::flow::<turns_v1::Flow>(), &n, in_turn())
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(handles[0].start_outcome(), Some(StartOutcome::Started));
+    for handle in &handles[1..] {
+        assert_eq!(handle.start_outcome(), Some(StartOutcome::InLine));
+        let run = handle.run(&client).await.unwrap();
+        assert_eq!(run.shown_status(), "waiting", "a run in line waits");
+    }
+    let begun: i64 = sqlx::query_scalar("select count(distinct run_id) from pgflow.step_states")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(begun, 1, "only the first run has begun");
+    // A start that refuses a held key names the run that holds it.
+    match client
+        .start(
+            Start::flow::<turns_v1::Flow>(),
+            &9,
+            StartOptions::new().singleton("nightly"),
+        )
+        .await
+    {
+        Err(EngineError::SingletonBusy { run_id, .. }) => assert_eq!(run_id, handles[0].run_id()),
+        other => panic!("expected SingletonBusy, got {other:?}"),
+    }
+    // A run in line takes no start time.
+    let timed = client
+        .start(
+            Start::flow::<turns_v1::Flow>(),
+            &9,
+            in_turn().start_after(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap_err();
+    assert!(timed.to_string().contains("no start time"), "{timed}");
+    // The third leaves the line: it never begins, and the fourth goes after the second.
+    client
+        .cancel(handles[2].run_id(), Some("not needed"))
+        .await
+        .unwrap();
+
+    let config =
+        || crate::support::worker_config(turns_v1::Queue::StartTurns, &pool).max_concurrent(4);
+    let workers = [
+        pgflow::Worker::start_with(turns_v1::deployment(), config())
+            .await
+            .unwrap(),
+        pgflow::Worker::start_with(turns_v1::deployment(), config())
+            .await
+            .unwrap(),
+    ];
+    for n in [0, 1, 3, 4] {
+        let output = handles[n]
+            .wait(&client, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(output.slow, n as u32 + 1);
+    }
+    // One at a time, in start order: each began after the one before it ended.
+    let spans: Vec<(
+        i32,
+        chrono::DateTime<chrono::Utc>,
+        chrono::DateTime<chrono::Utc>,
+    )> = sqlx::query_as(
+        "select r.input::int, t.started_at, t.completed_at
+             from pgflow.step_tasks t join pgflow.runs r on r.run_id = t.run_id
+             where t.status = 'completed'
+             order by t.started_at",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let order: Vec<i32> = spans.iter().map(|s| s.0).collect();
+    assert_eq!(order, [1, 2, 4, 5], "the runs began in start order");
+    for pair in spans.windows(2) {
+        assert!(
+            pair[1].1 >= pair[0].2,
+            "run {} began at {} before run {} ended at {}",
+            pair[1].0,
+            pair[1].1,
+            pair[0].0,
+            pair[0].2
+        );
+    }
+    let cancelled_steps: i64 =
+        sqlx::query_scalar("select count(*) from pgflow.step_states where run_id = $1")
+            .bind(handles[2].run_id())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(cancelled_steps, 0, "the run cancelled in line never began");
+    let line: i64 = sqlx::query_scalar("select count(*) from pgflow.singleton_waits")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(line, 0, "the line is empty");
+    // The key is free again.
+    let next = client
+        .start(
+            Start::flow::<turns_v1::Flow>(),
+            &6,
+            StartOptions::new().singleton("nightly"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        next.wait(&client, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .slow,
+        6
+    );
+    for worker in workers {
+        worker.shutdown();
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn of_many_callers_in_turn_at_once_one_starts_and_the_rest_line_up(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&turns_v1::deployment()).await.unwrap();
+    let outcomes = hundred_starts_at_once::<turns_v1::Flow>(
+        &pool,
+        StartOptions::new().singleton_in_turn("herd"),
+    )
+    .await;
+    let started = outcomes
+        .iter()
+        .filter(|(_, outcome)| *outcome == Some(StartOutcome::Started))
+        .count();
+    let in_line = outcomes
+        .iter()
+        .filter(|(_, outcome)| *outcome == Some(StartOutcome::InLine))
+        .count();
+    assert_eq!((started, in_line), (1, 99));
+    assert_eq!(runs(&pool).await, 100);
+    let (line, places): (i64, i64) =
+        sqlx::query_as("select count(*), count(distinct wait_seq) from pgflow.singleton_waits")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((line, places), (99, 99), "each of the others has its place");
+    // One call with the key three times: the first takes it (it was free), two line up.
+    let runs = client
+        .start_many(
+            Start::flow::<turns_v1::Flow>(),
+            &[1, 2, 3],
+            &[StartOptions::new().singleton_in_turn("batch")],
+        )
+        .await
+        .unwrap();
+    let outcomes: Vec<_> = runs.iter().map(|r| r.start_outcome()).collect();
+    assert_eq!(
+        outcomes,
+        [
+            Some(StartOutcome::Started),
+            Some(StartOutcome::InLine),
+            Some(StartOutcome::InLine)
+        ]
+    );
 }

@@ -91,6 +91,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             window,
             drop,
             singleton,
+            in_turn,
             debounce,
         } => {
             let input = runs::read_json(input.as_deref(), input_file.as_deref(), JsonArg::INPUT)?;
@@ -122,6 +123,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             }
             if let Some(key) = singleton {
                 how.singleton_keys = Some(vec![Some(key)]);
+                how.singleton_in_turn = in_turn;
             }
             match (debounce, window) {
                 (Some(key), Some(window)) => {

@@ -477,6 +477,11 @@ pub(super) async fn start(
                     "debounced: run {} of `{}` takes this input and begins a window from now",
                     run.run_id, run.flow_slug
                 ),
+                (pgflow::StartOutcome::InLine, _) => format!(
+                    "in line: run {} of `{}` waits its turn, and begins once the runs of its \
+                     singleton key before it have ended",
+                    run.run_id, run.flow_slug
+                ),
                 (pgflow::StartOutcome::Dropped, _) => format!(
                     "dropped: run {} of `{}` holds the throttle window (status {}); nothing new \
                      was started",

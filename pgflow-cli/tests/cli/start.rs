@@ -257,6 +257,22 @@ async fn start_with_a_throttle_or_a_singleton_key_holds_back_a_second_start(pool
         .await
         .unwrap();
     assert_eq!(runs, 2);
+    // With --in-turn, the start waits in the key's line instead.
+    let in_line = pgflow(
+        &pool,
+        &["start", "triage_v1", "--singleton", "s", "--in-turn"],
+    );
+    assert!(in_line.status.success(), "{}", stderr(&in_line));
+    assert!(
+        stdout(&in_line).starts_with("in line: run "),
+        "{}",
+        stdout(&in_line)
+    );
+    let waiting: i64 = sqlx::query_scalar("select count(*) from pgflow.singleton_waits")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(waiting, 1);
 
     let debounced = |input: &str| {
         let out = pgflow(

@@ -143,6 +143,9 @@ pub struct StartOptions {
     pub throttle: Option<(String, Duration, Excess)>,
     /// The run's singleton key, if any (see [`singleton`](Self::singleton)).
     pub singleton_key: Option<String>,
+    /// Whether a start whose singleton key is held waits its turn rather than being refused
+    /// (see [`singleton_in_turn`](Self::singleton_in_turn)).
+    pub singleton_in_turn: bool,
     /// The run's debounce key and window, if any (see [`debounce`](Self::debounce)).
     pub debounce: Option<(String, Duration)>,
 }
@@ -196,6 +199,19 @@ impl StartOptions {
     #[must_use]
     pub fn singleton(mut self, key: impl Into<String>) -> Self {
         self.singleton_key = Some(key.into());
+        self.singleton_in_turn = false;
+        self
+    }
+
+    /// Runs one run with `key` (of the same flow or alias) at a time, in the order they were
+    /// started: a start while a run of the key is going creates its run at once, which waits
+    /// in the key's line ([`StartOutcome::InLine`](crate::StartOutcome::InLine); the run shows
+    /// as `waiting`) and begins once the runs before it have ended, within about a second. A
+    /// run cancelled in line never begins. Not with [`start_at`](Self::start_at).
+    #[must_use]
+    pub fn singleton_in_turn(mut self, key: impl Into<String>) -> Self {
+        self.singleton_key = Some(key.into());
+        self.singleton_in_turn = true;
         self
     }
 
@@ -340,6 +356,18 @@ fn start_runs(count: usize, options: &[StartOptions]) -> Result<StartRuns, Engin
         .iter()
         .any(Option::is_some)
         .then_some(singleton_keys);
+    let mut in_turn = shared_or_each
+        .iter()
+        .filter(|o| o.singleton_key.is_some())
+        .map(|o| o.singleton_in_turn);
+    let singleton_in_turn = in_turn.next().unwrap_or(false);
+    if in_turn.any(|other| other != singleton_in_turn) {
+        return Err(EngineError::InvalidArguments(
+            "start_many: the singleton starts of one call either all wait their turn or all \
+             refuse a held key; start the others in a call of their own"
+                .to_owned(),
+        ));
+    }
     let keys: Vec<Option<String>> = shared_or_each
         .iter()
         .map(|o| o.idempotency_key.clone())
@@ -353,6 +381,7 @@ fn start_runs(count: usize, options: &[StartOptions]) -> Result<StartRuns, Engin
         priority,
         throttle,
         singleton_keys,
+        singleton_in_turn,
         debounce,
     })
 }

@@ -82,9 +82,10 @@ pub async fn set_priority_aging(
     Ok(())
 }
 
-/// Begins the runs whose debounce window ended (`pgflow.begin_deferred_runs`), at most
-/// `limit`, oldest first. Every process with a running worker calls it each second. Returns
-/// how many it began.
+/// Begins the runs whose deferred start is due (`pgflow.begin_deferred_runs`), at most
+/// `limit`: those whose debounce window ended, oldest first, and the first run in line of
+/// each singleton key whose run has ended. Every process with a running worker calls it each
+/// second. Returns how many it began.
 pub async fn begin_deferred_runs(
     executor: impl PgExecutor<'_>,
     limit: i32,

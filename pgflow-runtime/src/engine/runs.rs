@@ -199,8 +199,9 @@ pub struct Run {
     #[sqlx(rename = "priority", default)]
     pub priority_level: Option<i16>,
     /// Whether it waits: `started`, with a step waiting (for a signal, an event or the end of
-    /// a sleep) and no step started (running or queued). Read by [`run`] and the listings that
-    /// show runs to people ([`crate::admin`]); `false` from calls that start or change runs.
+    /// a sleep) or in a singleton key's line, and no step started (running or queued). Read by
+    /// [`run`] and the listings that show runs to people ([`crate::admin`]), and by a start
+    /// that may put runs in line; `false` from other calls that start or change runs.
     #[sqlx(default)]
     pub waiting: bool,
 }
@@ -253,11 +254,12 @@ pub fn shown_status(
 }
 
 /// Whether run `r` (a row of `pgflow.runs` under that name) waits, as SQL: it is `started`, a
-/// step of it waits (for a signal, an event or the end of a sleep) and none is `started` (a
-/// step with tasks running or queued). The one rule behind [`Run::waiting`] and the listings'
+/// step of it waits (for a signal, an event or the end of a sleep) or it waits its turn in a
+/// singleton key's line, and no step is `started` (a step with tasks running or queued). The one rule behind [`Run::waiting`] and the listings'
 /// `waiting` state.
 pub(crate) const RUN_WAITING: &str = "(r.status = 'started' \
-     and exists (select 1 from pgflow.waits w where w.run_id = r.run_id) \
+     and (exists (select 1 from pgflow.waits w where w.run_id = r.run_id) \
+          or exists (select 1 from pgflow.singleton_waits l where l.run_id = r.run_id)) \
      and not exists (select 1 from pgflow.step_states ss \
                      where ss.run_id = r.run_id and ss.status = 'started'))";
 
@@ -318,6 +320,10 @@ pub enum StartOutcome {
     /// The input's debounce key had a run that has not begun: the input became that run's
     /// input, its begin moved a window later, and it came back.
     Debounced,
+    /// The input's singleton key was held and the start waits its turn
+    /// ([`StartRuns::singleton_in_turn`]): its run was created, and waits in the key's line
+    /// ([`Run::waiting`]) until the runs before it have ended.
+    InLine,
 }
 
 impl StartOutcome {
@@ -328,6 +334,7 @@ impl StartOutcome {
             Self::AlreadyExisted => "already_existed",
             Self::Dropped => "dropped",
             Self::Debounced => "debounced",
+            Self::InLine => "in_line",
         }
     }
 }
@@ -366,8 +373,14 @@ pub struct StartRuns {
     /// At most one run per throttle key in each window (see [`Throttle`]).
     pub throttle: Option<Throttle>,
     /// One singleton key per input (`None` for an input without one): a start whose key is
-    /// held by a run still going is [`EngineError::SingletonBusy`], and nothing starts.
+    /// held by a run still going is [`EngineError::SingletonBusy`], and nothing starts (unless
+    /// [`singleton_in_turn`](Self::singleton_in_turn)).
     pub singleton_keys: Option<Vec<Option<String>>>,
+    /// A start whose singleton key is held waits its turn instead of being refused: its run is
+    /// created at once and waits in the key's line ([`StartOutcome::InLine`]); it begins
+    /// (within about a second) once the runs of the key before it have ended. Not with
+    /// [`start_at`](Self::start_at).
+    pub singleton_in_turn: bool,
     /// One run of the starts of a key that come less than a window apart (see [`Debounce`]).
     pub debounce: Option<Debounce>,
 }
@@ -490,7 +503,10 @@ fn guards_arg(how: &StartRuns) -> Option<Value> {
         );
     }
     if let Some(keys) = &how.singleton_keys {
-        guards.insert("singleton".to_owned(), serde_json::json!({ "keys": keys }));
+        guards.insert(
+            "singleton".to_owned(),
+            serde_json::json!({ "keys": keys, "wait": how.singleton_in_turn }),
+        );
     }
     (!guards.is_empty()).then_some(Value::Object(guards))
 }
@@ -556,6 +572,7 @@ fn with_outcomes(runs: Vec<Run>, ids: Option<Vec<Uuid>>, how: &StartRuns) -> Vec
     };
     let outcome = |index: usize, run: &Run| match ids.as_ref().and_then(|ids| ids.get(index)) {
         Some(id) if *id != run.run_id => other,
+        _ if run.waiting => StartOutcome::InLine,
         _ => StartOutcome::Started,
     };
     runs.into_iter()
@@ -565,6 +582,17 @@ fn with_outcomes(runs: Vec<Run>, ids: Option<Vec<Uuid>>, how: &StartRuns) -> Vec
             run,
         })
         .collect()
+}
+
+/// The statement that starts runs by `call` and reads them back. A start that may put runs in
+/// a singleton key's line also reads which did (`waiting`), through a volatile function: the
+/// statement's own look would not see the lines the call wrote.
+fn started_runs(how: &StartRuns, call: &str) -> String {
+    if how.singleton_in_turn && how.singleton_keys.is_some() {
+        format!("select r.*, pgflow.waits_its_turn(r.run_id) as waiting from {call} r")
+    } else {
+        format!("select * from {call}")
+    }
 }
 
 /// The trace context a start records: the one given, else the current span's.
@@ -582,9 +610,10 @@ async fn start_flows_as(
     run_ids: &Option<Vec<Uuid>>,
     how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
-    let runs = sqlx::query_as::<_, Run>(
-        "select * from pgflow.start_flows($1, $2, $3, $4, $5, null, $6, $7, $8, $9, $10)",
-    )
+    let runs = sqlx::query_as::<_, Run>(&started_runs(
+        how,
+        "pgflow.start_flows($1, $2, $3, $4, $5, null, $6, $7, $8, $9, $10)",
+    ))
     .bind(name)
     .bind(inputs)
     .bind(run_ids)
@@ -633,9 +662,10 @@ async fn start_alias_typed_as(
     run_ids: &Option<Vec<Uuid>>,
     how: &StartRuns,
 ) -> Result<Vec<Run>, EngineError> {
-    let runs = sqlx::query_as::<_, Run>(
-        "select * from pgflow.start_alias_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-    )
+    let runs = sqlx::query_as::<_, Run>(&started_runs(
+        how,
+        "pgflow.start_alias_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    ))
     .bind(alias)
     .bind(inputs)
     .bind(&types.input)

@@ -5,7 +5,8 @@
 //! while no process ran ends at the next look. The same loop settles what subflows left over
 //! (children of cancelled parents; see [`engine::settle_subflows`]), gives out the slots of
 //! capped steps that ended tasks left free (see [`engine::release_capped_tasks`]) and begins
-//! the runs whose debounce window ended (see [`engine::begin_deferred_runs`]).
+//! the runs whose debounce window ended or whose singleton key came free (see
+//! [`engine::begin_deferred_runs`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,8 +56,11 @@ pub(super) async fn expire_waits(shared: Arc<Shared>, stop: CancellationToken) {
             }
             match engine::begin_deferred_runs(&shared.db, EXPIRE_BATCH).await {
                 Ok(0) => {}
-                Ok(begun) => tracing::debug!(begun, "began runs whose debounce window ended"),
-                Err(error) => tracing::warn!(%error, "beginning debounced runs failed; retrying"),
+                Ok(begun) => tracing::debug!(
+                    begun,
+                    "began deferred runs (debounced, or a singleton's turn)"
+                ),
+                Err(error) => tracing::warn!(%error, "beginning deferred runs failed; retrying"),
             }
         };
         tokio::select! {

@@ -1,0 +1,21 @@
+-- Singleton starts that wait their turn (issue 38): a start whose singleton key is held by a
+-- run still going may wait instead of being refused ({"singleton": {"keys": [...], "wait":
+-- true}}). Its run is created at once, with no step state (as a debounced run before its
+-- window ends), and joins its key's line; when the key's run has ended, the head of the line
+-- takes the key and begins (begin_deferred_runs, once a second in every process with a
+-- worker). A run cancelled while in line never begins and leaves the line.
+
+-- Each key's line, in the order its runs joined it. A run in line is `started` with no step
+-- state; the row goes when it begins, and with its run.
+create table pgflow.singleton_waits (
+  scope text not null,
+  key text not null,
+  wait_seq bigint generated always as identity,
+  run_id uuid not null references pgflow.runs (run_id) on delete cascade,
+  waiting_since timestamptz not null default now(),
+  primary key (scope, key, wait_seq),
+  constraint singleton_waits_run_key unique (run_id)
+);
+
+-- take_start_guards says which inputs join a line (the key they wait for).
+drop function if exists pgflow.take_start_guards(text, text, jsonb, uuid[], jsonb[]);
