@@ -1,8 +1,9 @@
 //! The fault test: a few hundred runs of a chain flow (at three priorities), a map flow, a flow
 //! that waits for a signal, a flow that sleeps (a fixed time, and until a time its first step
 //! chose), a flow that maps over child runs of the chain flow, a flow with concurrency caps (per
-//! tenant, and for every task of a step) and a flow with a rate limit per tenant on a private
-//! cluster, run by 12 workers in 3 processes,
+//! tenant, and for every task of a step), a flow with a rate limit per tenant, a flow whose runs
+//! start in turn under a singleton key per tenant and a flow started by a burst of 100 debounced
+//! starts of one key on a private cluster, run by 12 workers in 3 processes,
 //! while worker processes are SIGKILLed on a timer and respawned, and the chain flow is paused for
 //! a while and resumed and Postgres is restarted (`-m immediate`, a crash) in the middle. Half the
 //! waiting runs get their signal by run id before they reach the wait (it must be kept for them),
@@ -12,7 +13,8 @@
 //! signal may be lost, no sleep may end early or be lost, every parent must get its children's
 //! outputs in order with one child per element, no cap may ever be exceeded (a killed handler
 //! counts as running until its task's next attempt starts), no rate limit may ever be exceeded
-//! (every attempt's start counts), and nothing may be left queued, started, waiting, held,
+//! (every attempt's start counts), no two runs of a singleton key may overlap or begin out of
+//! start order, the burst must make one run with its last input, and nothing may be left queued, started, waiting, held,
 //! parked, waiting for a rate token or in the queue.
 //!
 //! One binary, two parts (`harness = false`): run bare, it is the test; run as
@@ -34,6 +36,11 @@ const SLEEP_RUNS: u32 = 40;
 const PARENT_RUNS: u32 = 30;
 const CAPPED_RUNS: u32 = 60;
 const RATED_RUNS: u32 = 45;
+const TURN_RUNS: u32 = 18;
+/// Debounced starts of one key, one after another, each a little after the one before.
+const DEBOUNCE_STARTS: u32 = 100;
+/// Their window: longer than any pause between two of them, the restart's included.
+const DEBOUNCE_WINDOW: Duration = Duration::from_secs(8);
 /// Tenants of the capped runs (each capped at 2 tasks at once).
 const TENANTS: u32 = 3;
 /// Children of each parent run.
@@ -209,6 +216,32 @@ pub mod fault_rated {
     }
 }
 
+/// turn (its runs started in turn under their tenant's singleton key: one at a time).
+#[pgflow::flow(slug = "fault_turns", input = Job, timeout = 2, base_delay = 0, max_attempts = 30)]
+pub mod fault_turns {
+    use super::*;
+
+    #[step(queue = "faults")]
+    /// Adds three.
+    pub async fn turn(input: Job, ctx: Context) -> Result<u32, String> {
+        record_span(&ctx, &input.tenant).await?;
+        Ok(input.n + 3)
+    }
+}
+
+/// echo (its one run made by a burst of debounced starts).
+#[pgflow::flow(slug = "fault_debounced", input = u32, timeout = 2, base_delay = 0, max_attempts = 30)]
+pub mod fault_debounced {
+    use super::*;
+
+    #[step(queue = "faults")]
+    /// Its input.
+    pub async fn echo(input: u32, ctx: Context) -> Result<u32, String> {
+        record(&ctx).await?;
+        Ok(input)
+    }
+}
+
 /// What `first` of a sleeping run chose: its number and when `until` wakes.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Wake {
@@ -315,7 +348,12 @@ async fn worker(url: &str) -> ExitCode {
                 fault_sleep::deployment(),
                 fault_parent::deployment(),
                 // A registry tuple holds six; a tuple in it counts as one.
-                (fault_capped::deployment(), fault_rated::deployment()),
+                (
+                    fault_capped::deployment(),
+                    fault_rated::deployment(),
+                    fault_turns::deployment(),
+                    fault_debounced::deployment(),
+                ),
             ),
             config,
         )
@@ -467,6 +505,33 @@ async fn scenario() -> Result<String, String> {
         .start_many(Start::flow::<fault_rated::Flow>(), &rated_inputs, &[])
         .await
         .map_err(|e| e.to_string())?;
+    // In turn: the first of each tenant begins, the others wait in its line, in input order.
+    let turn_inputs: Vec<Job> = (0..TURN_RUNS)
+        .map(|n| Job {
+            tenant: format!("tenant{}", n % TENANTS),
+            n,
+        })
+        .collect();
+    let turn_options: Vec<StartOptions> = turn_inputs
+        .iter()
+        .map(|job| StartOptions::new().singleton_in_turn(job.tenant.clone()))
+        .collect();
+    client
+        .deploy(&fault_turns::deployment())
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .deploy(&fault_debounced::deployment())
+        .await
+        .map_err(|e| e.to_string())?;
+    client
+        .start_many(
+            Start::flow::<fault_turns::Flow>(),
+            &turn_inputs,
+            &turn_options,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
     // The even ones by run id now, before any worker runs: kept until they wait.
     for (n, run) in signal_runs.iter().enumerate().filter(|(n, _)| n % 2 == 0) {
         fault_signal::signal_go(&client, run.run_id(), &(n as u32))
@@ -493,13 +558,32 @@ async fn scenario() -> Result<String, String> {
             + SLEEP_RUNS
             + PARENT_RUNS * (1 + CHILDREN)
             + CAPPED_RUNS
-            + RATED_RUNS,
+            + RATED_RUNS
+            + TURN_RUNS
+            + 1, // the debounced one
     );
 
     let mut workers: Vec<Child> = (0..WORKERS)
         .map(|_| spawn_worker(&url, &worker_log))
         .collect();
     let began = Instant::now();
+    // The burst of debounced starts, while the chaos goes on: each tried again until it goes
+    // through (the database may be restarting).
+    let burst_pool = admin.clone();
+    let burst = tokio::spawn(async move {
+        let client = Client::new(burst_pool);
+        let debounced = StartOptions::new().debounce("storm", DEBOUNCE_WINDOW);
+        for n in 0..DEBOUNCE_STARTS {
+            while client
+                .start(Start::flow::<fault_debounced::Flow>(), &n, &debounced)
+                .await
+                .is_err()
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
     let mut last_kill = Instant::now();
     let mut kills = 0;
     let mut restarted = false;
@@ -557,12 +641,17 @@ async fn scenario() -> Result<String, String> {
         }
     };
     emitter.abort();
+    let burst_ended = burst.is_finished();
+    burst.abort();
     for child in &mut workers {
         let _ = child.kill();
         let _ = child.wait();
     }
     let log = || std::fs::read_to_string(&worker_log).unwrap_or_default();
     outcome.map_err(|e| format!("{e}; worker log tail:\n{}", tail(&log(), 40)))?;
+    if !burst_ended {
+        return Err("every run ended before the burst of debounced starts did".into());
+    }
     if parked_at_resume == 0 {
         return Err(
             "the pause parked no task: the chain flow had no work left at the pause".into(),
@@ -691,6 +780,34 @@ async fn check(pool: &PgPool) -> Result<(), String> {
              where s.span < interval '400 milliseconds'",
         ),
         (
+            "turn runs with a wrong output",
+            "select count(*) from pgflow.runs
+             where flow_slug = 'fault_turns'
+               and output -> 'turn' is distinct from to_jsonb((input ->> 'n')::int + 3)",
+        ),
+        (
+            "turn runs that began before a run of their key started earlier",
+            "select count(*) from (
+               select (r.input ->> 'n')::int as n,
+                      lag((r.input ->> 'n')::int) over (partition by r.input ->> 'tenant'
+                                                        order by s.started_at) as before
+               from pgflow.runs r
+               join pgflow.step_states s on s.run_id = r.run_id
+               where r.flow_slug = 'fault_turns') t
+             where t.before > t.n",
+        ),
+        (
+            "runs left in a singleton key's line",
+            "select count(*) from pgflow.singleton_waits",
+        ),
+        (
+            // The burst's last input is DEBOUNCE_STARTS - 1.
+            "debounced runs beyond one, or one without the burst's last input as its output",
+            "select abs(count(*) - 1)
+                    + count(*) filter (where output -> 'echo' is distinct from '99'::jsonb)
+             from pgflow.runs where flow_slug = 'fault_debounced'",
+        ),
+        (
             "tasks left waiting for a rate token",
             "select count(*) from pgflow.rate_waits",
         ),
@@ -703,7 +820,8 @@ async fn check(pool: &PgPool) -> Result<(), String> {
         (
             // A killed attempt counts as running until the next attempt of its task starts
             // (its handler died before that: the task was requeued only after its timeout).
-            "moments when a cap was exceeded (per_tenant: 2 per tenant; shared: 3 in all)",
+            "moments when a cap was exceeded (per_tenant: 2 per tenant; shared: 3 in all; \
+             turn: one run of a singleton key)",
             "with spans as (
                select l.step_slug, l.cap_key, l.started_at,
                       coalesce(l.ended_at,
@@ -726,7 +844,7 @@ async fn check(pool: &PgPool) -> Result<(), String> {
                from moments
              )
              select count(*) from running
-             where n > case step_slug when 'per_tenant' then 2 else 3 end",
+             where n > case step_slug when 'per_tenant' then 2 when 'turn' then 1 else 3 end",
         ),
         (
             "messages left in the queue",
