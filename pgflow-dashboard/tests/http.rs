@@ -456,6 +456,48 @@ async fn the_overview_and_a_run_show_what_a_rate_limit_holds_back(pool: PgPool) 
     );
 }
 
+#[sqlx::test(migrations = false)]
+async fn a_run_waiting_its_turn_shows_its_key_place_and_the_run_before_it(pool: PgPool) {
+    pgflow::install(&pool).await.unwrap();
+    let client = Client::new(pool.clone());
+    client
+        .deploy(&rated_per_tenant::deployment())
+        .await
+        .unwrap();
+    let mut runs = Vec::new();
+    for n in 0..3 {
+        let input = serde_json::json!({"tenant": "acme", "n": n});
+        let options = pgflow::StartOptions::new().singleton_in_turn("nightly");
+        runs.push(
+            client
+                .start(
+                    pgflow::Start::<serde_json::Value, serde_json::Value>::named(
+                        "rated_per_tenant",
+                    ),
+                    &input,
+                    options,
+                )
+                .await
+                .unwrap()
+                .run_id(),
+        );
+    }
+    let app = dashboard(&pool, Access::ReadOnly, false);
+    let (status, page, _) = get(&app, &format!("/runs/{}", runs[2])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("id=\"turn\""), "{page}");
+    assert!(
+        page.contains(&format!(
+            "In line for singleton key <code>nightly</code>, place 2, behind run <a \
+             href=\"/runs/{0}\">{0}</a>",
+            runs[0]
+        )),
+        "{page}"
+    );
+    let (_, page, _) = get(&app, &format!("/runs/{}", runs[0])).await;
+    assert!(!page.contains("id=\"turn\""), "the first run holds the key");
+}
+
 /// Posts the confirmation form at `path` (fetched first for its CSRF token) with the token and
 /// `extra` fields, as a same-site browser would.
 async fn confirm_and_post(app: &Router, path: &str, extra: &str) -> StatusCode {

@@ -121,6 +121,7 @@ pub(super) async fn show(
     let waits = inspect::run_waits(pool, run_id).await?;
     let holds = inspect::run_holds(pool, run_id).await?;
     let rate_waits = inspect::run_rate_waits(pool, run_id).await?;
+    let turn = inspect::run_turn(pool, run_id).await?;
     let children = pgflow::engine::run_children(pool, run_id).await?;
     let tasks = inspect::troubled_tasks(pool, run_id, TASKS_SHOWN).await?;
     let mut attempts = inspect::failed_attempts(pool, run_id, ATTEMPTS_SHOWN + 1).await?;
@@ -138,7 +139,7 @@ pub(super) async fn show(
             "parent_task_index": run.parent_task_index, "children": children,
             "idempotency_key": run.idempotency_key, "priority": run.priority(),
             "input": run.input, "output": run.output,
-            "steps": steps, "waits": waits, "held": holds, "rate_waits": rate_waits, "retried_tasks": tasks, "failed_attempts": attempts,
+            "steps": steps, "waits": waits, "held": holds, "rate_waits": rate_waits, "in_line": turn, "retried_tasks": tasks, "failed_attempts": attempts,
         }),
         || {
             let now = chrono::Utc::now();
@@ -164,6 +165,17 @@ pub(super) async fn show(
             );
             for line in run_notes(&run) {
                 text.push_str(&format!("  {line}\n"));
+            }
+            if let Some(turn) = &turn {
+                let holder = turn
+                    .holder_run_id
+                    .map_or_else(String::new, |id| format!(", held by run {id}"));
+                text.push_str(&format!(
+                    "  in line for singleton key `{}`{holder}: place {}, waiting since {}\n",
+                    turn.key,
+                    turn.place,
+                    human::ago(turn.waiting_since)
+                ));
             }
             text.push('\n');
             text.push_str(&payload::block("input", &run.input, 0, full));

@@ -273,6 +273,28 @@ async fn start_with_a_throttle_or_a_singleton_key_holds_back_a_second_start(pool
         .await
         .unwrap();
     assert_eq!(waiting, 1);
+    // `pgflow run` says where it waits, and behind which run.
+    let (in_line, holder): (uuid::Uuid, uuid::Uuid) = sqlx::query_as(
+        "select w.run_id, g.run_id from pgflow.singleton_waits w
+         join pgflow.start_guards g on g.scope = w.scope and g.key = w.key",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let shown = pgflow(&pool, &["run", &in_line.to_string(), "--json"]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let shown: Value = serde_json::from_str(&stdout(&shown)).unwrap();
+    assert_eq!(shown["status"], json!("waiting"));
+    assert_eq!(shown["in_line"]["key"], json!("s"));
+    assert_eq!(shown["in_line"]["place"], json!(1));
+    assert_eq!(shown["in_line"]["holder_run_id"], json!(holder));
+    let text = stdout(&pgflow(&pool, &["run", &in_line.to_string()]));
+    assert!(
+        text.contains(&format!(
+            "in line for singleton key `s`, held by run {holder}: place 1"
+        )),
+        "{text}"
+    );
 
     let debounced = |input: &str| {
         let out = pgflow(

@@ -67,6 +67,7 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
     let waits = inspect::run_waits(db, run_id).await?;
     let holds = inspect::run_holds(db, run_id).await?;
     let rate_waits = inspect::run_rate_waits(db, run_id).await?;
+    let turn = inspect::run_turn(db, run_id).await?;
     let children = engine::run_children(db, run_id).await?;
     let graph = inspect::flow_graph(db, &run.flow_slug).await?;
     let counts = browse::step_task_counts(db, run_id).await?;
@@ -212,6 +213,18 @@ async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
                                 }
                             }
                         } }
+                    }
+                }
+            }
+            @if let Some(turn) = &turn {
+                section #turn {
+                    h2 { "Waiting its turn" }
+                    p {
+                        "In line for singleton key " code { (turn.key) } ", place " (turn.place)
+                        @if let Some(holder) = turn.holder_run_id {
+                            ", behind run " a href=(format!("/runs/{holder}")) { (holder) }
+                        }
+                        "; it begins once the runs before it have ended."
                     }
                 }
             }

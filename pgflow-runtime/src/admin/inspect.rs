@@ -826,6 +826,49 @@ pub async fn rate_waiting(executor: impl PgExecutor<'_>) -> Result<Vec<RateWaiti
     Ok(rows)
 }
 
+/// A run that waits its turn in a singleton key's line (started with
+/// `StartOptions::singleton_in_turn`).
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct RunTurn {
+    /// The flow's alias (or concrete flow) the key belongs to.
+    pub scope: String,
+    /// The singleton key.
+    pub key: String,
+    /// Its place in the line: 1 begins next.
+    pub place: i64,
+    /// The run that holds the key, while it is going.
+    pub holder_run_id: Option<Uuid>,
+    /// Since when it waits.
+    pub waiting_since: DateTime<Utc>,
+}
+
+/// Where a run waits its turn, if it is in a singleton key's line (its place counts the runs
+/// before it that are still going).
+pub async fn run_turn(
+    executor: impl PgExecutor<'_>,
+    run_id: Uuid,
+) -> Result<Option<RunTurn>, EngineError> {
+    let row = sqlx::query_as(
+        "select w.scope, w.key,
+                (select count(*) from pgflow.singleton_waits b
+                 join pgflow.runs r on r.run_id = b.run_id and r.status = 'started'
+                 where b.scope = w.scope and b.key = w.key and b.wait_seq <= w.wait_seq)
+                  as place,
+                (select g.run_id from pgflow.start_guards g
+                 join pgflow.runs r on r.run_id = g.run_id and r.status = 'started'
+                 where g.scope = w.scope and g.kind = 'singleton' and g.key = w.key)
+                  as holder_run_id,
+                w.waiting_since
+         from pgflow.singleton_waits w
+         where w.run_id = $1",
+    )
+    .bind(run_id)
+    .fetch_optional(executor)
+    .await?;
+    Ok(row)
+}
+
 /// The steps of a run that wait (for a signal, an event or the end of a sleep), in the flow's
 /// step order.
 pub async fn run_waits(
