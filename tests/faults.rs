@@ -36,7 +36,9 @@ const SLEEP_RUNS: u32 = 40;
 const PARENT_RUNS: u32 = 30;
 const CAPPED_RUNS: u32 = 60;
 const RATED_RUNS: u32 = 45;
+/// Runs started in turn before the chaos, and during it (one every tenth debounced start).
 const TURN_RUNS: u32 = 18;
+const LATE_TURN_RUNS: u32 = 10;
 /// Debounced starts of one key, one after another, each a little after the one before.
 const DEBOUNCE_STARTS: u32 = 100;
 /// Their window: longer than any pause between two of them, the restart's included.
@@ -560,6 +562,7 @@ async fn scenario() -> Result<String, String> {
             + CAPPED_RUNS
             + RATED_RUNS
             + TURN_RUNS
+            + LATE_TURN_RUNS
             + 1, // the debounced one
     );
 
@@ -567,8 +570,9 @@ async fn scenario() -> Result<String, String> {
         .map(|_| spawn_worker(&url, &worker_log))
         .collect();
     let began = Instant::now();
-    // The burst of debounced starts, while the chaos goes on: each tried again until it goes
-    // through (the database may be restarting).
+    // The burst of debounced starts, while the chaos goes on, with a start in turn after every
+    // tenth: each tried again until it goes through (the database may be restarting; a start
+    // whose answer was lost may make a second run in turn of the same input).
     let burst_pool = admin.clone();
     let burst = tokio::spawn(async move {
         let client = Client::new(burst_pool);
@@ -580,6 +584,20 @@ async fn scenario() -> Result<String, String> {
                 .is_err()
             {
                 tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            if n % 10 == 9 {
+                let job = Job {
+                    tenant: format!("tenant{}", n % TENANTS),
+                    n: TURN_RUNS + n / 10,
+                };
+                let in_turn = StartOptions::new().singleton_in_turn(job.tenant.clone());
+                while client
+                    .start(Start::flow::<fault_turns::Flow>(), &job, &in_turn)
+                    .await
+                    .is_err()
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -624,11 +642,14 @@ async fn scenario() -> Result<String, String> {
                 *child = spawn_worker(&url, &worker_log);
             }
         }
-        let ended: Result<i64, _> =
-            sqlx::query_scalar("select count(*) from pgflow.runs where status <> 'started'")
-                .fetch_one(&admin)
-                .await;
-        if ended.is_ok_and(|n| n == total_runs) {
+        // Done when every run has ended, and all of them exist (a start whose answer was lost
+        // may have made one more).
+        let counts: Result<(i64, i64), _> = sqlx::query_as(
+            "select count(*) filter (where status = 'started'), count(*) from pgflow.runs",
+        )
+        .fetch_one(&admin)
+        .await;
+        if counts.is_ok_and(|(going, all)| going == 0 && all >= total_runs) {
             break Ok(());
         }
         if last_kill.elapsed() >= KILL_EVERY {
@@ -784,6 +805,17 @@ async fn check(pool: &PgPool) -> Result<(), String> {
             "select count(*) from pgflow.runs
              where flow_slug = 'fault_turns'
                and output -> 'turn' is distinct from to_jsonb((input ->> 'n')::int + 3)",
+        ),
+        (
+            "turn runs that began before the run of their key before them had completed",
+            "select count(*) from (
+               select s.started_at,
+                      lag(r.completed_at) over (partition by r.input ->> 'tenant'
+                                                order by s.started_at) as before_completed
+               from pgflow.runs r
+               join pgflow.step_states s on s.run_id = r.run_id
+               where r.flow_slug = 'fault_turns') t
+             where t.started_at < t.before_completed",
         ),
         (
             "turn runs that began before a run of their key started earlier",

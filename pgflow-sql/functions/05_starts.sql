@@ -115,22 +115,23 @@ $$;
 --   free raises PF018 (singleton without "wait") or PF017 (throttle without "drop"), naming
 --   the key and the run that holds it (or heads its line); with "drop", the input is left out
 --   and its result is that run; with "wait", the input's run is created without beginning and
---   joins the key's line (`line_key`: start_flows writes it to singleton_waits).
+--   joins the key's line (`in_line`: start_flows writes it to singleton_waits).
 -- - A debounce key whose run has not begun (deferred_runs) and is of this flow folds the
 --   input into that run: its input becomes this one and it begins a window from now; the
 --   input is left out and its result is that run. A key of an earlier input of this call
 --   gives way to this one (the last input wins). Otherwise the input's run is the key's and
 --   starts deferred, beginning a window from now (`deferred_until`).
 -- Windows count from the statement that starts the runs.
--- Returns each input's result id, whether it starts (its run is inserted) and, for a run that
--- starts deferred, when it begins, or the singleton key whose line it joins.
+-- Returns each input's result id, whether it starts (its run is inserted), for a run that
+-- starts deferred, when it begins, and for a run with a singleton key, the key and whether
+-- the run joins its line.
 -- Locks: the guards' rows, in input order per kind; for a debounce, then the pending run's
 -- deferred_runs row (waiting for a begin in flight) and its runs row.
 create or replace function pgflow.take_start_guards(p_scope text, p_flow_slug text,
                                                     p_guards jsonb, p_run_ids uuid[],
                                                     p_inputs jsonb[])
 returns table (ordinality integer, result_id uuid, kept boolean, deferred_until timestamptz,
-               line_key text)
+               singleton_key text, in_line boolean)
 language plpgsql
 as $$
 declare
@@ -148,7 +149,7 @@ declare
   v_results uuid[] := p_run_ids;
   v_kept boolean[] := array_fill(true, array[cardinality(p_run_ids)]);
   v_deferred timestamptz[] := array_fill(null::timestamptz, array[cardinality(p_run_ids)]);
-  v_lines text[] := array_fill(null::text, array[cardinality(p_run_ids)]);
+  v_lines boolean[] := array_fill(false, array[cardinality(p_run_ids)]);
 begin
   if jsonb_typeof(p_guards) <> 'object'
      or exists (select 1 from jsonb_object_keys(p_guards) k
@@ -269,7 +270,7 @@ begin
       end if;
       if v_wait then
         -- It waits its turn: its run is created and joins the key's line.
-        v_lines[i] := v_keys[i];
+        v_lines[i] := true;
         continue;
       elsif v_kind = 'singleton' then
         raise exception 'singleton key `%` of `%` is held by run %, which is still going; '
@@ -292,7 +293,8 @@ begin
     end loop;
   end loop;
   return query
-  select i, v_results[i], v_kept[i], v_deferred[i], v_lines[i]
+  select i, v_results[i], v_kept[i], v_deferred[i],
+         case when v_kept[i] then p_guards -> 'singleton' -> 'keys' ->> (i - 1) end, v_lines[i]
   from generate_series(1, cardinality(p_run_ids)) i;
 end;
 $$;
@@ -330,20 +332,30 @@ begin
     returning d.run_id
   )
   select coalesce(array_agg(run_id), array[]::uuid[]) into v_ids from gone;
-  -- The lines of singleton keys: each key whose run has ended gives itself to the first run of
-  -- its line still going (the runs ahead of it that ended leave the line).
+  -- The lines of singleton keys whose run has ended, longest waiting first: each gives its
+  -- key to its first run still going (the runs ahead of it that ended leave the line).
   for v_line in
-    select distinct on (w.scope, w.key) w.scope, w.key
-    from pgflow.singleton_waits w
-    order by w.scope, w.key, w.wait_seq
+    select l.scope, l.key
+    from (select distinct on (w.scope, w.key) w.scope, w.key, w.wait_seq
+          from pgflow.singleton_waits w
+          order by w.scope, w.key, w.wait_seq) l
+    join pgflow.start_guards g
+      on g.scope = l.scope and g.kind = 'singleton' and g.key = l.key
+    where not exists (select 1 from pgflow.runs r
+                      where r.run_id = g.run_id and r.status = 'started')
+    order by l.wait_seq
     limit greatest(p_limit - cardinality(v_ids), 0)
   loop
+    -- The key's row, then (a statement of its own, which sees what a start that held the row
+    -- committed) whether its run has ended.
     perform 1 from pgflow.start_guards g
     where g.scope = v_line.scope and g.kind = 'singleton' and g.key = v_line.key
-      and not exists (select 1 from pgflow.runs r
-                      where r.run_id = g.run_id and r.status = 'started')
-    for update of g skip locked;
+    for update skip locked;
     continue when not found;
+    continue when exists (select 1 from pgflow.start_guards g
+                          join pgflow.runs r on r.run_id = g.run_id and r.status = 'started'
+                          where g.scope = v_line.scope and g.kind = 'singleton'
+                            and g.key = v_line.key);
     delete from pgflow.singleton_waits w
     where w.scope = v_line.scope and w.key = v_line.key
       and not exists (select 1 from pgflow.runs r
@@ -478,8 +490,9 @@ declare
   v_guarded_ids uuid[];
   v_deferred_ids uuid[];
   v_deferred_until timestamptz[];
+  v_singleton_ids uuid[];
+  v_singleton_keys text[];
   v_line_ids uuid[];
-  v_line_keys text[];
 begin
   if p_priority is not null and p_priority not between 1 and 5 then
     raise exception 'start_flows: priority % is out of range; a priority is 1 (highest) to 5 '
@@ -585,11 +598,12 @@ begin
            array_agg(g.deferred_until order by g.ordinality)
              filter (where g.kept and g.deferred_until is not null),
            array_agg(g.result_id order by g.ordinality)
-             filter (where g.kept and g.line_key is not null),
-           array_agg(g.line_key order by g.ordinality)
-             filter (where g.kept and g.line_key is not null)
-    into v_guarded_ids, p_inputs, p_run_ids, v_deferred_ids, v_deferred_until, v_line_ids,
-         v_line_keys
+             filter (where g.kept and g.singleton_key is not null),
+           array_agg(g.singleton_key order by g.ordinality)
+             filter (where g.kept and g.singleton_key is not null),
+           array_agg(g.result_id order by g.ordinality) filter (where g.kept and g.in_line)
+    into v_guarded_ids, p_inputs, p_run_ids, v_deferred_ids, v_deferred_until, v_singleton_ids,
+         v_singleton_keys, v_line_ids
     from pgflow.take_start_guards(v_scope, v_flow_slug, p_guards, v_guarded_ids, p_inputs) g;
   end if;
 
@@ -701,12 +715,18 @@ begin
     from unnest(v_run_ids, v_inputs) with ordinality as u(run_id, input, n)
     where u.run_id <> all(v_deferred_ids);
   end if;
-  -- Runs whose singleton key is held wait in its line, and begin in turn (begin_deferred_runs).
+  -- The runs of singleton keys are recorded with their key (see retry_runs); those whose key
+  -- is held wait in its line, and begin in turn (begin_deferred_runs).
+  if v_singleton_ids is not null then
+    insert into pgflow.singleton_runs (run_id, scope, key)
+    select u.run_id, v_scope, u.key from unnest(v_singleton_ids, v_singleton_keys) u(run_id, key);
+  end if;
   if v_line_ids is not null then
     insert into pgflow.singleton_waits (scope, key, run_id)
-    select v_scope, l.key, l.run_id
-    from unnest(v_line_ids, v_line_keys) with ordinality as l(run_id, key, n)
-    order by l.n;
+    select v_scope, s.key, s.run_id
+    from unnest(v_singleton_ids, v_singleton_keys) with ordinality as s(run_id, key, n)
+    where s.run_id = any(v_line_ids)
+    order by s.n;
     select array_agg(u.run_id order by u.n), array_agg(u.input order by u.n)
     into v_run_ids, v_inputs
     from unnest(v_run_ids, v_inputs) with ordinality as u(run_id, input, n)

@@ -66,8 +66,8 @@ $$;
 -- database (a transaction advisory try-lock): a concurrent caller prunes nothing and gets
 -- `busy = true`.
 -- Raises PF005 for a negative or missing p_older_than or a p_batch_size below 1.
--- Locks: advisory (namespace, 3), then the pruned runs (SKIP LOCKED), their tasks and step
--- states (the engine's lock order).
+-- Locks: advisory (namespace, 3), then the pruned runs (SKIP LOCKED), their tasks, step
+-- states and places in singleton lines (the engine's lock order; lines in line order).
 create or replace function pgflow.prune(p_older_than interval, p_batch_size integer default 10000)
 returns table (
   busy boolean,
@@ -118,6 +118,13 @@ begin
     get diagnostics tasks = row_count;
     delete from pgflow.step_states ss where ss.run_id = any(v_run_ids);
     get diagnostics step_states = row_count;
+    -- Runs cancelled in a singleton key's line leave it in line order, the order in which
+    -- begin_deferred_runs clears a line.
+    delete from pgflow.singleton_waits w
+    where w.ctid = any(array(select x.ctid from pgflow.singleton_waits x
+                             where x.run_id = any(v_run_ids)
+                             order by x.scope, x.key, x.wait_seq
+                             for update));
     delete from pgflow.runs r where r.run_id = any(v_run_ids);
     get diagnostics runs = row_count;
   end if;

@@ -154,9 +154,13 @@ $$;
 -- skipped steps keep their outputs and do not run again; dependents then proceed as usual. A
 -- late result of an attempt from before the retry never matches (attempt numbers keep
 -- growing). Runs that are not failed are left as they are.
+-- A run started with a singleton key (singleton_runs) goes on holding it, or takes it back when
+-- the run that took it meanwhile has ended and no run waits in its line; otherwise the retry
+-- raises PF018, naming the run that holds the key (or heads its line), and retries nothing.
 -- Returns a row per run found: its status after the call and whether this call retried it.
--- Locks: runs (run_id order), then the failed tasks (order), then step_states (order), then
--- as start_ready_steps.
+-- Locks: runs (run_id order), then the singleton keys' start_guards rows of the retried runs
+-- ((scope, key) order), then the failed tasks (order), then step_states (order), then as
+-- start_ready_steps.
 create or replace function pgflow.retry_runs(p_run_ids uuid[])
 returns table (run_id uuid, status text, retried boolean)
 language plpgsql
@@ -171,6 +175,8 @@ declare
   v_held_indexes integer[];
   v_parent_runs uuid[];
   v_parent_steps text[];
+  v_single record;
+  v_holder uuid;
 begin
   -- The runs' locks first, in a statement of their own (see cancel_runs).
   perform pgflow.lock_runs(p_run_ids);
@@ -188,6 +194,40 @@ begin
     returning r.run_id
   )
   select coalesce(array_agg(c.run_id), array[]::uuid[]) into v_retried from changed c;
+
+  -- Singleton keys: each retried run holds its key again, if nobody else does.
+  for v_single in
+    select s.run_id, s.scope, s.key from pgflow.singleton_runs s
+    where s.run_id = any(v_retried)
+    order by s.scope, s.key, s.run_id
+  loop
+    perform 1 from pgflow.start_guards g
+    where g.scope = v_single.scope and g.kind = 'singleton' and g.key = v_single.key
+    for update;
+    -- (A statement of its own: it sees what a start that held the row committed.)
+    select coalesce(
+             (select g.run_id from pgflow.start_guards g
+              join pgflow.runs r on r.run_id = g.run_id and r.status = 'started'
+              where g.scope = v_single.scope and g.kind = 'singleton' and g.key = v_single.key
+                and g.run_id <> v_single.run_id),
+             (select w.run_id from pgflow.singleton_waits w
+              join pgflow.runs r on r.run_id = w.run_id and r.status = 'started'
+              where w.scope = v_single.scope and w.key = v_single.key
+              order by w.wait_seq limit 1))
+    into v_holder;
+    if v_holder is not null then
+      raise exception 'run % held singleton key `%` of `%`, which run % holds (or waits for) '
+        'now; nothing was retried', v_single.run_id, v_single.key, v_single.scope, v_holder
+        using errcode = 'PF018',
+              detail = jsonb_build_object('key', v_single.key, 'scope', v_single.scope,
+                                          'run_id', v_holder)::text,
+              hint = 'retry it once that run and the runs in the key''s line have ended, or '
+                     'cancel them';
+    end if;
+    update pgflow.start_guards g set run_id = v_single.run_id, taken_at = now()
+    where g.scope = v_single.scope and g.kind = 'singleton' and g.key = v_single.key
+      and g.run_id <> v_single.run_id;
+  end loop;
 
   if cardinality(v_retried) > 0 then
     with failed as (
@@ -341,8 +381,8 @@ begin
       using errcode = 'PF010', detail = jsonb_build_object('run_id', p_run_id)::text;
   end if;
   if not exists (select 1 from pgflow.step_states ss where ss.run_id = p_run_id) then
-    raise exception 'run % ended before it began (a debounced start cancelled while it waited); '
-      'start the flow again instead of resuming it', p_run_id
+    raise exception 'run % ended before it began (cancelled while it waited for its debounce '
+      'window or its turn); start the flow again instead of resuming it', p_run_id
       using errcode = 'PF010', detail = jsonb_build_object('run_id', p_run_id)::text;
   end if;
   if not exists (select 1 from pgflow.steps s

@@ -137,7 +137,8 @@ begin
                     pgflow.signals, pgflow.held_tasks, pgflow.cap_slots, pgflow.paused_flows,
                     pgflow.parked_tasks, pgflow.queue_lanes, pgflow.queue_aging,
                     pgflow.start_guards, pgflow.deferred_runs, pgflow.singleton_waits,
-                    pgflow.rate_keys, pgflow.rate_tokens, pgflow.rate_waits
+                    pgflow.singleton_runs, pgflow.rate_keys, pgflow.rate_tokens,
+                    pgflow.rate_waits
       to pgflow_client;
     -- Operators are clients too, and read the workers, rollouts and alias history.
     if not pg_has_role('pgflow_operator', 'pgflow_client', 'member') then

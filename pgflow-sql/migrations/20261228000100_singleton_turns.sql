@@ -17,5 +17,13 @@ create table pgflow.singleton_waits (
   constraint singleton_waits_run_key unique (run_id)
 );
 
--- take_start_guards says which inputs join a line (the key they wait for).
+-- The runs started with a singleton key, and the key: a retry of one that lost its key
+-- meanwhile (retry_runs) takes the key back only when it is free.
+create table pgflow.singleton_runs (
+  run_id uuid primary key references pgflow.runs (run_id) on delete cascade,
+  scope text not null,
+  key text not null
+);
+
+-- take_start_guards says which inputs have a singleton key, and which join its line.
 drop function if exists pgflow.take_start_guards(text, text, jsonb, uuid[], jsonb[]);

@@ -645,3 +645,87 @@ async fn of_many_callers_in_turn_at_once_one_starts_and_the_rest_line_up(pool: P
         ]
     );
 }
+
+/// Fails for input 1; takes a second for input 2.
+#[pgflow::flow(slug = "turn_retry_v1", alias = "turn_retry", input = u32, max_attempts = 1)]
+pub mod turn_retry_v1 {
+    #[step(queue = "start_turn_retry")]
+    pub async fn work(input: u32) -> Result<u32, String> {
+        match input {
+            1 => Err("no".to_owned()),
+            2 => {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                Ok(input)
+            }
+            _ => Ok(input),
+        }
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_retried_singleton_run_waits_for_the_run_that_took_its_key(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&turn_retry_v1::deployment()).await.unwrap();
+    let in_turn = || StartOptions::new().singleton_in_turn("ledger");
+    let first = client
+        .start(Start::flow::<turn_retry_v1::Flow>(), &1, in_turn())
+        .await
+        .unwrap();
+    let second = client
+        .start(Start::flow::<turn_retry_v1::Flow>(), &2, in_turn())
+        .await
+        .unwrap();
+    assert_eq!(second.start_outcome(), Some(StartOutcome::InLine));
+    let worker = pgflow::Worker::start_with(
+        turn_retry_v1::deployment(),
+        crate::support::worker_config(turn_retry_v1::Queue::StartTurnRetry, &pool),
+    )
+    .await
+    .unwrap();
+    // The first fails; the second takes the key and runs for a second.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let begun: i64 =
+            sqlx::query_scalar("select count(*) from pgflow.step_tasks where run_id = $1")
+                .bind(second.run_id())
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        if begun > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second never began"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        first.run(&client).await.unwrap().status,
+        pgflow::RunStatus::Failed
+    );
+    // While it goes, retrying the first would make two runs of the key go: refused.
+    match client.retry(first.run_id()).await {
+        Err(EngineError::SingletonBusy { key, run_id, .. }) => {
+            assert_eq!(key, "ledger");
+            assert_eq!(run_id, second.run_id());
+        }
+        other => panic!("expected SingletonBusy, got {other:?}"),
+    }
+    assert_eq!(
+        first.run(&client).await.unwrap().status,
+        pgflow::RunStatus::Failed,
+        "nothing was retried"
+    );
+    second.wait(&client, Duration::from_secs(30)).await.unwrap();
+    // Once it has ended, the retry takes the key back.
+    client.retry(first.run_id()).await.unwrap();
+    let holder: uuid::Uuid =
+        sqlx::query_scalar("select run_id from pgflow.start_guards where key = 'ledger'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(holder, first.run_id());
+    worker.shutdown();
+}
