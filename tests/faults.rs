@@ -13,7 +13,8 @@
 //! signal may be lost, no sleep may end early or be lost, every parent must get its children's
 //! outputs in order with one child per element, no cap may ever be exceeded (a killed handler
 //! counts as running until its task's next attempt starts), no rate limit may ever be exceeded
-//! (every attempt's start counts), no two runs of a singleton key may overlap or begin out of
+//! (every attempt's start counts), no more tasks of a capped queue may run at once than its cap
+//! of 3 (set with `pgflow queue cap`; its 6 workers in the 3 processes offer 12 slots), no two runs of a singleton key may overlap or begin out of
 //! start order, the burst must make one run with its last input, and nothing may be left queued, started, waiting, held,
 //! parked, waiting for a rate token or in the queue.
 //!
@@ -60,22 +61,34 @@ const RESTART_AFTER: Duration = Duration::from_secs(4);
 /// When, after the chaos begins, the chain flow is paused, and when it is resumed.
 const PAUSE_AFTER: Duration = Duration::from_secs(2);
 const RESUME_AFTER: Duration = Duration::from_secs(7);
+/// Runs of the flow on the capped queue, its cap, and its workers in each process (of two
+/// slots each: 6 workers and 12 slots in all).
+const QUEUE_CAPPED_RUNS: u32 = 40;
+const QUEUE_CAP: u32 = 3;
+const CAPPED_QUEUE_WORKERS_PER_PROCESS: usize = 2;
 /// How long the runs may take in all.
 const DEADLINE: Duration = Duration::from_secs(100);
 
-/// Records this attempt's execution, then works for a while, so kills land mid-task.
+/// Records this attempt's execution (its start, and its end unless it is killed), working for
+/// a while in between, so kills land mid-task.
 async fn record(ctx: &Context) -> Result<(), String> {
-    sqlx::query(
-        "insert into fault_log (run_id, step_slug, task_index, attempt) values ($1, $2, $3, $4)",
+    let execution: i64 = sqlx::query_scalar(
+        "insert into fault_log (run_id, step_slug, task_index, attempt) values ($1, $2, $3, $4)
+         returning id",
     )
     .bind(ctx.run_id())
     .bind(ctx.step_slug().as_str())
     .bind(ctx.task_index())
     .bind(ctx.attempt())
-    .execute(ctx.pool())
+    .fetch_one(ctx.pool())
     .await
     .map_err(|e| e.to_string())?;
     tokio::time::sleep(Duration::from_millis(100)).await;
+    sqlx::query("update fault_log set ended_at = clock_timestamp() where id = $1")
+        .bind(execution)
+        .execute(ctx.pool())
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -244,6 +257,26 @@ pub mod fault_debounced {
     }
 }
 
+/// a → b on a queue of their own, capped at QUEUE_CAP tasks at once.
+#[pgflow::flow(slug = "fault_queue_capped", input = u32, timeout = 2, base_delay = 0, max_attempts = 30)]
+pub mod fault_queue_capped {
+    use super::*;
+
+    #[step(queue = "faults_capped")]
+    /// Adds one.
+    pub async fn a(input: u32, ctx: Context) -> Result<u32, String> {
+        record(&ctx).await?;
+        Ok(input + 1)
+    }
+
+    #[step(depends_on = [a], queue = "faults_capped")]
+    /// Doubles.
+    pub async fn b(a: u32, ctx: Context) -> Result<u32, String> {
+        record(&ctx).await?;
+        Ok(a * 2)
+    }
+}
+
 /// What `first` of a sleeping run chose: its number and when `until` wakes.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Wake {
@@ -366,6 +399,18 @@ async fn worker(url: &str) -> ExitCode {
             Err(_) => return ExitCode::FAILURE,
         }
     }
+    for _ in 0..CAPPED_QUEUE_WORKERS_PER_PROCESS {
+        let config = WorkerConfig::new(fault_queue_capped::Queue::FaultsCapped)
+            .connection(&client)
+            .max_concurrent(2)
+            .poll_interval(Duration::from_millis(200))
+            .heartbeat_interval(Duration::from_millis(200))
+            .function_name("faults_capped");
+        match Worker::start_with(fault_queue_capped::deployment(), config).await {
+            Ok(handle) => handles.push(handle),
+            Err(_) => return ExitCode::FAILURE,
+        }
+    }
     // Runs until the test kills it; a fatal error of a worker ends the process early (the
     // test starts another).
     for handle in handles {
@@ -404,7 +449,10 @@ async fn scenario() -> Result<String, String> {
         .map_err(|e| e.to_string())?;
     pgflow::install(&admin).await.map_err(|e| e.to_string())?;
     sqlx::raw_sql(
-        "create table fault_log (run_id uuid, step_slug text, task_index int, attempt int);
+        "create table fault_log (id bigint generated always as identity, run_id uuid,
+                                 step_slug text, task_index int, attempt int,
+                                 started_at timestamptz default clock_timestamp(),
+                                 ended_at timestamptz);
          create table cap_log (id bigint generated always as identity, run_id uuid,
                                step_slug text, task_index int, cap_key text,
                                started_at timestamptz, ended_at timestamptz);
@@ -507,6 +555,22 @@ async fn scenario() -> Result<String, String> {
         .start_many(Start::flow::<fault_rated::Flow>(), &rated_inputs, &[])
         .await
         .map_err(|e| e.to_string())?;
+    client
+        .deploy(&fault_queue_capped::deployment())
+        .await
+        .map_err(|e| e.to_string())?;
+    pgflow::engine::set_queue_concurrency(&admin, "faults_capped", Some(QUEUE_CAP))
+        .await
+        .map_err(|e| e.to_string())?;
+    let queue_capped_inputs: Vec<u32> = (0..QUEUE_CAPPED_RUNS).collect();
+    client
+        .start_many(
+            Start::flow::<fault_queue_capped::Flow>(),
+            &queue_capped_inputs,
+            &[],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
     // In turn: the first of each tenant begins, the others wait in its line, in input order.
     let turn_inputs: Vec<Job> = (0..TURN_RUNS)
         .map(|n| Job {
@@ -563,6 +627,7 @@ async fn scenario() -> Result<String, String> {
             + RATED_RUNS
             + TURN_RUNS
             + LATE_TURN_RUNS
+            + QUEUE_CAPPED_RUNS
             + 1, // the debounced one
     );
 
@@ -879,8 +944,57 @@ async fn check(pool: &PgPool) -> Result<(), String> {
              where n > case step_slug when 'per_tenant' then 2 when 'turn' then 1 else 3 end",
         ),
         (
+            // Each execution from its start to its end; one whose end was not recorded (its
+            // worker was killed, or its database restarted) until its attempt was recorded
+            // as over (requeued as stalled, or failed), which is no later than its claim's
+            // slot came free. QUEUE_CAP is 3.
+            "moments when more tasks of the capped queue ran at once than its cap of 3",
+            "with spans as (
+               select l.started_at,
+                      coalesce(l.ended_at,
+                               (select a.ended_at from pgflow.task_attempts a
+                                where a.run_id = l.run_id and a.step_slug = l.step_slug
+                                  and a.task_index = l.task_index and a.attempt = l.attempt),
+                               'infinity') as ended_at
+               from fault_log l
+               join pgflow.runs r on r.run_id = l.run_id and r.flow_slug = 'fault_queue_capped'
+             ),
+             moments as (
+               select started_at as at, 1 as delta from spans
+               union all
+               select ended_at, -1 from spans
+             )
+             select count(*) from (
+               select sum(delta) over (order by at, delta rows unbounded preceding) as n
+               from moments) running
+             where n > 3",
+        ),
+        (
+            "runs of the capped queue with a wrong output",
+            "select count(*) from pgflow.runs
+             where flow_slug = 'fault_queue_capped'
+               and output -> 'b' is distinct from to_jsonb((input::int + 1) * 2)",
+        ),
+        (
+            "capped queue never at its cap (the test would prove nothing)",
+            "with spans as (
+               select l.started_at, l.ended_at from fault_log l
+               join pgflow.runs r on r.run_id = l.run_id and r.flow_slug = 'fault_queue_capped'
+               where l.ended_at is not null
+             ),
+             moments as (
+               select started_at as at, 1 as delta from spans
+               union all
+               select ended_at, -1 from spans
+             )
+             select case when max(n) >= 3 then 0 else 1 end::bigint from (
+               select sum(delta) over (order by at, delta rows unbounded preceding) as n
+               from moments) running",
+        ),
+        (
             "messages left in the queue",
-            "select count(*) from pgmq.q_faults",
+            "select (select count(*) from pgmq.q_faults)
+                    + (select count(*) from pgmq.q_faults_capped)",
         ),
         (
             "attempts whose handler ran twice",

@@ -424,6 +424,35 @@ pub(crate) enum QueueCommand {
         #[arg(value_name = "DURATION|default", value_parser = parse_aging)]
         limit: Aging,
     },
+    /// At most this many of the queue's tasks run at once, across every worker and process
+    /// (whatever their flow and step), or `none` to lift the cap.
+    Cap {
+        /// The queue.
+        queue: String,
+        /// The cap, 1 to 10000, or `none`.
+        #[arg(value_name = "N|none", value_parser = parse_queue_cap)]
+        concurrency: QueueCap,
+    },
+}
+
+/// A queue's cap as `pgflow queue cap` takes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum QueueCap {
+    /// No cap.
+    None,
+    /// At most this many at once.
+    AtMost(u32),
+}
+
+/// `none`, or a whole number from 1 to 10000.
+fn parse_queue_cap(text: &str) -> Result<QueueCap, String> {
+    match text.trim() {
+        "none" => Ok(QueueCap::None),
+        n => match n.parse::<u32>() {
+            Ok(n) if (1..=10_000).contains(&n) => Ok(QueueCap::AtMost(n)),
+            _ => Err(format!("`{text}` is no cap: give 1 to 10000, or `none`")),
+        },
+    }
 }
 
 /// An aging limit as `pgflow queue aging` takes it.

@@ -113,6 +113,14 @@ async fn every_page_answers_and_a_failed_step_shows_its_error(pool: PgPool) {
     pgflow::engine::resume_queue(&pool, "browsed")
         .await
         .unwrap();
+    pgflow::engine::set_queue_concurrency(&pool, "browsed", Some(4))
+        .await
+        .unwrap();
+    let (_, overview, _) = get(&app, "/").await;
+    assert!(
+        overview.contains(r#"<span class="cap" data-cap="4">(cap 4)</span>"#),
+        "a capped queue shows its cap: {overview}"
+    );
     assert!(
         overview.contains("dashboard_tests"),
         "the worker's function is missing"

@@ -217,7 +217,10 @@ $$;
 -- claim, the PF003 refusal (which archives nothing) and the rows returned. It serves the
 -- queue itself, that is the default priority: a caller that reads a queue's priority lanes
 -- must claim with read_and_start_tasks, and a lane's name is refused (PF005).
--- Locks: the messages (archiving them), then as claim_tasks.
+-- On a capped queue (queue_caps) it claims only as many of the messages as it finds free slots,
+-- in message order; the others are not archived, and are visible again after their timeout.
+-- Locks: with a cap, the free slots it takes (SKIP LOCKED); the messages (archiving them), then
+-- as claim_tasks.
 create or replace function pgflow.start_tasks(
   p_queue_name text,
   p_message_ids bigint[],
@@ -230,6 +233,9 @@ language plpgsql
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
 as $$
+declare
+  v_concurrency integer;
+  v_slots integer[];
 begin
   if p_queue_name ~ '__p[1245]$' then
     raise exception 'start_tasks: `%` is a priority lane; claim a queue''s lanes with '
@@ -240,12 +246,23 @@ begin
   if exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name) then
     return;
   end if;
+  select c.concurrency into v_concurrency from pgflow.queue_caps c
+  where c.queue_name = p_queue_name;
+  if v_concurrency is not null then
+    v_slots := pgflow.take_free_queue_slots(p_queue_name, v_concurrency,
+                                            coalesce(cardinality(p_message_ids), 0));
+    p_message_ids := array(select m from unnest(p_message_ids) m order by m
+                           limit cardinality(v_slots));
+  end if;
   if coalesce(cardinality(p_message_ids), 0) > 0 then
     perform pgmq.archive(p_queue_name, p_message_ids);
   end if;
   return query
   select * from pgflow.claim_tasks(p_queue_name, p_message_ids, p_worker_id, p_flow_slugs,
                                    p_step_slugs);
+  if v_concurrency is not null then
+    perform pgflow.give_queue_slots(p_queue_name, p_worker_id, v_slots);
+  end if;
 end;
 $$;
 
@@ -267,9 +284,12 @@ $$;
 -- (pgmq.q_<lane>) by their visibility index, without locks (a message's `vt` is when it
 -- became visible: a claim pops it, so nothing moves it later), and taken with PGMQ's delete,
 -- which skips those another claim took meanwhile.
--- Locks: up to p_quantity visible messages (PGMQ's pop: for update skip locked, then
--- deleted; with lanes, the aged ones by PGMQ's delete, which waits for a claim that locked
--- one), then as claim_tasks.
+-- On a capped queue (queue_caps: at most so many of its tasks running at once) it takes no more
+-- messages than it finds free slots (take_free_queue_slots), and gives them to the tasks it
+-- starts (give_queue_slots); with none free it takes nothing.
+-- Locks: with a cap, the free slots it takes (SKIP LOCKED); up to p_quantity visible messages
+-- (PGMQ's pop: for update skip locked, then deleted; with lanes, the aged ones by PGMQ's
+-- delete, which waits for a claim that locked one), then as claim_tasks.
 create or replace function pgflow.read_and_start_tasks(
   p_queue_name text,
   p_worker_id uuid,
@@ -296,13 +316,23 @@ declare
   v_wanted integer;
   v_ids bigint[];
   v_vts timestamptz[];
+  v_concurrency integer;
+  v_slots integer[];
 begin
-  -- A paused queue claims nothing, and takes no message off the queue. (One look for both.)
+  -- A paused queue claims nothing, and takes no message off the queue. (One look for all.)
   select exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name),
-         exists (select 1 from pgflow.queue_lanes l where l.queue_name = p_queue_name)
-  into v_paused, v_laned;
+         exists (select 1 from pgflow.queue_lanes l where l.queue_name = p_queue_name),
+         (select c.concurrency from pgflow.queue_caps c where c.queue_name = p_queue_name)
+  into v_paused, v_laned, v_concurrency;
   if v_paused then
     return;
+  end if;
+  if v_concurrency is not null then
+    v_slots := pgflow.take_free_queue_slots(p_queue_name, v_concurrency, p_quantity);
+    p_quantity := cardinality(v_slots);
+    if p_quantity = 0 then
+      return;
+    end if;
   end if;
   if not v_laned then
     return query
@@ -313,6 +343,9 @@ begin
       p_worker_id,
       p_flow_slugs,
       p_step_slugs);
+    if v_concurrency is not null then
+      perform pgflow.give_queue_slots(p_queue_name, p_worker_id, v_slots);
+    end if;
     return;
   end if;
 
@@ -374,6 +407,9 @@ begin
     select * from pgflow.claim_tasks(p_queue_name, v_ids, p_worker_id, p_flow_slugs,
                                      p_step_slugs, v_lane);
   end loop;
+  if v_concurrency is not null then
+    perform pgflow.give_queue_slots(p_queue_name, p_worker_id, v_slots);
+  end if;
 end;
 $$;
 

@@ -160,7 +160,9 @@ $$;
 -- are claimed in the same transaction, one per slot, the n-th by the n-th slot's worker:
 -- created 'started' in their first attempt, without a PGMQ message, so no send, no claim and
 -- no commit of their own. The rest are queued as complete_tasks queues them. A chain's next
--- step runs on a worker of the process that ran the step before it.
+-- step runs on a worker of the process that ran the step before it. On a paused queue, or a
+-- capped one (queue_caps), nothing is claimed; a completion on a capped queue wakes its idle
+-- workers, one of which claims what the freed slots allow.
 -- Returns one row per claimed task (its worker, and the task as claims return it, see
 -- started_task_rows), each with `completed`, the number of tasks completed by this call; when
 -- none was claimed, one row with only `completed` set.
@@ -187,6 +189,8 @@ set enable_seqscan = off
 as $$
 declare
   v_stored record;
+  v_paused boolean;
+  v_capped boolean;
 begin
   perform pgflow.check_supported_pairs('complete_and_claim_tasks', p_flow_slugs,
                                       p_supported_step_slugs);
@@ -200,12 +204,19 @@ begin
     from unnest(p_flow_slugs, p_supported_step_slugs) with ordinality as p(flow_slug, step_slug, n)
     where not exists (select 1 from pgflow.paused_flows f where f.flow_slug = p.flow_slug);
   end if;
+  -- Nor on a capped queue: there every start takes a slot at a claim. Its freed slots wake
+  -- the queue's idle workers instead (the notification is sent once, at commit).
+  select exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name),
+         exists (select 1 from pgflow.queue_caps c where c.queue_name = p_queue_name)
+  into v_paused, v_capped;
   v_stored := pgflow.store_completions(
     p_run_ids, p_step_slugs, p_task_indexes, p_attempts, p_outputs,
-    case when not exists (select 1 from pgflow.paused_queues q
-                          where q.queue_name = p_queue_name)
+    case when not (v_paused or v_capped)
          then (p_queue_name, p_flow_slugs, p_supported_step_slugs, p_slots)::pgflow.task_claimer
     end);
+  if v_capped and v_stored.completed > 0 then
+    perform pg_notify('pgflow.' || p_queue_name, '');
+  end if;
 
   if v_stored.claimed is null then
     return query select coalesce(v_stored.completed, 0), null::uuid, null::pgflow.claimed_task;

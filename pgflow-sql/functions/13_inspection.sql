@@ -4,13 +4,14 @@
 -- queue_overview: every PGMQ queue of the database with its depth, the age of its oldest
 -- message, the messages ever sent to it (PGMQ's counter: read it twice for a rate), the tasks
 -- in flight on it (claimed, not finished), the live workers serving it (worker_is_live;
--- draining ones count) and whether it is paused (pause_queue). A queue's priority lanes
--- (queue_lanes) are counted in it, not listed.
+-- draining ones count), whether it is paused (pause_queue) and its cap of tasks running at once
+-- (set_queue_concurrency; null: none). A queue's priority lanes (queue_lanes) are counted in
+-- it, not listed.
 -- Locks: none (reads only; PGMQ's metrics read the queue tables without locks).
 create or replace function pgflow.queue_overview()
 returns table (queue_name text, depth bigint, oldest_message_age_seconds integer,
                total_messages bigint, in_flight_tasks bigint, live_workers bigint,
-               paused boolean)
+               paused boolean, concurrency integer)
 language sql
 stable
 as $$
@@ -20,7 +21,8 @@ as $$
          (select count(*) from pgflow.workers w
           where w.queue_name = q.queue_name
             and pgflow.worker_is_live(w.stopped_at, w.last_heartbeat_at)),
-         exists (select 1 from pgflow.paused_queues p where p.queue_name = q.queue_name)
+         exists (select 1 from pgflow.paused_queues p where p.queue_name = q.queue_name),
+         (select c.concurrency from pgflow.queue_caps c where c.queue_name = q.queue_name)
   from (select coalesce(l.queue_name, m.queue_name) as queue_name,
                sum(m.queue_length)::bigint as depth,
                max(m.oldest_msg_age_sec)::integer as oldest_age,

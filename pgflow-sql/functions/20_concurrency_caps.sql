@@ -17,14 +17,34 @@ as $$
   select coalesce(pgflow.signal_key_of(p_path, p_run_id, p_input), '')
 $$;
 
--- A capped task's slot is free when its holder has ended (or is gone) and its handler cannot be
--- running any more: the rule the releases that do not end the holder themselves decide by.
--- A holder ended by its own worker's report (completed, or failed with its attempt recorded)
--- is done. One ended from outside while its handler ran (its run cancelled or failed by
--- another step, its step skipped) keeps the slot until its worker has beaten since the end
--- (a beat tells the worker, which stops the handler within half a second) or its timeout has
+-- handler_may_outlive_end: whether task t (a row of step_tasks) that was ended from outside
+-- while its handler ran (its run cancelled or failed by another step, its step skipped) may
+-- still be running that handler: until its worker has beaten since the end (a beat tells the
+-- worker, which stops the handler within half a second) or its timeout (p_timeout seconds) has
 -- passed since it started (a worker stops a handler at its timeout; a dead one runs nothing).
--- (A SQL function Postgres inlines into the statements that call it.)
+-- An end the worker reported itself (completed, or failed with its attempt recorded) is over.
+-- The rule behind the slots of concurrency caps and queue caps. (A SQL function Postgres
+-- inlines into the statements that call it.)
+create or replace function pgflow.handler_may_outlive_end(t pgflow.step_tasks, p_timeout integer)
+returns boolean
+language sql
+stable
+as $$
+  select t.status in ('cancelled', 'skipped', 'failed') and t.started_at is not null
+    and t.started_at > now() - make_interval(secs => p_timeout + 2)
+    and not exists (select 1 from pgflow.task_attempts a
+                    where a.run_id = t.run_id and a.step_slug = t.step_slug
+                      and a.task_index = t.task_index and a.attempt = t.attempts_count)
+    and not exists (select 1 from pgflow.workers w
+                    where w.worker_id = t.last_worker_id
+                      and w.last_heartbeat_at
+                          > coalesce(t.cancelled_at, t.skipped_at, t.failed_at)
+                            + interval '1 second')
+$$;
+
+-- A capped task's slot is free when its holder has ended (or is gone) and its handler cannot be
+-- running any more (handler_may_outlive_end): the rule the releases that do not end the holder
+-- themselves decide by. (Inlined, as the function it calls.)
 create or replace function pgflow.slot_is_free(p_run_id uuid, p_step_slug text,
                                                p_task_index integer)
 returns boolean
@@ -37,18 +57,7 @@ as $$
       from pgflow.step_tasks t
       join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
       where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
-        and (t.status in ('queued', 'started')
-             or (t.status in ('cancelled', 'skipped', 'failed') and t.started_at is not null
-                 and t.started_at > now() - make_interval(secs => o.timeout + 2)
-                 and not exists (select 1 from pgflow.task_attempts a
-                                 where a.run_id = t.run_id and a.step_slug = t.step_slug
-                                   and a.task_index = t.task_index
-                                   and a.attempt = t.attempts_count)
-                 and not exists (select 1 from pgflow.workers w
-                                 where w.worker_id = t.last_worker_id
-                                   and w.last_heartbeat_at
-                                       > coalesce(t.cancelled_at, t.skipped_at, t.failed_at)
-                                         + interval '1 second'))))
+        and (t.status in ('queued', 'started') or pgflow.handler_may_outlive_end(t, o.timeout)))
 $$;
 
 -- hand_over_slots: gives free slots (parallel arrays: flow, step, key, slot), which the caller

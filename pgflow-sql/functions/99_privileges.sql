@@ -98,7 +98,8 @@ begin
                                 'delete_flow', 'pause_schedule', 'delete_schedule',
                                 'trigger_schedule', 'schedule_list', 'worker_is_live',
                                 'pause_queue', 'resume_queue', 'pause_flow',
-                                'resume_flow', 'set_priority_aging') then
+                                'resume_flow', 'set_priority_aging',
+                                'set_queue_concurrency') then
                array['pgflow_operator']
            end as roles
     from pg_proc p
@@ -138,7 +139,7 @@ begin
                     pgflow.parked_tasks, pgflow.queue_lanes, pgflow.queue_aging,
                     pgflow.start_guards, pgflow.deferred_runs, pgflow.singleton_waits,
                     pgflow.singleton_runs, pgflow.rate_keys, pgflow.rate_tokens,
-                    pgflow.rate_waits
+                    pgflow.rate_waits, pgflow.queue_caps, pgflow.queue_slots
       to pgflow_client;
     -- Operators are clients too, and read the workers, rollouts and alias history.
     if not pg_has_role('pgflow_operator', 'pgflow_client', 'member') then

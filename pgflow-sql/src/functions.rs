@@ -50,6 +50,7 @@ pub static FUNCTION_FILES: &[FunctionFile] = function_files![
     "19_subflows.sql",
     "20_concurrency_caps.sql",
     "21_rate_limits.sql",
+    "22_queue_caps.sql",
     "99_privileges.sql",
 ];
 

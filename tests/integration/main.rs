@@ -37,6 +37,7 @@ mod outputs;
 mod pooler;
 mod priorities;
 mod process;
+mod queue_caps;
 mod rate_limits;
 mod retention;
 mod retry;

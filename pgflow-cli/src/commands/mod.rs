@@ -181,6 +181,9 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Queue(QueueCommand::Aging { queue, limit }) => {
             workers::set_priority_aging(&pool, &out, &queue, limit).await
         }
+        Command::Queue(QueueCommand::Cap { queue, concurrency }) => {
+            workers::set_queue_cap(&pool, &out, &queue, concurrency).await
+        }
         Command::Flow(FlowCommand::Pause { name, reason }) => {
             workers::pause_flow(&pool, &out, &name, reason.as_deref()).await
         }

@@ -41,6 +41,7 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
                 "queue_name": q.queue_name, "depth": q.depth,
                 "oldest_message_age_seconds": q.oldest_message_age_seconds,
                 "in_flight_tasks": q.in_flight_tasks, "paused": q.paused,
+                "concurrency": q.concurrency,
                 "workers": on_queue(&workers, &q.queue_name).map(|w| json!({
                     "worker_id": w.worker_id,
                     "function_name": w.function_name, "flow_slugs": w.flow_slugs,
@@ -112,7 +113,10 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
                             q.oldest_message_age_seconds
                                 .map_or_else(|| "-".to_owned(), |a| human::compact(f64::from(a))),
                         ),
-                        Cell::new(q.in_flight_tasks),
+                        Cell::new(match q.concurrency {
+                            Some(cap) => format!("{} (cap {cap})", q.in_flight_tasks),
+                            None => q.in_flight_tasks.to_string(),
+                        }),
                         workers_cell,
                         Cell::new(if serving.is_empty() {
                             "-".to_owned()

@@ -130,6 +130,33 @@ pub(super) async fn set_priority_aging(
     Ok(())
 }
 
+/// Caps a queue's running tasks, or lifts its cap.
+pub(super) async fn set_queue_cap(
+    pool: &pgflow::Db,
+    out: &Output,
+    queue: &str,
+    cap: crate::args::QueueCap,
+) -> Result<(), Failure> {
+    let concurrency = match cap {
+        crate::args::QueueCap::None => None,
+        crate::args::QueueCap::AtMost(n) => Some(n),
+    };
+    let before = pgflow::engine::set_queue_concurrency(pool, queue, concurrency).await?;
+    let shown =
+        |cap: Option<u32>| cap.map_or_else(|| "no cap".to_owned(), |n| format!("{n} at once"));
+    out.print(
+        json!({ "queue_name": queue, "concurrency": concurrency, "before": before }),
+        || {
+            format!(
+                "`{queue}`: {} (was {}) across every worker",
+                shown(concurrency),
+                shown(before)
+            )
+        },
+    );
+    Ok(())
+}
+
 /// Resumes a paused queue.
 pub(super) async fn resume_queue(
     pool: &pgflow::Db,

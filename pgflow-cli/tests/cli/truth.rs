@@ -281,6 +281,48 @@ async fn a_queue_is_paused_and_resumed_and_status_says_so(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = false)]
+async fn a_queue_is_capped_and_status_shows_its_cap(pool: PgPool) {
+    deployed(&pool).await;
+    let output = pgflow(&pool, &["queue", "cap", "classify_threads", "3"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output).trim(),
+        "`classify_threads`: 3 at once (was no cap) across every worker"
+    );
+    let status: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["status", "--json"]))).unwrap();
+    let queue = status["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue_name"] == "classify_threads")
+        .unwrap()
+        .clone();
+    assert_eq!(queue["concurrency"], 3, "{queue}");
+    let text = stdout(&pgflow(&pool, &["status"]));
+    assert_eq!(row_of(&text, "classify_threads")[3], "0", "{text}");
+    assert_eq!(row_of(&text, "classify_threads")[4], "(cap", "{text}");
+
+    let output = pgflow(
+        &pool,
+        &["queue", "cap", "classify_threads", "none", "--json"],
+    );
+    let lifted: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(lifted["before"], 3);
+    assert_eq!(lifted["concurrency"], Value::Null);
+    let output = pgflow(&pool, &["queue", "cap", "classify_threads", "0"]);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "a usage error: {}",
+        stderr(&output)
+    );
+    let output = pgflow(&pool, &["queue", "cap", "nowhere", "2"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("no flow routes to a queue `nowhere`"));
+}
+
+#[sqlx::test(migrations = false)]
 async fn a_flow_is_paused_by_its_alias_and_resumed_and_status_says_so(pool: PgPool) {
     deployed(&pool).await;
     let output = pgflow(

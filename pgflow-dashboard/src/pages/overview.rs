@@ -68,7 +68,12 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
                                     Some(age) => { (age) " s" }
                                     None => { "–" }
                                 } }
-                                td.num { (q.in_flight_tasks) }
+                                td.num {
+                                    (q.in_flight_tasks)
+                                    @if let Some(cap) = q.concurrency {
+                                        " " span.cap data-cap=(cap) { "(cap " (cap) ")" }
+                                    }
+                                }
                                 td.num { @match app.throughput.per_second(&q.queue_name) {
                                     Some(rate) => { (format!("{rate:.1}")) }
                                     None => { "–" }

@@ -52,6 +52,9 @@ pub struct QueueOverview {
     pub live_workers: i64,
     /// Whether it is paused: no worker claims from it until it is resumed.
     pub paused: bool,
+    /// Its cap of tasks running at once across every worker, if it has one
+    /// ([`set_queue_concurrency`](crate::engine::set_queue_concurrency)).
+    pub concurrency: Option<i32>,
 }
 
 /// Every PGMQ queue of the database, by name, with its depth, its message counter, the tasks in

@@ -4,7 +4,8 @@
 //! a concurrency cap holds its tasks until a slot of their key is free; the calls that end
 //! tasks give their slots out, and [`release_capped_tasks`], which every process with a running
 //! worker calls each second, gives out the rest. A run's priority orders the claims of its
-//! tasks (see [`crate::Priority`]); [`set_priority_aging`] bounds how long a low one waits.
+//! tasks (see [`crate::Priority`]); [`set_priority_aging`] bounds how long a low one waits. A
+//! capped queue ([`set_queue_concurrency`]) runs at most so many tasks at once.
 
 use sqlx::PgExecutor;
 
@@ -63,6 +64,33 @@ pub async fn resume_flow(executor: impl PgExecutor<'_>, name: &str) -> Result<bo
         .fetch_one(executor)
         .await?;
     Ok(resumed)
+}
+
+/// Caps `queue` at `concurrency` tasks running at once across every worker and process,
+/// whatever their flow and step (`pgflow.set_queue_concurrency`; 1 to 10,000), or lifts its cap
+/// (`None`). A claim on a capped queue takes no more messages than it finds free slots; the
+/// tasks running when a cap is first set count against it. Returns the cap before.
+/// [`EngineError::UnknownQueue`] for a queue no flow routes to.
+pub async fn set_queue_concurrency(
+    executor: impl PgExecutor<'_>,
+    queue: &str,
+    concurrency: Option<u32>,
+) -> Result<Option<u32>, EngineError> {
+    let concurrency = concurrency
+        .map(|n| {
+            i32::try_from(n).map_err(|_| {
+                EngineError::InvalidArguments(format!(
+                    "a queue's cap is 1 to 10000 tasks at once, got {n}"
+                ))
+            })
+        })
+        .transpose()?;
+    let before: Option<i32> = sqlx::query_scalar("select pgflow.set_queue_concurrency($1, $2)")
+        .bind(queue)
+        .bind(concurrency)
+        .fetch_one(executor)
+        .await?;
+    Ok(before.and_then(|n| u32::try_from(n).ok()))
 }
 
 /// Sets how long a task may wait, ready, on `queue`'s priority lanes before it counts as aged

@@ -49,7 +49,7 @@ pub use definitions::{CompileStatus, compile_flow};
 pub use events::{subscribe_events, unsubscribe_events};
 pub use flow_control::{
     begin_deferred_runs, pause_flow, pause_queue, release_capped_tasks, resume_flow, resume_queue,
-    set_priority_aging,
+    set_priority_aging, set_queue_concurrency,
 };
 pub use maintenance::{refresh_statistics, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};
