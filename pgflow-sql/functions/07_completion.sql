@@ -22,9 +22,16 @@ language plpgsql
 set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
 as $$
+declare
+  v_completed integer;
 begin
-  return (pgflow.store_completions(p_run_ids, p_step_slugs, p_task_indexes, p_attempts,
-                                   p_outputs)).completed;
+  v_completed := (pgflow.store_completions(p_run_ids, p_step_slugs, p_task_indexes, p_attempts,
+                                           p_outputs)).completed;
+  -- Their slots of capped queues are free: a worker may claim with them.
+  if v_completed > 0 and exists (select 1 from pgflow.queue_caps) then
+    perform pgflow.wake_capped_queues(p_run_ids, p_step_slugs);
+  end if;
+  return v_completed;
 end;
 $$;
 
@@ -469,6 +476,10 @@ begin
     if exists (select 1 from pgflow.cap_slots) then
       perform pgflow.release_after_ends(v_runs, v_steps, v_indexes);
     end if;
+  end if;
+  -- The attempts' slots of capped queues are free: a worker may claim with them.
+  if v_runs is not null and exists (select 1 from pgflow.queue_caps) then
+    perform pgflow.wake_capped_queues(v_runs, v_steps);
   end if;
 
   return query

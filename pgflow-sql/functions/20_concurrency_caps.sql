@@ -18,19 +18,20 @@ as $$
 $$;
 
 -- handler_may_outlive_end: whether task t (a row of step_tasks) that was ended from outside
--- while its handler ran (its run cancelled or failed by another step, its step skipped) may
--- still be running that handler: until its worker has beaten since the end (a beat tells the
--- worker, which stops the handler within half a second) or its timeout (p_timeout seconds) has
--- passed since it started (a worker stops a handler at its timeout; a dead one runs nothing).
--- An end the worker reported itself (completed, or failed with its attempt recorded) is over.
--- The rule behind the slots of concurrency caps and queue caps. (A SQL function Postgres
--- inlines into the statements that call it.)
+-- while its handler ran (its run cancelled or failed by another step, its step skipped; or
+-- queued again by a retry of its failed run since) may still be running that handler: until
+-- its worker has beaten since the end (a beat tells the worker, which stops the handler within
+-- half a second; a retried task has no end time left, and waits for its timeout) or its
+-- timeout (p_timeout seconds) has passed since it started (a worker stops a handler at its
+-- timeout; a dead one runs nothing). An end the worker reported itself (completed, or an
+-- attempt recorded: failed, snoozed, or requeued by the stalled-task sweep) is over.
+-- The rule behind the slots of concurrency caps and queue caps.
 create or replace function pgflow.handler_may_outlive_end(t pgflow.step_tasks, p_timeout integer)
 returns boolean
 language sql
 stable
 as $$
-  select t.status in ('cancelled', 'skipped', 'failed') and t.started_at is not null
+  select t.status in ('cancelled', 'skipped', 'failed', 'queued') and t.started_at is not null
     and t.started_at > now() - make_interval(secs => p_timeout + 2)
     and not exists (select 1 from pgflow.task_attempts a
                     where a.run_id = t.run_id and a.step_slug = t.step_slug
@@ -44,7 +45,7 @@ $$;
 
 -- A capped task's slot is free when its holder has ended (or is gone) and its handler cannot be
 -- running any more (handler_may_outlive_end): the rule the releases that do not end the holder
--- themselves decide by. (Inlined, as the function it calls.)
+-- themselves decide by.
 create or replace function pgflow.slot_is_free(p_run_id uuid, p_step_slug text,
                                                p_task_index integer)
 returns boolean

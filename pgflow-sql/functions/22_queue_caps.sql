@@ -2,57 +2,96 @@
 -- claim with one slot per unit of the cap (the tables: migration 20261229000100_queue_caps.sql).
 -- read_and_start_tasks and start_tasks take free slots (take_free_queue_slots) before they
 -- take messages, and give them to the tasks they start (give_queue_slots); a completion
--- on a capped queue claims nothing at release, and wakes the queue's idle workers instead.
+-- on a capped queue claims nothing at release, and the calls that end attempts wake the
+-- queue's idle workers (wake_capped_queues).
 
--- queue_slot_is_free: whether a slot whose holder is (p_run_id, p_step_slug, p_task_index),
--- started at p_taken_at, is free: no holder, or that start of it is over. It is over when the
--- task is no longer `started` with that start time (it completed or failed, was sent back for
--- a retry or a snooze, or was requeued after its worker died, which the sweep does only after
--- the step's timeout), unless it was ended from outside while its handler may still be running
--- (handler_may_outlive_end). (A SQL function Postgres inlines into the statements that call it.)
-create or replace function pgflow.queue_slot_is_free(p_run_id uuid, p_step_slug text,
-                                                     p_task_index integer,
-                                                     p_taken_at timestamptz)
-returns boolean
+-- wake_capped_queues: wakes the idle workers of the capped queues of the tasks of the given
+-- runs and steps (their attempts just ended: their slots are free). A notification is sent
+-- once per queue, at commit.
+-- Locks: none (reads only).
+create or replace function pgflow.wake_capped_queues(p_run_ids uuid[], p_step_slugs text[])
+returns void
+language sql
+as $$
+  select pg_notify('pgflow.' || c.queue_name, '')
+  from pgflow.queue_caps c
+  where exists (select 1
+                from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
+                join pgflow.runs r on r.run_id = u.run_id
+                join pgflow.steps st on st.flow_slug = r.flow_slug and st.step_slug = u.step_slug
+                where st.queue_name = c.queue_name)
+$$;
+
+-- free_queue_slots: the free slots among the first p_concurrency of capped queue p_queue_name
+-- (slots above a lowered cap are not used), lowest first. A slot is free when it has no holder
+-- or that start of its holder is over: the task is no longer `started` with that start time
+-- (it completed or failed, was sent back for a retry or a snooze, or was requeued after its
+-- worker died, which the sweep does only after the step's timeout), unless it was ended from
+-- outside while its handler may still be running (handler_may_outlive_end). One statement, as
+-- the snapshot it runs in sees them.
+-- Locks: none (reads only).
+create or replace function pgflow.free_queue_slots(p_queue_name text, p_concurrency integer)
+returns setof integer
 language sql
 stable
 as $$
-  select p_run_id is null
-    or not exists (
+  select s.slot
+  from pgflow.queue_slots s
+  where s.queue_name = p_queue_name and s.slot <= p_concurrency
+    and not exists (
       select 1
       from pgflow.step_tasks t
       join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
-      where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index
-        and t.started_at = p_taken_at
+      where t.run_id = s.run_id and t.step_slug = s.step_slug and t.task_index = s.task_index
+        and t.started_at = s.taken_at
         and (t.status = 'started' or pgflow.handler_may_outlive_end(t, o.timeout)))
+  order by s.slot
 $$;
 
--- take_free_queue_slots: locks up to p_wanted free slots of capped queue p_queue_name (the
--- first p_concurrency; slots above a lowered cap are not used), lowest first, skipping those
--- another claim holds, and returns them. Freedom is read again once they are locked, in a
--- statement of its own: a claim that held one committed before, and its start is then seen.
--- Locks: the slots it returns (FOR UPDATE SKIP LOCKED); it waits for nothing.
+-- take_free_queue_slots: locks up to p_wanted free slots of capped queue p_queue_name (see
+-- free_queue_slots), lowest first, skipping those another claim holds, and returns those it
+-- may use. Freedom is read again once they are locked, in a statement of its own: a claim that
+-- held one has committed by then, and its start is seen. The queue's tasks that run without a
+-- slot among the first p_concurrency (claimed before the cap was set, by a claim that read no
+-- cap yet, or holding a slot above a lowered cap) count against the cap too: that many of the
+-- locked slots are left unused.
+-- Locks: the slots it locks (FOR UPDATE SKIP LOCKED); it waits for nothing.
 create or replace function pgflow.take_free_queue_slots(p_queue_name text,
                                                         p_concurrency integer,
                                                         p_wanted integer)
 returns integer[]
 language plpgsql
+set enable_seqscan = off
 as $$
 declare
   v_locked integer[];
+  v_free integer[];
+  v_unslotted integer;
 begin
+  if p_wanted <= 0 then
+    return array[]::integer[];
+  end if;
   v_locked := array(
     select s.slot from pgflow.queue_slots s
-    where s.queue_name = p_queue_name and s.slot <= p_concurrency
-      and pgflow.queue_slot_is_free(s.run_id, s.step_slug, s.task_index, s.taken_at)
+    where s.queue_name = p_queue_name
+      and s.slot = any(array(select pgflow.free_queue_slots(p_queue_name, p_concurrency)))
     order by s.slot
-    limit greatest(p_wanted, 0)
+    limit p_wanted
     for update skip locked);
-  return array(
-    select s.slot from pgflow.queue_slots s
-    where s.queue_name = p_queue_name and s.slot = any(v_locked)
-      and pgflow.queue_slot_is_free(s.run_id, s.step_slug, s.task_index, s.taken_at)
-    order by s.slot);
+  if cardinality(v_locked) = 0 then
+    return v_locked;
+  end if;
+  v_free := array(select f from pgflow.free_queue_slots(p_queue_name, p_concurrency) f
+                  where f = any(v_locked)
+                  order by f);
+  select count(*) into v_unslotted
+  from pgflow.step_tasks t
+  where t.status = 'started' and t.queue_name = p_queue_name
+    and not exists (select 1 from pgflow.queue_slots s
+                    where s.queue_name = p_queue_name and s.slot <= p_concurrency
+                      and s.run_id = t.run_id and s.step_slug = t.step_slug
+                      and s.task_index = t.task_index and s.taken_at = t.started_at);
+  return v_free[1:greatest(cardinality(v_free) - v_unslotted, 0)];
 end;
 $$;
 
@@ -88,9 +127,9 @@ as $$
 $$;
 
 -- set_queue_concurrency: caps queue p_queue_name at p_concurrency tasks running at once (1 to
--- 10,000), or lifts its cap (null). A new cap counts the queue's tasks already running, up to
--- the cap, in its slots; a raised cap's new slots are free; a lowered cap lets the tasks that
--- hold the slots above it finish. Wakes the queue's idle workers. Returns the cap before
+-- 10,000), or lifts its cap (null). The queue's tasks already running count against a new cap
+-- (see take_free_queue_slots), and so do those that hold the slots above a lowered one; a
+-- raised cap's new slots are free. Wakes the queue's idle workers. Returns the cap before
 -- (null: none). Raises PF015 for a queue no flow routes to, PF005 for a cap out of range.
 -- Locks: the queue's row of queue_caps, then its slots.
 create or replace function pgflow.set_queue_concurrency(p_queue_name text,
@@ -119,21 +158,6 @@ begin
     insert into pgflow.queue_slots (queue_name, slot)
     select p_queue_name, n from generate_series(1, p_concurrency) n
     on conflict do nothing;
-    if v_before is null then
-      -- The tasks running now hold the first slots.
-      with running as (
-        select t.run_id, t.step_slug, t.task_index, t.started_at,
-               row_number() over (order by t.started_at, t.run_id, t.step_slug, t.task_index)
-                 as n
-        from pgflow.step_tasks t
-        where t.status = 'started' and t.queue_name = p_queue_name
-      )
-      update pgflow.queue_slots s
-      set run_id = r.run_id, step_slug = r.step_slug, task_index = r.task_index,
-          taken_at = r.started_at
-      from running r
-      where s.queue_name = p_queue_name and s.slot = r.n;
-    end if;
   end if;
   perform pg_notify('pgflow.' || p_queue_name, '');
   return v_before;

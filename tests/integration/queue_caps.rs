@@ -190,16 +190,40 @@ async fn a_cap_counts_what_runs_when_it_is_set_and_each_claim_path_keeps_it(pool
         .unwrap();
     assert_eq!(own.tasks.len(), 1, "one of the read messages fits now");
     assert!(claim(10).await.is_empty());
-    // A raised cap makes room at once; a lifted one lets everything through.
+    // A raised cap makes room at once.
     let before = engine::set_queue_concurrency(&pool, "queue_capped_by_hand", Some(5))
         .await
         .unwrap();
     assert_eq!(before, Some(3));
-    assert_eq!(claim(10).await.len(), 2);
+    let raised = claim(10).await;
+    assert_eq!(raised.len(), 2);
+    // Lowered to 2 with 5 running: nothing more until only one runs.
+    engine::set_queue_concurrency(&pool, "queue_capped_by_hand", Some(2))
+        .await
+        .unwrap();
+    assert!(claim(10).await.is_empty(), "5 run, over the lowered cap");
+    let still: Vec<_> = [&running[1], &third[0], &own.tasks[0], &raised[0]]
+        .into_iter()
+        .map(|task| TaskCompletion::of(task, serde_json::json!(0)))
+        .collect();
+    engine::complete_tasks(&pool, &still).await.unwrap();
+    let last = claim(10).await;
+    assert_eq!(last.len(), 1, "one runs: room for one more");
+    // A task whose run is cancelled while it runs keeps its slot until its handler has been
+    // told (its worker beats) or its timeout passed.
+    client
+        .cancel(last[0].run_id, Some("by hand"))
+        .await
+        .unwrap();
+    assert!(
+        claim(10).await.is_empty(),
+        "the cancelled task's handler may still run"
+    );
+    // A lifted cap lets the rest through.
     engine::set_queue_concurrency(&pool, "queue_capped_by_hand", None)
         .await
         .unwrap();
-    assert_eq!(claim(10).await.len(), 2, "the last two, without a cap");
+    assert_eq!(claim(10).await.len(), 1, "the last one, without a cap");
 
     // A queue no flow routes to, and a cap out of range, are refused.
     assert!(matches!(
