@@ -125,6 +125,7 @@ begin
                              where x.run_id = any(v_run_ids)
                              order by x.scope, x.key, x.wait_seq
                              for update));
+    delete from pgflow.singleton_runs sr where sr.run_id = any(v_run_ids);
     delete from pgflow.runs r where r.run_id = any(v_run_ids);
     get diagnostics runs = row_count;
   end if;

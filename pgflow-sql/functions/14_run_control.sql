@@ -552,6 +552,12 @@ begin
   delete from pgflow.step_tasks t where t.flow_slug = p_flow_slug;
   get diagnostics v_tasks = row_count;
   delete from pgflow.step_states ss where ss.flow_slug = p_flow_slug;
+  delete from pgflow.singleton_waits w
+  using pgflow.runs r
+  where r.flow_slug = p_flow_slug and w.run_id = r.run_id;
+  delete from pgflow.singleton_runs sr
+  using pgflow.runs r
+  where r.flow_slug = p_flow_slug and sr.run_id = r.run_id;
   delete from pgflow.runs r where r.flow_slug = p_flow_slug;
   get diagnostics v_runs = row_count;
 

@@ -6,21 +6,23 @@
 -- worker). A run cancelled while in line never begins and leaves the line.
 
 -- Each key's line, in the order its runs joined it. A run in line is `started` with no step
--- state; the row goes when it begins, and with its run.
+-- state; the row goes when it begins, and with its run (prune and delete_flow delete it: no
+-- foreign key, so that updates of runs check none).
 create table pgflow.singleton_waits (
   scope text not null,
   key text not null,
   wait_seq bigint generated always as identity,
-  run_id uuid not null references pgflow.runs (run_id) on delete cascade,
+  run_id uuid not null,
   waiting_since timestamptz not null default now(),
   primary key (scope, key, wait_seq),
   constraint singleton_waits_run_key unique (run_id)
 );
 
 -- The runs started with a singleton key, and the key: a retry of one that lost its key
--- meanwhile (retry_runs) takes the key back only when it is free.
+-- meanwhile (retry_runs) takes the key back only when it is free. Deleted with its run, as a
+-- line's row is.
 create table pgflow.singleton_runs (
-  run_id uuid primary key references pgflow.runs (run_id) on delete cascade,
+  run_id uuid primary key,
   scope text not null,
   key text not null
 );

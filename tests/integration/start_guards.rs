@@ -644,6 +644,22 @@ async fn of_many_callers_in_turn_at_once_one_starts_and_the_rest_line_up(pool: P
             Some(StartOutcome::InLine)
         ]
     );
+    // Runs pruned (once ended) take their places in line and their keys' records along.
+    sqlx::query("select pgflow.cancel_runs(array(select run_id from pgflow.runs), 'done')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pgflow::engine::prune(&pool, Duration::ZERO, 1000)
+        .await
+        .unwrap();
+    let left: (i64, i64) = sqlx::query_as(
+        "select (select count(*) from pgflow.singleton_waits),
+                (select count(*) from pgflow.singleton_runs)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(left, (0, 0));
 }
 
 /// Fails for input 1; takes a second for input 2.
