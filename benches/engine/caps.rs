@@ -3,6 +3,8 @@
 //!
 //! - global: a step capped at 50, with 10 workers of 10 slots, against the step uncapped with
 //!   10 workers of 5 slots (the same 50 at once);
+//! - queue: the uncapped step's queue capped at 50 (`pgflow queue cap`), with 10 workers of 10
+//!   slots, against the same uncapped run of 10 workers of 5 slots;
 //! - keyed: 1,000 keys capped at 2 each, against the same runs uncapped (10 workers of 10);
 //! - fairness: a key with a backlog of thousands and a key with 40 runs, both capped at 10:
 //!   the small key's latency (its start's call to its handler's start) against the same runs
@@ -105,6 +107,10 @@ pub(crate) struct Caps {
     pub(crate) global_most_at_once: usize,
     /// Runs per second uncapped with 10 workers of 5 slots (50 at once).
     pub(crate) global_uncapped_per_s: f64,
+    /// Runs per second of the uncapped step on its queue capped at 50 (10 workers of 10 slots).
+    pub(crate) queue_capped_per_s: f64,
+    /// The most handlers at once under that cap.
+    pub(crate) queue_most_at_once: usize,
     /// Runs per second through 1,000 keys capped at 2 each (10 workers of 10 slots).
     pub(crate) keyed_capped_per_s: f64,
     /// The same runs uncapped.
@@ -140,6 +146,7 @@ pub(crate) async fn caps(runs: usize, backlog: usize) -> Result<Caps, Error> {
         bench_cap_global::Queue::BenchCapGlobal,
         10,
         &one_key,
+        None,
     )
     .await?;
     if global_most_at_once > 50 {
@@ -150,13 +157,28 @@ pub(crate) async fn caps(runs: usize, backlog: usize) -> Result<Caps, Error> {
         bench_uncapped::Queue::BenchUncapped,
         5,
         &one_key,
+        None,
     )
     .await?;
+    let (queue_capped_per_s, queue_most_at_once) = throughput(
+        bench_uncapped::deployment(),
+        bench_uncapped::Queue::BenchUncapped,
+        10,
+        &one_key,
+        Some(50),
+    )
+    .await?;
+    if queue_most_at_once > 50 {
+        return Err(
+            format!("{queue_most_at_once} handlers at once on a queue capped at 50").into(),
+        );
+    }
     let (keyed_capped_per_s, _) = throughput(
         bench_cap_keyed::deployment(),
         bench_cap_keyed::Queue::BenchCapKeyed,
         10,
         &many_keys,
+        None,
     )
     .await?;
     let (keyed_uncapped_per_s, _) = throughput(
@@ -164,6 +186,7 @@ pub(crate) async fn caps(runs: usize, backlog: usize) -> Result<Caps, Error> {
         bench_uncapped::Queue::BenchUncapped,
         10,
         &many_keys,
+        None,
     )
     .await?;
 
@@ -176,6 +199,8 @@ pub(crate) async fn caps(runs: usize, backlog: usize) -> Result<Caps, Error> {
         global_capped_per_s,
         global_most_at_once,
         global_uncapped_per_s,
+        queue_capped_per_s,
+        queue_most_at_once,
         keyed_capped_per_s,
         keyed_uncapped_per_s,
         backlog,
@@ -188,16 +213,21 @@ pub(crate) async fn caps(runs: usize, backlog: usize) -> Result<Caps, Error> {
 }
 
 /// Starts `inputs` as runs of the deployment's flow, then starts [`WORKERS`] workers of `slots`
-/// each and times them to the end. Returns runs per second and the most handlers at once.
+/// each and times them to the end, with the queue capped at `queue_cap` if given. Returns runs
+/// per second and the most handlers at once.
 async fn throughput<F: pgflow::FlowSpec<Input = Keyed>, Q: pgflow::FlowQueue<Flow = F>>(
     deployment: pgflow::Deployment<F>,
     queue: Q,
     slots: usize,
     inputs: &[Keyed],
+    queue_cap: Option<u32>,
 ) -> Result<(f64, usize), Error> {
     let pool = database("pgflow_bench").await?;
     let client = Client::new(pool.clone());
     client.deploy(&deployment).await?;
+    if let Some(cap) = queue_cap {
+        pgflow::engine::set_queue_concurrency(&pool, queue.name(), Some(cap)).await?;
+    }
     for chunk in inputs.chunks(1000) {
         client.start_many(Start::flow::<F>(), chunk, &[]).await?;
     }
@@ -323,7 +353,8 @@ pub(crate) fn print_caps(caps: &Caps) {
     println!(
         "\ncaps ({} runs, handlers of {} ms, {WORKERS} workers): a global cap of 50 (10 slots a \
          worker) {:.0} runs/s, most at once {}; uncapped with 5 slots a worker {:.0} runs/s \
-         (ratio {:.2}); {} keys capped at 2 {:.0} runs/s, uncapped {:.0} runs/s (ratio \
+         (ratio {:.2}); its queue capped at 50 (10 slots a worker) {:.0} runs/s, most at once \
+         {} (ratio {:.2}); {} keys capped at 2 {:.0} runs/s, uncapped {:.0} runs/s (ratio \
          {:.2}); a small key's start to its handler's start beside a backlog of {} runs of a \
          big key ({} still open after the small key's {SMALL_RUNS}) p50 {:.1} ms, p95 {:.1} ms, \
          alone p50 {:.1} ms, p95 {:.1} ms (p95 ratio {:.2}); both keys capped at 10",
@@ -333,6 +364,9 @@ pub(crate) fn print_caps(caps: &Caps) {
         caps.global_most_at_once,
         caps.global_uncapped_per_s,
         caps.global_capped_per_s / caps.global_uncapped_per_s,
+        caps.queue_capped_per_s,
+        caps.queue_most_at_once,
+        caps.queue_capped_per_s / caps.global_uncapped_per_s,
         caps.keys,
         caps.keyed_capped_per_s,
         caps.keyed_uncapped_per_s,

@@ -177,7 +177,8 @@ $$;
 --   queued_tasks   executable tasks of the pair on this queue,
 --   started_tasks  recoverable tasks (they may stall and be requeued),
 --   started_runs   started runs whose step of this pair has not completed yet and routes here
---                  (draining versions: the step may still put tasks on this queue).
+--                  (draining versions: the step may still put tasks on this queue), runs that
+--                  have not begun yet (a debounce's window, a singleton's turn) included.
 -- Ordered by flow and step.
 -- Locks: none (reads only).
 create or replace function pgflow.queue_coverage_gaps(
@@ -208,14 +209,28 @@ as $$
     group by t.flow_slug, t.step_slug
   ),
   pending_steps as (
-    select ss.flow_slug, ss.step_slug, count(*) as started_runs
-    from pgflow.runs r
-    join pgflow.step_states ss on ss.run_id = r.run_id
-    join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
-    where r.status = 'started'
-      and ss.status in ('created', 'waiting', 'started')
-      and s.queue_name = p_queue_name
-    group by ss.flow_slug, ss.step_slug
+    select p.flow_slug, p.step_slug, sum(p.n)::bigint as started_runs
+    from (
+      select ss.flow_slug, ss.step_slug, count(*) as n
+      from pgflow.runs r
+      join pgflow.step_states ss on ss.run_id = r.run_id
+      join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
+      where r.status = 'started'
+        and ss.status in ('created', 'waiting', 'started')
+        and s.queue_name = p_queue_name
+      group by ss.flow_slug, ss.step_slug
+      union all
+      -- Runs not begun yet: each of their steps routed here will run.
+      select s.flow_slug, s.step_slug, count(*)
+      from (select d.run_id from pgflow.deferred_runs d
+            union all
+            select w.run_id from pgflow.singleton_waits w) n
+      join pgflow.runs r on r.run_id = n.run_id and r.status = 'started'
+      join pgflow.steps s on s.flow_slug = r.flow_slug
+      where s.queue_name = p_queue_name
+      group by s.flow_slug, s.step_slug
+    ) p
+    group by p.flow_slug, p.step_slug
   ),
   pairs as (
     select flow_slug, step_slug from active_pairs

@@ -154,7 +154,10 @@ begin
                   where s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
                     and (p_queue_name is null or s.queue_name = p_queue_name))
     where r.flow_slug = p_flow_slug and r.status = 'started'
-      and (p_queue_name is null or ss.step_slug is not null)
+      and (p_queue_name is null or ss.step_slug is not null
+           -- A run not begun yet (a debounce's window, a singleton's turn) will run its
+           -- steps on each of the flow's queues.
+           or not exists (select 1 from pgflow.step_states x where x.run_id = r.run_id))
   ),
   tasks as (
     select count(*) filter (where t.status = 'queued') as queued_tasks,

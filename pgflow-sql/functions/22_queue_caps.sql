@@ -22,22 +22,22 @@ as $$
                 where st.queue_name = c.queue_name)
 $$;
 
--- free_queue_slots: the free slots among the first p_concurrency of capped queue p_queue_name
--- (slots above a lowered cap are not used), lowest first. A slot is free when it has no holder
+-- free_queue_slots: the free slots among slots p_slots of capped queue p_queue_name, lowest
+-- first. A slot is free when it has no holder
 -- or that start of its holder is over: the task is no longer `started` with that start time
 -- (it completed or failed, was sent back for a retry or a snooze, or was requeued after its
 -- worker died, which the sweep does only after the step's timeout), unless it was ended from
 -- outside while its handler may still be running (handler_may_outlive_end). One statement, as
 -- the snapshot it runs in sees them.
 -- Locks: none (reads only).
-create or replace function pgflow.free_queue_slots(p_queue_name text, p_concurrency integer)
+create or replace function pgflow.free_queue_slots(p_queue_name text, p_slots integer[])
 returns setof integer
 language sql
 stable
 as $$
   select s.slot
   from pgflow.queue_slots s
-  where s.queue_name = p_queue_name and s.slot <= p_concurrency
+  where s.queue_name = p_queue_name and s.slot = any(p_slots)
     and not exists (
       select 1
       from pgflow.step_tasks t
@@ -48,10 +48,12 @@ as $$
   order by s.slot
 $$;
 
--- take_free_queue_slots: locks up to p_wanted free slots of capped queue p_queue_name (see
--- free_queue_slots), lowest first, skipping those another claim holds, and returns those it
--- may use. Freedom is read again once they are locked, in a statement of its own: a claim that
--- held one has committed by then, and its start is seen. The queue's tasks that run without a
+-- take_free_queue_slots: locks up to p_wanted free slots among the first p_concurrency of
+-- capped queue p_queue_name (slots above a lowered cap are not used; see free_queue_slots for
+-- when a slot is free, which the first statement spells out so that it stops at p_wanted),
+-- lowest first, skipping those another claim holds, and returns those it may use. Freedom is
+-- read again once they are locked, in a statement of its own: a claim that held one has
+-- committed by then, and its start is seen. The queue's tasks that run without a
 -- slot among the first p_concurrency (claimed before the cap was set, by a claim that read no
 -- cap yet, or holding a slot above a lowered cap) count against the cap too: that many of the
 -- locked slots are left unused.
@@ -73,17 +75,21 @@ begin
   end if;
   v_locked := array(
     select s.slot from pgflow.queue_slots s
-    where s.queue_name = p_queue_name
-      and s.slot = any(array(select pgflow.free_queue_slots(p_queue_name, p_concurrency)))
+    where s.queue_name = p_queue_name and s.slot <= p_concurrency
+      and not exists (
+        select 1
+        from pgflow.step_tasks t
+        join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
+        where t.run_id = s.run_id and t.step_slug = s.step_slug
+          and t.task_index = s.task_index and t.started_at = s.taken_at
+          and (t.status = 'started' or pgflow.handler_may_outlive_end(t, o.timeout)))
     order by s.slot
     limit p_wanted
     for update skip locked);
   if cardinality(v_locked) = 0 then
     return v_locked;
   end if;
-  v_free := array(select f from pgflow.free_queue_slots(p_queue_name, p_concurrency) f
-                  where f = any(v_locked)
-                  order by f);
+  v_free := array(select pgflow.free_queue_slots(p_queue_name, v_locked));
   select count(*) into v_unslotted
   from pgflow.step_tasks t
   where t.status = 'started' and t.queue_name = p_queue_name

@@ -745,3 +745,36 @@ async fn a_retried_singleton_run_waits_for_the_run_that_took_its_key(pool: PgPoo
     assert_eq!(holder, first.run_id());
     worker.shutdown();
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_run_not_begun_yet_keeps_its_queue_from_draining(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&debounced_v1::deployment()).await.unwrap();
+    client
+        .start(
+            Start::flow::<debounced_v1::Flow>(),
+            &1,
+            StartOptions::new().debounce("later", Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    // It has no step yet, but its step will run on the queue once its window ends.
+    let (runs, safe): (i64, bool) = sqlx::query_as(
+        "select started_runs, safe_to_remove
+         from pgflow.drain_status('debounced_v1', 'start_debounce')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((runs, safe), (1, false));
+    // A worker that lacks the step is told the run needs it.
+    let needed: i64 = sqlx::query_scalar(
+        "select started_runs from pgflow.queue_coverage_gaps('start_debounce', '{}', '{}')
+         where flow_slug = 'debounced_v1' and step_slug = 'echo'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(needed, 1);
+}
