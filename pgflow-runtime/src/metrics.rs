@@ -58,12 +58,16 @@ pub mod names {
     pub const TASKS_IN_FLIGHT: &str = "pgflow_tasks_in_flight";
     /// Gauge, read from Postgres: live workers polling a queue (`queue`).
     pub const LIVE_WORKERS: &str = "pgflow_live_workers";
+    /// Gauge, read from Postgres: a queue's cap of tasks running at once (`queue`; 0 without
+    /// one), to read beside [`TASKS_IN_FLIGHT`].
+    pub const QUEUE_CONCURRENCY: &str = "pgflow_queue_concurrency";
     /// Gauge, read from Postgres: steps waiting (`flow`, `reason`: `signal` for a step waiting
     /// for a signal by run id, `event` for one an event reaches by key, `sleep` for one that
     /// sleeps, `subflow` for one waiting for its child runs).
     pub const WAITING_STEPS: &str = "pgflow_waiting_steps";
     /// Gauge, read from Postgres: runs with a step waiting (`flow`, `reason`, as
-    /// [`WAITING_STEPS`]); a run waiting for two reasons counts under both.
+    /// [`WAITING_STEPS`]; and `turn` for runs waiting in a singleton key's line, which have no
+    /// step yet); a run waiting for two reasons counts under both.
     pub const WAITING_RUNS: &str = "pgflow_waiting_runs";
     /// Gauge, read from Postgres: tasks held back (`flow`, `step`, `reason`: `concurrency` for
     /// tasks waiting for a slot of their step's cap, `rate` for tasks waiting for a token of
@@ -142,6 +146,8 @@ pub async fn record_database_gauges(db: &Db) -> Result<(), EngineError> {
             .set(f64::from(queue.oldest_message_age_seconds.unwrap_or(0)));
         metrics::gauge!(names::TASKS_IN_FLIGHT, &label).set(queue.in_flight_tasks as f64);
         metrics::gauge!(names::LIVE_WORKERS, &label).set(queue.live_workers as f64);
+        metrics::gauge!(names::QUEUE_CONCURRENCY, &label)
+            .set(f64::from(queue.concurrency.unwrap_or(0)));
     }
     for waiting in crate::admin::inspect::waiting_steps(db).await? {
         let labels = [("flow", waiting.flow_slug), ("reason", waiting.reason)];

@@ -201,6 +201,11 @@ async fn the_prometheus_endpoint_shows_what_the_runs_did(pool: PgPool) {
         Some(2.0)
     );
     assert_eq!(waiting("gated_v1", "event"), Some(0.0));
+    assert_eq!(
+        value(&text, "pgflow_queue_concurrency", &[("queue", "metered")]),
+        Some(0.0),
+        "no cap"
+    );
     assert_eq!(waiting("metered_v1", "signal"), Some(0.0));
     // Tasks held back by a concurrency cap, and those holding its slots.
     client.deploy(&narrow_v1::deployment()).await.unwrap();
@@ -240,6 +245,33 @@ async fn the_prometheus_endpoint_shows_what_the_runs_did(pool: PgPool) {
             &text,
             "pgflow_held_tasks",
             &[("flow", "sparse_v1"), ("step", "only"), ("reason", "rate")]
+        ),
+        Some(1.0)
+    );
+    // A queue's cap, and runs waiting their turn under a singleton key.
+    pgflow::engine::set_queue_concurrency(&pool, "sparse", Some(4))
+        .await
+        .unwrap();
+    for input in [3, 4] {
+        client
+            .start(
+                pgflow::Start::flow::<sparse_v1::Flow>(),
+                &input,
+                pgflow::StartOptions::new().singleton_in_turn("nightly"),
+            )
+            .await
+            .unwrap();
+    }
+    let text = scrape(server.local_addr()).await;
+    assert_eq!(
+        value(&text, "pgflow_queue_concurrency", &[("queue", "sparse")]),
+        Some(4.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            "pgflow_waiting_runs",
+            &[("flow", "sparse_v1"), ("reason", "turn")]
         ),
         Some(1.0)
     );

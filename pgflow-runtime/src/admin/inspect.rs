@@ -431,7 +431,8 @@ const WAIT_REASON: &str = "(case when w.kind in ('sleep', 'subflow') then w.kind
 pub struct WaitingSteps {
     /// The concrete flow.
     pub flow_slug: String,
-    /// `signal` (by run id), `event` (by key), `sleep` or `subflow`.
+    /// `signal` (by run id), `event` (by key), `sleep` or `subflow`; or `turn` for runs that
+    /// wait in a singleton key's line (they have no step yet: `steps` is 0).
     pub reason: String,
     /// How many of its steps wait now.
     pub steps: i64,
@@ -451,7 +452,13 @@ pub async fn waiting_steps(
          cross join (values ('signal'), ('event'), ('sleep'), ('subflow')) as r(reason)
          left join pgflow.waits w on w.flow_slug = f.flow_slug and {WAIT_REASON} = r.reason
          group by f.flow_slug, r.reason
-         order by f.flow_slug, r.reason"
+         union all
+         select f.flow_slug, 'turn', 0,
+                (select count(*) from pgflow.singleton_waits l
+                 join pgflow.runs x on x.run_id = l.run_id
+                 where x.flow_slug = f.flow_slug and x.status = 'started')
+         from pgflow.flows f
+         order by 1, 2"
     ))
     .fetch_all(executor)
     .await?;
