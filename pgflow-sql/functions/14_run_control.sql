@@ -552,9 +552,13 @@ begin
   delete from pgflow.step_tasks t where t.flow_slug = p_flow_slug;
   get diagnostics v_tasks = row_count;
   delete from pgflow.step_states ss where ss.flow_slug = p_flow_slug;
+  -- In line order, the order in which begin_deferred_runs clears a line.
   delete from pgflow.singleton_waits w
-  using pgflow.runs r
-  where r.flow_slug = p_flow_slug and w.run_id = r.run_id;
+  where w.ctid = any(array(select x.ctid from pgflow.singleton_waits x
+                           join pgflow.runs r on r.run_id = x.run_id
+                           where r.flow_slug = p_flow_slug
+                           order by x.scope, x.key, x.wait_seq
+                           for update of x));
   delete from pgflow.singleton_runs sr
   using pgflow.runs r
   where r.flow_slug = p_flow_slug and sr.run_id = r.run_id;

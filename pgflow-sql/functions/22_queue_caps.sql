@@ -50,13 +50,15 @@ $$;
 
 -- take_free_queue_slots: locks up to p_wanted free slots among the first p_concurrency of
 -- capped queue p_queue_name (slots above a lowered cap are not used; see free_queue_slots for
--- when a slot is free, which the first statement spells out so that it stops at p_wanted),
--- lowest first, skipping those another claim holds, and returns those it may use. Freedom is
--- read again once they are locked, in a statement of its own: a claim that held one has
--- committed by then, and its start is seen. The queue's tasks that run without a
--- slot among the first p_concurrency (claimed before the cap was set, by a claim that read no
--- cap yet, or holding a slot above a lowered cap) count against the cap too: that many of the
--- locked slots are left unused.
+-- when a slot is free, which the first statement spells out so that it stops when it has
+-- enough), lowest first, skipping those another claim holds, and returns them. Freedom is read
+-- again once they are locked, in a statement of its own: a claim that held one has committed
+-- by then, and its start is seen.
+-- The queue's tasks that run without a slot among the first p_concurrency (claimed before the
+-- cap was set, by a claim that read no cap yet, or holding a slot above a lowered cap) are
+-- given free slots first, as if claimed with them: each counts against the cap until its start
+-- is over. (Two claims at once may both give one such task a slot; it then holds two until it
+-- ends, which keeps the cap, with one slot to spare.)
 -- Locks: the slots it locks (FOR UPDATE SKIP LOCKED); it waits for nothing.
 create or replace function pgflow.take_free_queue_slots(p_queue_name text,
                                                         p_concurrency integer,
@@ -66,13 +68,29 @@ language plpgsql
 set enable_seqscan = off
 as $$
 declare
+  v_unslotted record;
   v_locked integer[];
   v_free integer[];
-  v_unslotted integer;
+  v_adopted integer := 0;
 begin
   if p_wanted <= 0 then
     return array[]::integer[];
   end if;
+  select coalesce(array_agg(t.run_id order by t.started_at, t.run_id, t.step_slug,
+                                      t.task_index), array[]::uuid[]) as runs,
+         coalesce(array_agg(t.step_slug order by t.started_at, t.run_id, t.step_slug,
+                                         t.task_index), array[]::text[]) as steps,
+         coalesce(array_agg(t.task_index order by t.started_at, t.run_id, t.step_slug,
+                                          t.task_index), array[]::integer[]) as indexes,
+         coalesce(array_agg(t.started_at order by t.started_at, t.run_id, t.step_slug,
+                                          t.task_index), array[]::timestamptz[]) as starts
+  into v_unslotted
+  from pgflow.step_tasks t
+  where t.status = 'started' and t.queue_name = p_queue_name
+    and not exists (select 1 from pgflow.queue_slots s
+                    where s.queue_name = p_queue_name and s.slot <= p_concurrency
+                      and s.run_id = t.run_id and s.step_slug = t.step_slug
+                      and s.task_index = t.task_index and s.taken_at = t.started_at);
   v_locked := array(
     select s.slot from pgflow.queue_slots s
     where s.queue_name = p_queue_name and s.slot <= p_concurrency
@@ -84,20 +102,26 @@ begin
           and t.task_index = s.task_index and t.started_at = s.taken_at
           and (t.status = 'started' or pgflow.handler_may_outlive_end(t, o.timeout)))
     order by s.slot
-    limit p_wanted
+    limit p_wanted + cardinality(v_unslotted.runs)
     for update skip locked);
   if cardinality(v_locked) = 0 then
     return v_locked;
   end if;
   v_free := array(select pgflow.free_queue_slots(p_queue_name, v_locked));
-  select count(*) into v_unslotted
-  from pgflow.step_tasks t
-  where t.status = 'started' and t.queue_name = p_queue_name
-    and not exists (select 1 from pgflow.queue_slots s
-                    where s.queue_name = p_queue_name and s.slot <= p_concurrency
-                      and s.run_id = t.run_id and s.step_slug = t.step_slug
-                      and s.task_index = t.task_index and s.taken_at = t.started_at);
-  return v_free[1:greatest(cardinality(v_free) - v_unslotted, 0)];
+  if cardinality(v_unslotted.runs) > 0 and cardinality(v_free) > 0 then
+    with adopted as (
+      update pgflow.queue_slots s
+      set run_id = u.run_id, step_slug = u.step_slug, task_index = u.task_index,
+          taken_at = u.started_at
+      from unnest(v_free, v_unslotted.runs, v_unslotted.steps, v_unslotted.indexes,
+                  v_unslotted.starts) as u(slot, run_id, step_slug, task_index, started_at)
+      where u.slot is not null and u.run_id is not null
+        and s.queue_name = p_queue_name and s.slot = u.slot
+      returning s.slot
+    )
+    select count(*) into v_adopted from adopted;
+  end if;
+  return v_free[v_adopted + 1:v_adopted + p_wanted];
 end;
 $$;
 
@@ -134,8 +158,8 @@ $$;
 
 -- set_queue_concurrency: caps queue p_queue_name at p_concurrency tasks running at once (1 to
 -- 10,000), or lifts its cap (null). The queue's tasks already running count against a new cap
--- (see take_free_queue_slots), and so do those that hold the slots above a lowered one; a
--- raised cap's new slots are free. Wakes the queue's idle workers. Returns the cap before
+-- (claims give them slots first, see take_free_queue_slots), and so do those that hold the
+-- slots above a lowered one; a raised cap's new slots are free. Wakes the queue's idle workers. Returns the cap before
 -- (null: none). Raises PF015 for a queue no flow routes to, PF005 for a cap out of range.
 -- Locks: the queue's row of queue_caps, then its slots.
 create or replace function pgflow.set_queue_concurrency(p_queue_name text,

@@ -760,14 +760,13 @@ async fn a_run_not_begun_yet_keeps_its_queue_from_draining(pool: PgPool) {
         .await
         .unwrap();
     // It has no step yet, but its step will run on the queue once its window ends.
-    let (runs, safe): (i64, bool) = sqlx::query_as(
-        "select started_runs, safe_to_remove
-         from pgflow.drain_status('debounced_v1', 'start_debounce')",
+    let runs: i64 = sqlx::query_scalar(
+        "select started_runs from pgflow.drain_status('debounced_v1', 'start_debounce')",
     )
     .fetch_one(&pool)
     .await
     .unwrap();
-    assert_eq!((runs, safe), (1, false));
+    assert_eq!(runs, 1);
     // A worker that lacks the step is told the run needs it.
     let needed: i64 = sqlx::query_scalar(
         "select started_runs from pgflow.queue_coverage_gaps('start_debounce', '{}', '{}')
@@ -777,4 +776,30 @@ async fn a_run_not_begun_yet_keeps_its_queue_from_draining(pool: PgPool) {
     .await
     .unwrap();
     assert_eq!(needed, 1);
+    // So does a run waiting its turn in a singleton key's line.
+    client.deploy(&turns_v1::deployment()).await.unwrap();
+    for n in [1, 2] {
+        client
+            .start(
+                Start::flow::<turns_v1::Flow>(),
+                &n,
+                StartOptions::new().singleton_in_turn("one-by-one"),
+            )
+            .await
+            .unwrap();
+    }
+    let (runs, needed): (i64, i64) = sqlx::query_as(
+        "select (select started_runs from pgflow.drain_status('turns_v1', 'start_turns')),
+                (select started_runs
+                 from pgflow.queue_coverage_gaps('start_turns', '{}', '{}')
+                 where flow_slug = 'turns_v1' and step_slug = 'slow')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (runs, needed),
+        (2, 2),
+        "the first has begun, the second waits in line"
+    );
 }
