@@ -140,6 +140,7 @@ declare
   v_seconds integer;
   v_drop boolean;
   v_wait boolean;
+  v_new boolean;
   v_holder record;
   v_head uuid;
   v_at timestamptz;
@@ -194,22 +195,30 @@ begin
       v_at := statement_timestamp();
       v_until := case when v_kind <> 'singleton'
                       then v_at + make_interval(secs => v_seconds) end;
-      -- A new key is this input's.
-      insert into pgflow.start_guards (scope, kind, key, run_id, ends_at)
-      values (p_scope, v_kind, v_keys[i], p_run_ids[i], v_until)
-      on conflict do nothing;
-      if found then
+      -- A new key is this input's. Else its row, locked (waiting for a start that holds it);
+      -- the statements after this one see what that start committed, its run included. (A
+      -- row that prune deleted between the two is a new key again.)
+      v_new := false;
+      loop
+        insert into pgflow.start_guards (scope, kind, key, run_id, ends_at)
+        values (p_scope, v_kind, v_keys[i], p_run_ids[i], v_until)
+        on conflict do nothing;
+        if found then
+          v_new := true;
+          exit;
+        end if;
+        select g.run_id, g.ends_at into v_holder
+        from pgflow.start_guards g
+        where g.scope = p_scope and g.kind = v_kind and g.key = v_keys[i]
+        for update;
+        exit when found;
+      end loop;
+      if v_new then
         if v_kind = 'debounce' then
           v_deferred[i] := v_until;
         end if;
         continue;
       end if;
-      -- Else its row, locked (waiting for a start that holds it); the statements after this
-      -- one see what that start committed, its run included.
-      select g.run_id, g.ends_at into v_holder
-      from pgflow.start_guards g
-      where g.scope = p_scope and g.kind = v_kind and g.key = v_keys[i]
-      for update;
       if v_kind = 'debounce' and v_holder.run_id = any(p_run_ids) then
         -- An earlier input of this call: this one replaces it (the last input wins).
         v_j := array_position(p_run_ids, v_holder.run_id);

@@ -66,8 +66,10 @@ $$;
 -- database (a transaction advisory try-lock): a concurrent caller prunes nothing and gets
 -- `busy = true`.
 -- Raises PF005 for a negative or missing p_older_than or a p_batch_size below 1.
+-- Spent start guards go too (see below).
 -- Locks: advisory (namespace, 3), then the pruned runs (SKIP LOCKED), their tasks, step
--- states and places in singleton lines (the engine's lock order; lines in line order).
+-- states and places in singleton lines (the engine's lock order; lines in line order); then
+-- spent start guards (SKIP LOCKED).
 create or replace function pgflow.prune(p_older_than interval, p_batch_size integer default 10000)
 returns table (
   busy boolean,
@@ -146,6 +148,29 @@ begin
 
   delete from pgflow.workers w where w.stopped_at < v_cutoff;
   get diagnostics workers = row_count;
+
+  -- Start guards that hold nothing back any more and were last taken before the cutoff: a
+  -- throttle or debounce window that ended before it (a debounce's run begun), a singleton
+  -- key whose run ended before it, or is gone, with no run in its line. A key a start holds is
+  -- left for the next prune; a start that meets a deleted key takes it as new.
+  delete from pgflow.start_guards g
+  where g.ctid = any(array(
+    select x.ctid from pgflow.start_guards x
+    where x.taken_at < v_cutoff
+      and case when x.kind = 'singleton' then
+                 not exists (select 1 from pgflow.runs r
+                             where r.run_id = x.run_id
+                               and (r.status = 'started'
+                                    or coalesce(r.completed_at, r.failed_at, r.cancelled_at)
+                                       >= v_cutoff))
+                 and not exists (select 1 from pgflow.singleton_waits w
+                                 where w.scope = x.scope and w.key = x.key)
+               else x.ends_at < v_cutoff
+                 and not exists (select 1 from pgflow.deferred_runs d
+                                 where d.run_id = x.run_id)
+          end
+    limit p_batch_size
+    for update skip locked));
 
   return next;
 end;

@@ -201,6 +201,11 @@ begin
     where s.run_id = any(v_retried)
     order by s.scope, s.key, s.run_id
   loop
+    -- A key whose row prune deleted (its run ended long ago) is free: this run takes it.
+    insert into pgflow.start_guards (scope, kind, key, run_id)
+    values (v_single.scope, 'singleton', v_single.key, v_single.run_id)
+    on conflict do nothing;
+    continue when found;
     perform 1 from pgflow.start_guards g
     where g.scope = v_single.scope and g.kind = 'singleton' and g.key = v_single.key
     for update;

@@ -803,3 +803,67 @@ async fn a_run_not_begun_yet_keeps_its_queue_from_draining(pool: PgPool) {
         "the first has begun, the second waits in line"
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn prune_drops_spent_start_guards_and_keeps_live_ones(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&guarded_v1::deployment()).await.unwrap();
+    client.deploy(&debounced_v1::deployment()).await.unwrap();
+    let start = |options: StartOptions| {
+        let client = client.clone();
+        async move {
+            client
+                .start(Start::flow::<guarded_v1::Flow>(), &1, options)
+                .await
+                .unwrap()
+        }
+    };
+    // Spent: a throttle window that ends, and a singleton key whose run will have ended.
+    start(StartOptions::new().throttle("spent", Duration::from_secs(1), Excess::Refuse)).await;
+    let ended = start(StartOptions::new().singleton("done")).await;
+    // Live: a singleton key whose run goes, one whose run ended with a run in its line, and a
+    // debounce whose run has not begun.
+    start(StartOptions::new().singleton("going")).await;
+    let holder = start(StartOptions::new().singleton_in_turn("queue")).await;
+    start(StartOptions::new().singleton_in_turn("queue")).await;
+    client.cancel(holder.run_id(), None).await.unwrap();
+    client
+        .start(
+            Start::flow::<debounced_v1::Flow>(),
+            &1,
+            StartOptions::new().debounce("pending", Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    client.cancel(ended.run_id(), None).await.unwrap();
+
+    // The window ended before the cutoff; the run that ended a moment ago keeps its key.
+    pgflow::engine::prune(&pool, Duration::from_millis(500), 1000)
+        .await
+        .unwrap();
+    let keys = |pool: PgPool| async move {
+        sqlx::query_scalar::<_, String>("select key from pgflow.start_guards order by key")
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        keys(pool.clone()).await,
+        ["done", "going", "pending", "queue"],
+        "only the ended window goes"
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    pgflow::engine::prune(&pool, Duration::from_millis(500), 1000)
+        .await
+        .unwrap();
+    assert_eq!(
+        keys(pool.clone()).await,
+        ["going", "pending", "queue"],
+        "the ended singleton goes once its run is past the cutoff; a line keeps its key"
+    );
+    // A pruned key is new again.
+    let again = start(StartOptions::new().singleton("done")).await;
+    assert_eq!(again.start_outcome(), Some(StartOutcome::Started));
+}
