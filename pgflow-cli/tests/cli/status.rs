@@ -7,7 +7,7 @@ use pgflow::Client;
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{claim, install, pgflow, row_of, stderr, stdout, triage_v1};
+use crate::support::{claim, install, pgflow, queue_in_status, row_of, stderr, stdout, triage_v1};
 
 #[sqlx::test(migrations = false)]
 async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
@@ -60,19 +60,9 @@ async fn status_runs_run_start_graph_and_workers(pool: PgPool) {
 
     let output = pgflow(&pool, &["status", "--json"]);
     let status: Value = serde_json::from_str(&stdout(&output)).unwrap();
-    let alerts = status["queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["queue_name"] == "deliver_slack_alerts")
-        .unwrap();
+    let alerts = queue_in_status(&pool, "deliver_slack_alerts");
     assert_eq!(alerts["depth"], json!(1));
-    let classify = status["queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["queue_name"] == "classify_threads")
-        .unwrap();
+    let classify = queue_in_status(&pool, "classify_threads");
     assert_eq!(classify["workers"][0]["function_name"], json!("cli_fn"));
     assert_eq!(status["aliases"][0]["flow_slug"], json!("triage_v1"));
     let autovacuum: bool = sqlx::query_scalar("select current_setting('autovacuum')::boolean")

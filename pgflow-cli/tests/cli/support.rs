@@ -51,6 +51,19 @@ pub fn pgflow(pool: &PgPool, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// The entry of queue `queue` in `pgflow status --json`.
+pub fn queue_in_status(pool: &PgPool, queue: &str) -> Value {
+    let status: Value =
+        serde_json::from_str(&stdout(&pgflow(pool, &["status", "--json"]))).unwrap();
+    status["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue_name"] == queue)
+        .unwrap_or_else(|| panic!("no queue `{queue}` in {status}"))
+        .clone()
+}
+
 /// The whitespace-separated cells of the first line of `text` whose first cell is `first`.
 pub fn row_of<'a>(text: &'a str, first: &str) -> Vec<&'a str> {
     text.lines()

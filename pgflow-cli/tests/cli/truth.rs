@@ -7,7 +7,7 @@ use pgflow::{Client, Start, StartOptions};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
-use crate::support::{install, pgflow, row_of, stderr, stdout, triage_v1};
+use crate::support::{install, pgflow, queue_in_status, row_of, stderr, stdout, triage_v1};
 
 /// A flow with a map step and a conditional one.
 #[pgflow::flow(slug = "shapes_v1", alias = "shapes")]
@@ -258,15 +258,7 @@ async fn a_queue_is_paused_and_resumed_and_status_says_so(pool: PgPool) {
     );
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stdout(&output).starts_with("paused `classify_threads`"));
-    let status: Value =
-        serde_json::from_str(&stdout(&pgflow(&pool, &["status", "--json"]))).unwrap();
-    let queue = status["queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["queue_name"] == "classify_threads")
-        .unwrap()
-        .clone();
+    let queue = queue_in_status(&pool, "classify_threads");
     assert_eq!(queue["paused"], true, "{queue}");
     let text = stdout(&pgflow(&pool, &["status"]));
     assert_eq!(row_of(&text, "classify_threads")[4], "paused;", "{text}");
@@ -289,15 +281,7 @@ async fn a_queue_is_capped_and_status_shows_its_cap(pool: PgPool) {
         stdout(&output).trim(),
         "`classify_threads`: 3 at once (was no cap) across every worker"
     );
-    let status: Value =
-        serde_json::from_str(&stdout(&pgflow(&pool, &["status", "--json"]))).unwrap();
-    let queue = status["queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["queue_name"] == "classify_threads")
-        .unwrap()
-        .clone();
+    let queue = queue_in_status(&pool, "classify_threads");
     assert_eq!(queue["concurrency"], 3, "{queue}");
     let text = stdout(&pgflow(&pool, &["status"]));
     assert_eq!(row_of(&text, "classify_threads")[3], "0", "{text}");
