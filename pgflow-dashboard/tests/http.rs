@@ -504,6 +504,17 @@ async fn a_run_waiting_its_turn_shows_its_key_place_and_the_run_before_it(pool: 
     );
     let (_, page, _) = get(&app, &format!("/runs/{}", runs[0])).await;
     assert!(!page.contains("id=\"turn\""), "the first run holds the key");
+    // The overview lists the key's line.
+    let (_, overview, _) = get(&app, "/").await;
+    assert!(overview.contains("id=\"turns\""), "{overview}");
+    assert!(
+        overview.contains("data-scope=\"rated_per_tenant\" data-key=\"nightly\""),
+        "{overview}"
+    );
+    assert!(
+        overview.contains(&format!("href=\"/runs/{0}\">{0}</a>", runs[0])),
+        "the run that holds the key: {overview}"
+    );
 }
 
 /// Posts the confirmation form at `path` (fetched first for its CSRF token) with the token and

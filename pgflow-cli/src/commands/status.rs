@@ -34,6 +34,7 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
     let autovacuum = inspect::autovacuum_enabled(pool).await?;
     let caps = inspect::cap_use(pool, CAP_KEYS_SHOWN).await?;
     let rates = inspect::rate_use(pool, CAP_KEYS_SHOWN).await?;
+    let lines = inspect::singleton_lines(pool, CAP_KEYS_SHOWN).await?;
     let paused_flows = inspect::paused_flows(pool).await?;
     out.print(
         json!({
@@ -56,6 +57,7 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
             "autovacuum": autovacuum,
             "caps": caps,
             "rate_limits": rates,
+            "singleton_lines": lines,
             "paused_flows": paused_flows,
         }),
         || {
@@ -175,6 +177,25 @@ pub(super) async fn status(pool: &pgflow::Db, out: &Output) -> Result<(), Failur
                             r.oldest_waiting_since
                                 .map_or_else(|| "-".to_owned(), human::ago),
                         ),
+                    ]);
+                }
+                text.push_str(&crate::output::render(&table));
+                text.push('\n');
+            }
+            if !lines.is_empty() {
+                text.push_str(
+                    "\nruns waiting their turn (singleton keys, the longest lines first)\n",
+                );
+                let mut table = out.table(&["key", "held by run", "waiting", "waiting since"]);
+                for l in &lines {
+                    table.add_row(vec![
+                        Cell::new(format!("{}/{}", l.scope, l.key)),
+                        Cell::new(
+                            l.holder_run_id
+                                .map_or_else(|| "- (next begins)".to_owned(), |id| id.to_string()),
+                        ),
+                        Cell::new(l.waiting),
+                        Cell::new(human::ago(l.oldest_waiting_since)),
                     ]);
                 }
                 text.push_str(&crate::output::render(&table));

@@ -295,6 +295,15 @@ async fn start_with_a_throttle_or_a_singleton_key_holds_back_a_second_start(pool
         )),
         "{text}"
     );
+    // `pgflow status` lists the key's line.
+    let status: Value =
+        serde_json::from_str(&stdout(&pgflow(&pool, &["status", "--json"]))).unwrap();
+    let line = &status["singleton_lines"][0];
+    assert_eq!(line["key"], json!("s"), "{status}");
+    assert_eq!(line["waiting"], json!(1));
+    assert_eq!(line["holder_run_id"], json!(holder));
+    let text = stdout(&pgflow(&pool, &["status"]));
+    assert!(text.contains("runs waiting their turn"), "{text}");
 
     let debounced = |input: &str| {
         let out = pgflow(

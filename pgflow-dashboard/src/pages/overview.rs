@@ -33,6 +33,7 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
     let rollouts = engine::rollouts(db, true).await?;
     let caps = inspect::cap_use(db, CAP_KEYS_SHOWN).await?;
     let rates = inspect::rate_use(db, CAP_KEYS_SHOWN).await?;
+    let lines = inspect::singleton_lines(db, CAP_KEYS_SHOWN).await?;
     let paused_flows = inspect::paused_flows(db).await?;
     let actions = app.config.actions_enabled();
     // A version no longer active that runs still use or workers still carry is being drained.
@@ -132,6 +133,30 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
                                 td.num { (r.started) }
                                 td.num { (r.waiting) }
                                 td { (maybe_time(r.oldest_waiting_since)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if !lines.is_empty() {
+            section #turns {
+                h2 { "Runs waiting their turn" }
+                table {
+                    thead { tr {
+                        th { "Key" } th { "Held by run" } th.num { "Waiting" }
+                        th { "Waiting since" }
+                    } }
+                    tbody {
+                        @for l in &lines {
+                            tr data-scope=(l.scope) data-key=(l.key) {
+                                td { (l.scope) "/" code { (l.key) } }
+                                td.mono { @match l.holder_run_id {
+                                    Some(id) => { a href=(format!("/runs/{id}")) { (id) } }
+                                    None => { "– (the next begins)" }
+                                } }
+                                td.num { (l.waiting) }
+                                td { (time(l.oldest_waiting_since)) }
                             }
                         }
                     }

@@ -836,6 +836,46 @@ pub async fn rate_waiting(executor: impl PgExecutor<'_>) -> Result<Vec<RateWaiti
     Ok(rows)
 }
 
+/// A singleton key with runs waiting their turn in its line.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
+#[non_exhaustive]
+pub struct SingletonLine {
+    /// The flow's alias (or concrete flow) the key belongs to.
+    pub scope: String,
+    /// The key.
+    pub key: String,
+    /// The run that holds the key, while it is going.
+    pub holder_run_id: Option<Uuid>,
+    /// Runs waiting in its line.
+    pub waiting: i64,
+    /// Since when the first of them waits.
+    pub oldest_waiting_since: DateTime<Utc>,
+}
+
+/// The singleton keys with runs waiting in line, the longest lines first (at most `limit`).
+pub async fn singleton_lines(
+    executor: impl PgExecutor<'_>,
+    limit: i64,
+) -> Result<Vec<SingletonLine>, EngineError> {
+    let rows = sqlx::query_as(
+        "select w.scope, w.key,
+                (select g.run_id from pgflow.start_guards g
+                 join pgflow.runs h on h.run_id = g.run_id and h.status = 'started'
+                 where g.scope = w.scope and g.kind = 'singleton' and g.key = w.key)
+                  as holder_run_id,
+                count(*) as waiting, min(w.waiting_since) as oldest_waiting_since
+         from pgflow.singleton_waits w
+         join pgflow.runs r on r.run_id = w.run_id and r.status = 'started'
+         group by w.scope, w.key
+         order by count(*) desc, min(w.waiting_since), w.scope, w.key
+         limit $1",
+    )
+    .bind(limit.max(1))
+    .fetch_all(executor)
+    .await?;
+    Ok(rows)
+}
+
 /// A run that waits its turn in a singleton key's line (started with
 /// `StartOptions::singleton_in_turn`).
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
