@@ -104,6 +104,22 @@ begin
 end;
 $$;
 
+-- singleton_line_head: the first run still going in the line of singleton key p_key of
+-- p_scope (null when none waits): the next to take the key.
+-- Locks: none (reads only).
+create or replace function pgflow.singleton_line_head(p_scope text, p_key text)
+returns uuid
+language sql
+stable
+as $$
+  select w.run_id
+  from pgflow.singleton_waits w
+  join pgflow.runs r on r.run_id = w.run_id and r.status = 'started'
+  where w.scope = p_scope and w.key = p_key
+  order by w.wait_seq
+  limit 1
+$$;
+
 -- take_start_guards: takes, for runs about to start of flow p_flow_slug (p_run_ids and
 -- p_inputs, one per input, in input order), the start guards p_guards names (see start_flows)
 -- in scope p_scope: every singleton key, then every throttle key, then every debounce key,
@@ -251,22 +267,15 @@ begin
       elsif v_kind = 'throttle' then
         v_free := v_holder.ends_at <= v_at
                   or not exists (select 1 from pgflow.runs r where r.run_id = v_holder.run_id);
+      elsif not exists (select 1 from pgflow.runs r
+                        where r.run_id = v_holder.run_id and r.status = 'started') then
+        -- Its run ended: free unless a run waits in its line, which takes the key before any
+        -- start (and is named as the key's).
+        v_head := pgflow.singleton_line_head(p_scope, v_keys[i]);
+        v_free := v_head is null;
+        v_holder.run_id := coalesce(v_head, v_holder.run_id);
       else
-        -- The first run of its line still going, if any: it takes the key before any start.
-        select w.run_id into v_head
-        from pgflow.singleton_waits w
-        join pgflow.runs r on r.run_id = w.run_id
-        where w.scope = p_scope and w.key = v_keys[i] and r.status = 'started'
-        order by w.wait_seq
-        limit 1;
-        if not exists (select 1 from pgflow.runs r
-                       where r.run_id = v_holder.run_id and r.status = 'started') then
-          -- Its run ended: free unless a run waits in line (then named as the key's).
-          v_free := v_head is null;
-          v_holder.run_id := coalesce(v_head, v_holder.run_id);
-        else
-          v_free := false;
-        end if;
+        v_free := false;
       end if;
       if v_free then
         update pgflow.start_guards g
@@ -719,10 +728,6 @@ begin
     update pgflow.runs r set scheduled_for = d.begins_at
     from unnest(v_deferred_ids, v_deferred_until) as d(run_id, begins_at)
     where r.run_id = d.run_id;
-    select array_agg(u.run_id order by u.n), array_agg(u.input order by u.n)
-    into v_run_ids, v_inputs
-    from unnest(v_run_ids, v_inputs) with ordinality as u(run_id, input, n)
-    where u.run_id <> all(v_deferred_ids);
   end if;
   -- The runs of singleton keys are recorded with their key (see retry_runs); those whose key
   -- is held wait in its line, and begin in turn (begin_deferred_runs).
@@ -736,10 +741,14 @@ begin
     from unnest(v_singleton_ids, v_singleton_keys) with ordinality as s(run_id, key, n)
     where s.run_id = any(v_line_ids)
     order by s.n;
+  end if;
+  -- Those two kinds begin later; the others now.
+  if v_deferred_ids is not null or v_line_ids is not null then
     select array_agg(u.run_id order by u.n), array_agg(u.input order by u.n)
     into v_run_ids, v_inputs
     from unnest(v_run_ids, v_inputs) with ordinality as u(run_id, input, n)
-    where u.run_id <> all(v_line_ids);
+    where u.run_id <> all(coalesce(v_deferred_ids, array[]::uuid[])
+                          || coalesce(v_line_ids, array[]::uuid[]));
   end if;
   if v_run_ids is not null then
     perform pgflow.begin_runs(v_flow_slug, v_run_ids, v_inputs, v_delay, v_priority, v_waits);

@@ -234,6 +234,7 @@ set plan_cache_mode = force_generic_plan
 set enable_seqscan = off
 as $$
 declare
+  v_paused boolean;
   v_concurrency integer;
   v_slots integer[];
 begin
@@ -243,11 +244,13 @@ begin
       using errcode = 'PF005';
   end if;
   -- A paused queue claims nothing: the messages read stay, visible again after their timeout.
-  if exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name) then
+  -- (One look for a pause and a cap.)
+  select exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name),
+         (select c.concurrency from pgflow.queue_caps c where c.queue_name = p_queue_name)
+  into v_paused, v_concurrency;
+  if v_paused then
     return;
   end if;
-  select c.concurrency into v_concurrency from pgflow.queue_caps c
-  where c.queue_name = p_queue_name;
   if v_concurrency is not null then
     v_slots := pgflow.take_free_queue_slots(p_queue_name, v_concurrency,
                                             coalesce(cardinality(p_message_ids), 0));

@@ -212,7 +212,7 @@ begin
     where not exists (select 1 from pgflow.paused_flows f where f.flow_slug = p.flow_slug);
   end if;
   -- Nor on a capped queue: there every start takes a slot at a claim. Its freed slots wake
-  -- the queue's idle workers instead (the notification is sent once, at commit).
+  -- the queue's idle workers instead (see wake_capped_queues).
   select exists (select 1 from pgflow.paused_queues q where q.queue_name = p_queue_name),
          exists (select 1 from pgflow.queue_caps c where c.queue_name = p_queue_name)
   into v_paused, v_capped;
@@ -222,7 +222,7 @@ begin
          then (p_queue_name, p_flow_slugs, p_supported_step_slugs, p_slots)::pgflow.task_claimer
     end);
   if v_capped and v_stored.completed > 0 then
-    perform pg_notify('pgflow.' || p_queue_name, '');
+    perform pgflow.notify_queue(p_queue_name);
   end if;
 
   if v_stored.claimed is null then

@@ -215,10 +215,7 @@ begin
               join pgflow.runs r on r.run_id = g.run_id and r.status = 'started'
               where g.scope = v_single.scope and g.kind = 'singleton' and g.key = v_single.key
                 and g.run_id <> v_single.run_id),
-             (select w.run_id from pgflow.singleton_waits w
-              join pgflow.runs r on r.run_id = w.run_id and r.status = 'started'
-              where w.scope = v_single.scope and w.key = v_single.key
-              order by w.wait_seq limit 1))
+             pgflow.singleton_line_head(v_single.scope, v_single.key))
     into v_holder;
     if v_holder is not null then
       raise exception 'run % held singleton key `%` of `%`, which run % holds (or waits for) '

@@ -3,17 +3,19 @@
 -- read_and_start_tasks and start_tasks take free slots (take_free_queue_slots) before they
 -- take messages, and give them to the tasks they start (give_queue_slots); a completion
 -- on a capped queue claims nothing at release, and the calls that end attempts wake the
--- queue's idle workers (wake_capped_queues).
+-- queue's idle workers (wake_capped_queues; complete_and_claim_tasks, which knows its queue,
+-- calls notify_queue itself).
 
 -- wake_capped_queues: wakes the idle workers of the capped queues of the tasks of the given
--- runs and steps (their attempts just ended: their slots are free). A notification is sent
--- once per queue, at commit.
+-- runs and steps (their attempts just ended: their slots are free), as a start wakes them
+-- (notify_queue: only when a process has every worker of the queue idle; a worker whose claim
+-- the cap cut short reads again soon, or is idle). Sent once per queue, at commit.
 -- Locks: none (reads only).
 create or replace function pgflow.wake_capped_queues(p_run_ids uuid[], p_step_slugs text[])
 returns void
 language sql
 as $$
-  select pg_notify('pgflow.' || c.queue_name, '')
+  select pgflow.notify_queue(c.queue_name)
   from pgflow.queue_caps c
   where exists (select 1
                 from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
@@ -189,7 +191,7 @@ begin
     select p_queue_name, n from generate_series(1, p_concurrency) n
     on conflict do nothing;
   end if;
-  perform pg_notify('pgflow.' || p_queue_name, '');
+  perform pgflow.notify_queue(p_queue_name);
   return v_before;
 end;
 $$;

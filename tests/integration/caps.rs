@@ -16,20 +16,13 @@ use sqlx::PgPool;
 use tokio::sync::Semaphore;
 
 use crate::support::{
-    eventually, flow, install, refusal_of, refusal_of_json, single, step_status, worker_config,
+    eventually, flow, install, overlap, refusal_of, refusal_of_json, single, step_status,
+    worker_config,
 };
 
 /// Tasks of `capped_v1::call` running now, and the most ever seen at once.
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
 static MOST: AtomicUsize = AtomicUsize::new(0);
-
-/// Counts one handler in while `work` runs, recording the most at once in `most`.
-async fn overlap(running: &AtomicUsize, most: &AtomicUsize, work: Duration) {
-    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-    most.fetch_max(now, Ordering::SeqCst);
-    tokio::time::sleep(work).await;
-    running.fetch_sub(1, Ordering::SeqCst);
-}
 
 /// A step capped at 3 tasks at once, after a step that is not capped.
 #[pgflow::flow(slug = "capped_v1", alias = "capped", input = u32)]

@@ -19,10 +19,7 @@ static RUNNING: AtomicUsize = AtomicUsize::new(0);
 static MOST: AtomicUsize = AtomicUsize::new(0);
 
 async fn overlap() {
-    let now = RUNNING.fetch_add(1, Ordering::SeqCst) + 1;
-    MOST.fetch_max(now, Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(40)).await;
-    RUNNING.fetch_sub(1, Ordering::SeqCst);
+    crate::support::overlap(&RUNNING, &MOST, Duration::from_millis(40)).await;
 }
 
 /// Two steps in a chain on the capped queue.

@@ -243,3 +243,16 @@ pub async fn listening_sessions(pool: &PgPool) -> i64 {
     .await
     .unwrap()
 }
+
+/// Counts one handler in `running` while `work` runs, recording the most at once in `most`.
+pub async fn overlap(
+    running: &std::sync::atomic::AtomicUsize,
+    most: &std::sync::atomic::AtomicUsize,
+    work: Duration,
+) {
+    use std::sync::atomic::Ordering;
+    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+    most.fetch_max(now, Ordering::SeqCst);
+    tokio::time::sleep(work).await;
+    running.fetch_sub(1, Ordering::SeqCst);
+}
