@@ -465,13 +465,15 @@ $$;
 
 -- release_capped_tasks: the once-a-second sweep (every process with a worker calls it; one
 -- runs at a time, the others return 0 at once). Drops held tasks that ended while held,
--- releases at once the held tasks of steps no longer capped (a redeploy dropped the cap),
+-- gives the highest priority to a key's oldest held task past its queue's aging limit (one at
+-- a time), releases at once
+-- the held tasks of steps no longer capped (a redeploy dropped the cap),
 -- releases the held tasks of up to p_limit keys whose slots freed without a release (a cancel,
 -- a failed run, a skip, a race between two releases; the keys waiting longest first), and
 -- deletes the slot rows of keys idle for an hour (no held task, every slot free). It tidies
 -- the rate limits' tables too (tidy_rate_limits). Returns how many tasks it released.
--- Locks: advisory (namespace, 4), then as tidy_rate_limits, then as release_keys; the idle
--- keys' slots (SKIP LOCKED).
+-- Locks: advisory (namespace, 4), then as tidy_rate_limits, then the aged held tasks (SKIP
+-- LOCKED), then as release_keys; the idle keys' slots (SKIP LOCKED).
 create or replace function pgflow.release_capped_tasks(p_limit integer default 1000)
 returns integer
 language plpgsql
@@ -495,6 +497,33 @@ begin
   using pgflow.step_tasks t
   where t.run_id = h.run_id and t.step_slug = h.step_slug and t.task_index = h.task_index
     and t.status <> 'queued';
+
+  -- No priority starves another under a cap either: a key's oldest task held for longer than
+  -- its queue's aging limit (set_priority_aging, 60 s by default) takes the highest priority,
+  -- one at a time per key (the next once it was released), so it goes before the tasks held
+  -- after it while urgent tasks keep the other releases. (Held rows a release holds are left
+  -- for the next sweep.)
+  update pgflow.held_tasks h
+  set priority = 1
+  where h.ctid = any(array(
+    select y.ctid
+    from (select distinct k.flow_slug, k.step_slug, k.cap_key from pgflow.held_tasks k) k
+    join (select s.flow_slug, s.step_slug,
+                 now() - make_interval(secs => pgflow.aging_seconds(s.queue_name)) as aged_before
+          from pgflow.steps s
+          where s.concurrency_limit is not null) c
+      on c.flow_slug = k.flow_slug and c.step_slug = k.step_slug
+    cross join lateral (
+      select x.ctid from pgflow.held_tasks x
+      where x.flow_slug = k.flow_slug and x.step_slug = k.step_slug and x.cap_key = k.cap_key
+        and x.priority > 1 and x.held_at < c.aged_before
+      order by x.held_seq
+      limit 1
+      for update skip locked) y
+    where not exists (select 1 from pgflow.held_tasks z
+                      where z.flow_slug = k.flow_slug and z.step_slug = k.step_slug
+                        and z.cap_key = k.cap_key and z.priority = 1
+                        and z.held_at < c.aged_before)));
 
   -- Steps whose cap was dropped: their held tasks get their messages now.
   with uncapped as (

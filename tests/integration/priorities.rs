@@ -407,6 +407,67 @@ async fn a_cap_releases_its_held_tasks_by_priority(pool: PgPool) {
     );
 }
 
+static HELD_AGED: LazyLock<Mutex<Vec<String>>> = LazyLock::new(|| Mutex::new(Vec::new()));
+
+/// One task at a time, on a queue whose aging limit is a second.
+#[pgflow::flow(slug = "capped_aging_v1", alias = "capped_aging", input = Job)]
+pub mod capped_aging_v1 {
+    use super::*;
+
+    #[step(concurrency = 1, queue = "prio_capped_aging")]
+    pub async fn work(input: Job) -> Result<u32, String> {
+        record(&HELD_AGED, "work", &input).await;
+        Ok(input.n)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_task_held_past_the_aging_limit_goes_before_higher_priorities(pool: PgPool) {
+    install(&pool).await;
+    let client = Client::new(pool.clone());
+    client.deploy(&capped_aging_v1::deployment()).await.unwrap();
+    engine::set_priority_aging(&pool, "prio_capped_aging", Some(1))
+        .await
+        .unwrap();
+    // normal 0 takes the slot; lowest 0 and 1 are held, then wait past the aging limit.
+    let mut runs =
+        start_at::<capped_aging_v1::Flow>(&client, &Job::many("normal", 1), Priority::Normal).await;
+    runs.extend(
+        start_at::<capped_aging_v1::Flow>(&client, &Job::many("lowest", 2), Priority::Lowest).await,
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // High ones held after it, then the once-a-second sweep.
+    runs.extend(
+        start_at::<capped_aging_v1::Flow>(&client, &Job::many("high", 2), Priority::High).await,
+    );
+    engine::release_capped_tasks(&pool, 1000).await.unwrap();
+    let held: Vec<(i16, i64)> = sqlx::query_as(
+        "select priority, count(*) from pgflow.held_tasks group by priority order by priority",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        held,
+        vec![(1, 1), (2, 2), (5, 1)],
+        "the oldest aged task took the highest priority, one at a time"
+    );
+
+    let worker = Worker::start_with(
+        capped_aging_v1::deployment(),
+        worker_config(capped_aging_v1::Queue::PrioCappedAging, &pool).max_concurrent(2),
+    )
+    .await
+    .unwrap();
+    for run in &runs {
+        run.wait(&client, Duration::from_secs(60)).await.unwrap();
+    }
+    worker.shutdown();
+    let order = HELD_AGED.lock().unwrap().clone();
+    assert_eq!(order[..2], ["normal 0 work", "lowest 0 work"], "{order:?}");
+    assert_eq!(order.len(), 5, "every run ran: {order:?}");
+}
+
 #[sqlx::test(migrations = false)]
 async fn a_priority_out_of_range_starts_nothing(pool: PgPool) {
     install(&pool).await;
