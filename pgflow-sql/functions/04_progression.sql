@@ -27,7 +27,7 @@ begin
   ),
   failed as (
     update pgflow.runs r
-    set status = 'failed', failed_at = now()
+    set status = 'failed', failed_at = pgflow.clock()
     from locked
     where r.ctid = locked.row_ctid
     returning r.run_id, r.parent_run_id
@@ -53,7 +53,7 @@ begin
   cancelled as (
     update pgflow.step_tasks t
     set status = 'failed',
-        failed_at = now(),
+        failed_at = pgflow.clock(),
         error_message = p_reason
     from live
     where t.ctid = live.row_ctid
@@ -114,7 +114,7 @@ begin
   completed as (
     update pgflow.step_states ss
     set status = 'completed',
-        completed_at = now(),
+        completed_at = pgflow.clock(),
         output = pgflow.step_output(ss.run_id, ss.step_slug, s.step_type)
     from target, pgflow.steps s
     where ss.ctid = target.row_ctid
@@ -216,7 +216,7 @@ begin
       update pgflow.step_states ss
       set remaining_deps = ss.remaining_deps - decided.n,
           status = case when decided.start then 'started' else ss.status end,
-          started_at = case when decided.start then now() else ss.started_at end,
+          started_at = case when decided.start then pgflow.clock() else ss.started_at end,
           initial_tasks = case when decided.start then decided.task_count
                                else ss.initial_tasks end,
           remaining_tasks = case when decided.start then decided.task_count
@@ -249,7 +249,7 @@ begin
     update pgflow.runs r
     set remaining_steps = r.remaining_steps - locked.n,
         status = case when r.remaining_steps = locked.n then 'completed' else r.status end,
-        completed_at = case when r.remaining_steps = locked.n then now() end,
+        completed_at = case when r.remaining_steps = locked.n then pgflow.clock() end,
         output = case when r.remaining_steps = locked.n then (
           select coalesce(jsonb_object_agg(ss.step_slug, ss.output), '{}'::jsonb)
           from pgflow.step_states ss
@@ -331,7 +331,7 @@ begin
                                      priority, status, attempts_count, started_at,
                                      last_worker_id)
       select c.run_id, c.step_slug, c.task_index, c.flow_slug, c.queue_name,
-             coalesce(c.priority, 3), 'started', 1, now(), p_claimer.slots[c.slot]
+             coalesce(c.priority, 3), 'started', 1, pgflow.clock(), p_claimer.slots[c.slot]
       from claimable c
       returning ctid, run_id, step_slug, task_index
     )
@@ -468,7 +468,7 @@ begin
            s.concurrency_limit is not null as capped,
            slp.wake_at, slp.bad_wake, s.sleep_until_path, jsonb_typeof(slp.raw) as wake_got,
            coalesce(s.opt_start_delay, 0)
-             + greatest(0, ceil(extract(epoch from r.scheduled_for - clock_timestamp())))::integer
+             + greatest(0, ceil(extract(epoch from r.scheduled_for - pgflow.clock())))::integer
              as start_delay,
            jsonb_typeof(src.value) as got,
            case when s.step_type = 'single' then 1
@@ -512,7 +512,7 @@ begin
       select v.raw,
              case when ss.status <> 'created' then null
                   when s.sleep_seconds is not null
-                    then now() + make_interval(secs => s.sleep_seconds)
+                    then pgflow.clock() + make_interval(secs => s.sleep_seconds)
                   when v.raw is not null then pgflow.wake_time_of(v.raw)
              end as wake_at,
              v.raw is not null and v.raw <> 'null'::jsonb
@@ -530,7 +530,7 @@ begin
                   when ss.status = 'waiting' then
                     not exists (select 1 from pgflow.waits w
                                 where w.run_id = ss.run_id and w.step_slug = ss.step_slug)
-                  else slp.wake_at is null or slp.wake_at <= now()
+                  else slp.wake_at is null or slp.wake_at <= pgflow.clock()
              end as awaited,
              pgflow.signal_key_of(s.signal_key_path, ss.run_id, r.input) as signal_key
     ) sig
@@ -560,8 +560,8 @@ begin
     update pgflow.step_states ss
     set status = case d.outcome when 'start' then 'started' when 'wait' then 'waiting'
                                 else 'failed' end,
-        started_at = case when d.outcome = 'start' then now() end,
-        failed_at = case when d.outcome not in ('start', 'wait') then now() end,
+        started_at = case when d.outcome = 'start' then pgflow.clock() end,
+        failed_at = case when d.outcome not in ('start', 'wait') then pgflow.clock() end,
         error_message = case
           when d.outcome = 'unmet' then
             format('step `%s`: its condition was not met (when_unmet = fail)', d.step_slug)
@@ -587,7 +587,7 @@ begin
                               kind)
     select c.run_id, c.step_slug, c.flow_slug, c.signal_name,
            case when c.signal_name is null then c.wake_at
-                else now() + make_interval(secs => c.wait_timeout) end,
+                else pgflow.clock() + make_interval(secs => c.wait_timeout) end,
            c.signal_key, case when c.signal_name is null then 'sleep' else 'signal' end
     from changed c
     where c.outcome = 'wait'
@@ -696,7 +696,7 @@ begin
     for no key update of t
   )
   update pgflow.step_tasks t
-  set status = 'skipped', skipped_at = now()
+  set status = 'skipped', skipped_at = pgflow.clock()
   from live
   where t.ctid = live.row_ctid and t.status in ('queued', 'started');
 
@@ -734,7 +734,7 @@ begin
   ),
   skipped as (
     update pgflow.step_states ss
-    set status = 'skipped', skipped_at = now(), skip_reason = locked.reason,
+    set status = 'skipped', skipped_at = pgflow.clock(), skip_reason = locked.reason,
         error_message = coalesce(pgflow.bounded_error(locked.error_message), ss.error_message)
     from locked
     where ss.ctid = locked.row_ctid

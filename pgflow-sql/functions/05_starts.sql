@@ -60,7 +60,7 @@ begin
                                     started_at, initial_tasks, remaining_tasks)
     select d.run_id, d.step_slug, d.flow_slug, d.deps_count,
            case when d.start then 'started' when d.wait then 'waiting' else 'created' end,
-           case when d.start then now() end,
+           case when d.start then pgflow.clock() end,
            case when d.start then d.task_count end,
            case when d.start then d.task_count end
     from decided d
@@ -75,7 +75,7 @@ begin
   if p_waits then
     insert into pgflow.waits (run_id, step_slug, flow_slug, signal_name, deadline, signal_key)
     select ss.run_id, ss.step_slug, ss.flow_slug, s.signal_name,
-           now() + make_interval(secs => s.wait_timeout),
+           pgflow.clock() + make_interval(secs => s.wait_timeout),
            pgflow.signal_key_of(s.signal_key_path, ss.run_id, r.input)
     from pgflow.step_states ss
     join pgflow.runs r on r.run_id = ss.run_id
@@ -91,7 +91,7 @@ begin
 
   -- Their events (`started`), before anything moves them on; checked here first, since a
   -- call costs more than the look at the lease table that nearly always ends it.
-  if exists (select 1 from pgflow.event_subscribers s where s.expires_at > now()) then
+  if exists (select 1 from pgflow.event_subscribers s where s.expires_at > pgflow.clock()) then
     perform pgflow.notify_new_runs(p_run_ids);
   end if;
 
@@ -207,8 +207,9 @@ begin
     end if;
     for i in 1 .. cardinality(p_run_ids) loop
       continue when v_keys[i] is null or not v_kept[i];
-      -- Windows count from this statement (not from the start of a long transaction).
-      v_at := statement_timestamp();
+      -- Windows count from this statement (not from the start of a long transaction), on the
+      -- engine's clock.
+      v_at := statement_timestamp() - now() + pgflow.clock();
       v_until := case when v_kind <> 'singleton'
                       then v_at + make_interval(secs => v_seconds) end;
       -- A new key is this input's. Else its row, locked (waiting for a start that holds it);
@@ -340,7 +341,7 @@ declare
 begin
   with due as (
     select d.run_id from pgflow.deferred_runs d
-    where d.begins_at <= now()
+    where d.begins_at <= pgflow.clock()
     order by d.begins_at
     limit p_limit
     for update skip locked
@@ -388,7 +389,7 @@ begin
     where w.scope = v_line.scope and w.key = v_line.key and w.wait_seq = head.wait_seq
     returning w.run_id into v_head;
     continue when v_head is null;
-    update pgflow.start_guards g set run_id = v_head, taken_at = now()
+    update pgflow.start_guards g set run_id = v_head, taken_at = pgflow.clock()
     where g.scope = v_line.scope and g.kind = 'singleton' and g.key = v_line.key;
     v_ids := v_ids || v_head;
   end loop;
@@ -493,7 +494,7 @@ declare
   v_named_version boolean;
   v_misfit record;
   -- Whole seconds until p_start_at (rounded up), added to the root steps' start delays.
-  v_delay_seconds numeric := greatest(0, ceil(extract(epoch from p_start_at - clock_timestamp())));
+  v_delay_seconds numeric := greatest(0, ceil(extract(epoch from p_start_at - pgflow.clock())));
   v_delay integer;
   v_step_count integer;
   v_waits boolean;

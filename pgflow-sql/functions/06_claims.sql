@@ -172,13 +172,13 @@ begin
     update pgflow.step_tasks t
     set status = case when r.status = 'started' then 'started'
                       when r.status = 'cancelled' then 'cancelled' else 'failed' end,
-        started_at = case when r.status = 'started' then now() else t.started_at end,
+        started_at = case when r.status = 'started' then pgflow.clock() else t.started_at end,
         attempts_count = t.attempts_count + case when r.status = 'started' then 1 else 0 end,
         last_worker_id = case when r.status = 'started' then p_worker_id
                               else t.last_worker_id end,
         failed_at = case when r.status in ('started', 'cancelled') then t.failed_at
-                         else now() end,
-        cancelled_at = case when r.status = 'cancelled' then now() end,
+                         else pgflow.clock() end,
+        cancelled_at = case when r.status = 'cancelled' then pgflow.clock() end,
         error_message = case when r.status in ('started', 'cancelled') then t.error_message
                              else 'run failed before this task started' end
     from unnest(v_row_ctids) as l(row_ctid), pgflow.runs r

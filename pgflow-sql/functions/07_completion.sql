@@ -85,7 +85,7 @@ begin
   completed as (
     update pgflow.step_tasks t
     set status = 'completed',
-        completed_at = now(),
+        completed_at = pgflow.clock(),
         output = coalesce(locked.output, 'null'::jsonb)
     from locked
     where t.ctid = locked.row_ctid and locked.status = 'started'
@@ -131,7 +131,7 @@ begin
                       when s.subflow is not null then 'waiting'
                       else 'completed' end,
         completed_at = case when ss.remaining_tasks = locked.n and s.subflow is null
-                            then now() end,
+                            then pgflow.clock() end,
         output = case when ss.remaining_tasks <> locked.n or s.subflow is not null then null
                       when s.step_type = 'single' then locked.output
                       else pgflow.step_output(ss.run_id, ss.step_slug, s.step_type) end
@@ -265,7 +265,7 @@ declare
 begin
   with failed as (
     update pgflow.step_tasks t
-    set status = 'failed', failed_at = now(), error_message = f.error_message
+    set status = 'failed', failed_at = pgflow.clock(), error_message = f.error_message
     from unnest(p_run_ids, p_step_slugs, p_task_indexes, p_error_messages)
       as f(run_id, step_slug, task_index, error_message)
     where t.run_id = f.run_id and t.step_slug = f.step_slug and t.task_index = f.task_index
@@ -319,7 +319,7 @@ begin
   ),
   failed as (
     update pgflow.step_states ss
-    set status = 'failed', failed_at = now(), error_message = locked.error_message
+    set status = 'failed', failed_at = pgflow.clock(), error_message = locked.error_message
     from locked
     where ss.ctid = locked.row_ctid
     returning ss.run_id, ss.step_slug

@@ -34,7 +34,7 @@ begin
   from pgflow.step_tasks t
   join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
   where t.status = 'started'
-    and t.started_at < now() - make_interval(secs => o.timeout + p_grace_seconds);
+    and t.started_at < pgflow.clock() - make_interval(secs => o.timeout + p_grace_seconds);
 
   if v_candidate_runs is null then
     return;
@@ -49,7 +49,7 @@ begin
     join pgflow.step_options o on o.flow_slug = t.flow_slug and o.step_slug = t.step_slug
     where t.run_id = any(v_candidate_runs)
       and t.status = 'started'
-      and t.started_at < now() - make_interval(secs => o.timeout + p_grace_seconds)
+      and t.started_at < pgflow.clock() - make_interval(secs => o.timeout + p_grace_seconds)
     order by t.run_id, t.step_slug, t.task_index
     for no key update of t skip locked
   )

@@ -17,7 +17,7 @@ returns boolean
 language sql
 stable
 as $$
-  select p_stopped_at is null and p_last_heartbeat_at > now() - interval '30 seconds'
+  select p_stopped_at is null and p_last_heartbeat_at > pgflow.clock() - interval '30 seconds'
 $$;
 
 -- register_worker: records a started worker (and its function, enabled, if new), with its
@@ -111,7 +111,7 @@ language sql
 as $$
   with beat as (
     update pgflow.workers
-    set last_heartbeat_at = now()
+    set last_heartbeat_at = pgflow.clock()
     where worker_id = p_worker_id
     returning deprecated_at is not null as deprecated
   )
@@ -129,8 +129,8 @@ returns void
 language sql
 as $$
   update pgflow.workers
-  set stopped_at = now(),
-      deprecated_at = coalesce(deprecated_at, now())
+  set stopped_at = pgflow.clock(),
+      deprecated_at = coalesce(deprecated_at, pgflow.clock())
   where worker_id = p_worker_id and stopped_at is null
 $$;
 
@@ -144,11 +144,11 @@ returns table (worker_id uuid, queue_name text, function_name text, last_heartbe
 language sql
 as $$
   update pgflow.workers w
-  set lost_at = now(),
-      stopped_at = now(),
-      deprecated_at = coalesce(w.deprecated_at, now())
+  set lost_at = pgflow.clock(),
+      stopped_at = pgflow.clock(),
+      deprecated_at = coalesce(w.deprecated_at, pgflow.clock())
   where w.stopped_at is null
-    and w.last_heartbeat_at < now() - make_interval(
+    and w.last_heartbeat_at < pgflow.clock() - make_interval(
           secs => greatest(60, 10 * coalesce(w.heartbeat_interval_ms, 5000) / 1000.0))
   returning w.worker_id, w.queue_name, w.function_name, w.last_heartbeat_at
 $$;
@@ -163,7 +163,7 @@ language sql
 as $$
   with deprecated as (
     update pgflow.workers
-    set deprecated_at = now()
+    set deprecated_at = pgflow.clock()
     where function_name = p_function_name and stopped_at is null and deprecated_at is null
     returning pgflow.worker_is_live(stopped_at, last_heartbeat_at) as live
   )

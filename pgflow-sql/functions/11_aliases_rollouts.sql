@@ -37,7 +37,7 @@ begin
     return 'inactive';
   else
     update pgflow.aliases
-    set flow_slug = p_flow_slug, high_water_version = v_flow.version, activated_at = now()
+    set flow_slug = p_flow_slug, high_water_version = v_flow.version, activated_at = pgflow.clock()
     where alias = v_flow.alias;
   end if;
   insert into pgflow.alias_history (alias, from_flow_slug, to_flow_slug, reason)
@@ -89,7 +89,7 @@ begin
     set flow_slug = excluded.flow_slug,
         high_water_version = greatest(pgflow.aliases.high_water_version,
                                       excluded.high_water_version),
-        activated_at = now();
+        activated_at = pgflow.clock();
   if v_previous is distinct from p_flow_slug then
     insert into pgflow.alias_history (alias, from_flow_slug, to_flow_slug, reason)
     values (p_alias, v_previous, p_flow_slug, 'set');
@@ -212,11 +212,11 @@ begin
   into v_enabled from locked;
 
   update pgflow.worker_functions
-  set enabled = false, updated_at = now()
+  set enabled = false, updated_at = pgflow.clock()
   where function_name = any(v_names);
 
   update pgflow.workers
-  set deprecated_at = coalesce(deprecated_at, now())
+  set deprecated_at = coalesce(deprecated_at, pgflow.clock())
   where function_name = any(v_names) and stopped_at is null;
 
   insert into pgflow.rollouts (function_names, enabled_before)
@@ -275,9 +275,9 @@ begin
       using errcode = 'PF007';
   end if;
   update pgflow.worker_functions
-  set enabled = true, updated_at = now()
+  set enabled = true, updated_at = pgflow.clock()
   where function_name = any(v_rollout.enabled_before);
-  update pgflow.rollouts set status = 'finished', finished_at = now()
+  update pgflow.rollouts set status = 'finished', finished_at = pgflow.clock()
   where rollout_id = p_rollout_id;
   return v_rollout.enabled_before;
 end;

@@ -19,7 +19,7 @@ as $$
          and coalesce(p_completed_at, p_failed_at, p_cancelled_at) < p_cutoff
 $$;
 
--- prune_cutoff: the time before which prune and prune_preview take what ended: now() less
+-- prune_cutoff: the time before which prune and prune_preview take what ended: pgflow.clock() less
 -- p_older_than. Raises PF005 for a negative or missing p_older_than.
 create or replace function pgflow.prune_cutoff(p_older_than interval)
 returns timestamptz
@@ -33,7 +33,7 @@ begin
       using errcode = 'PF005',
             hint = 'pass how long ended runs and archived messages are kept, e.g. 7 days';
   end if;
-  return now() - p_older_than;
+  return pgflow.clock() - p_older_than;
 end;
 $$;
 

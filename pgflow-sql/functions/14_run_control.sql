@@ -57,7 +57,7 @@ begin
   ),
   changed as (
     update pgflow.runs r
-    set status = 'cancelled', cancelled_at = now(),
+    set status = 'cancelled', cancelled_at = pgflow.clock(),
         cancel_reason = pgflow.bounded_error(p_reason)
     from locked
     where r.ctid = locked.row_ctid
@@ -84,7 +84,7 @@ begin
       for no key update
     )
     update pgflow.step_tasks t
-    set status = 'cancelled', cancelled_at = now()
+    set status = 'cancelled', cancelled_at = pgflow.clock()
     from live
     where t.ctid = live.row_ctid and t.status in ('queued', 'started');
 
@@ -95,7 +95,7 @@ begin
       for no key update
     )
     update pgflow.step_states ss
-    set status = 'cancelled', cancelled_at = now()
+    set status = 'cancelled', cancelled_at = pgflow.clock()
     from open_steps
     where ss.ctid = open_steps.row_ctid;
     delete from pgflow.waits w where w.run_id = any(v_cancelled);
@@ -226,7 +226,7 @@ begin
               hint = 'retry it once that run and the runs in the key''s line have ended, or '
                      'cancel them';
     end if;
-    update pgflow.start_guards g set run_id = v_single.run_id, taken_at = now()
+    update pgflow.start_guards g set run_id = v_single.run_id, taken_at = pgflow.clock()
     where g.scope = v_single.scope and g.kind = 'singleton' and g.key = v_single.key
       and g.run_id <> v_single.run_id;
   end loop;

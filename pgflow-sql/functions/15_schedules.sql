@@ -43,10 +43,10 @@ begin
       catch_up_limit = p_catch_up_limit, grace_seconds = p_grace_seconds,
       cron = p_cron, time_zone = p_time_zone,
       ticks_after = case when (v_old.cron, v_old.time_zone) is distinct from (p_cron, p_time_zone)
-                         then now() else s.ticks_after end,
+                         then pgflow.clock() else s.ticks_after end,
       next_fire_at = case when (v_old.cron, v_old.time_zone) is distinct from (p_cron, p_time_zone)
-                          then now() else s.next_fire_at end,
-      updated_at = now()
+                          then pgflow.clock() else s.next_fire_at end,
+      updated_at = pgflow.clock()
   where s.schedule_name = p_schedule_name;
   return true;
 end;
@@ -63,7 +63,7 @@ language sql
 stable
 as $$
   select s.schedule_name, s.cron, s.time_zone, s.missed, s.catch_up_limit, s.grace_seconds,
-         s.ticks_after, s.next_fire_at, now()
+         s.ticks_after, s.next_fire_at, pgflow.clock()
   from pgflow.schedules s
   where not s.paused
   order by s.next_fire_at, s.schedule_name
@@ -118,7 +118,7 @@ begin
   update pgflow.schedules s
   set ticks_after = p_ticks_after_now,
       next_fire_at = p_next_fire_at,
-      last_fired_at = case when v_started > 0 then now() else s.last_fired_at end,
+      last_fired_at = case when v_started > 0 then pgflow.clock() else s.last_fired_at end,
       runs_started = s.runs_started + v_started,
       last_error = case when v_error is not null then v_error
                         when v_started > 0 then null else s.last_error end
@@ -137,9 +137,9 @@ as $$
 begin
   update pgflow.schedules s
   set paused = p_paused,
-      ticks_after = case when s.paused and not p_paused then now() else s.ticks_after end,
-      next_fire_at = case when s.paused and not p_paused then now() else s.next_fire_at end,
-      updated_at = now()
+      ticks_after = case when s.paused and not p_paused then pgflow.clock() else s.ticks_after end,
+      next_fire_at = case when s.paused and not p_paused then pgflow.clock() else s.next_fire_at end,
+      updated_at = pgflow.clock()
   where s.schedule_name = p_schedule_name;
   return found;
 end;
@@ -178,7 +178,7 @@ begin
   end if;
   select * into v_run from pgflow.start_flow(v_schedule.flow_name, v_schedule.input);
   update pgflow.schedules s
-  set runs_started = s.runs_started + 1, last_fired_at = now()
+  set runs_started = s.runs_started + 1, last_fired_at = pgflow.clock()
   where s.schedule_name = p_schedule_name;
   return v_run;
 end;

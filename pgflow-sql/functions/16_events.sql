@@ -30,9 +30,9 @@ returns timestamptz
 language plpgsql
 as $$
 declare
-  v_expires_at timestamptz := now() + make_interval(secs => least(greatest(p_seconds, 10), 3600));
+  v_expires_at timestamptz := pgflow.clock() + make_interval(secs => least(greatest(p_seconds, 10), 3600));
 begin
-  delete from pgflow.event_subscribers where expires_at < now();
+  delete from pgflow.event_subscribers where expires_at < pgflow.clock();
   insert into pgflow.event_subscribers (subscriber_id, flow_slug, expires_at)
   select p_subscriber_id, f.flow_slug, v_expires_at
   from unnest(p_flow_slugs) as f(flow_slug)
@@ -79,7 +79,7 @@ language plpgsql
 as $$
 begin
   -- Nobody follows any flow (the common case): one look at the small lease table, no more.
-  if not exists (select 1 from pgflow.event_subscribers s where s.expires_at > now()) then
+  if not exists (select 1 from pgflow.event_subscribers s where s.expires_at > pgflow.clock()) then
     return null;
   end if;
   perform pg_notify('pgflow_events.' || n.flow_slug,
@@ -88,7 +88,7 @@ begin
   join old_rows o on o.run_id = n.run_id
   where o.status is distinct from n.status
     and exists (select 1 from pgflow.event_subscribers s
-                where s.flow_slug = n.flow_slug and s.expires_at > now());
+                where s.flow_slug = n.flow_slug and s.expires_at > pgflow.clock());
   return null;
 end;
 $$;
@@ -100,7 +100,7 @@ language plpgsql
 as $$
 begin
   -- Nobody follows any flow (the common case): one look at the small lease table, no more.
-  if not exists (select 1 from pgflow.event_subscribers s where s.expires_at > now()) then
+  if not exists (select 1 from pgflow.event_subscribers s where s.expires_at > pgflow.clock()) then
     return null;
   end if;
   perform pg_notify('pgflow_events.' || n.flow_slug,
@@ -109,7 +109,7 @@ begin
   join old_rows o on o.run_id = n.run_id and o.step_slug = n.step_slug
   where o.status is distinct from n.status and n.status <> 'created'
     and exists (select 1 from pgflow.event_subscribers s
-                where s.flow_slug = n.flow_slug and s.expires_at > now());
+                where s.flow_slug = n.flow_slug and s.expires_at > pgflow.clock());
   return null;
 end;
 $$;
@@ -124,7 +124,7 @@ returns void
 language plpgsql
 as $$
 begin
-  if not exists (select 1 from pgflow.event_subscribers s where s.expires_at > now()) then
+  if not exists (select 1 from pgflow.event_subscribers s where s.expires_at > pgflow.clock()) then
     return;
   end if;
   perform pg_notify('pgflow_events.' || r.flow_slug,
@@ -132,7 +132,7 @@ begin
   from unnest(p_run_ids) with ordinality as ids(run_id, ordinality)
   join pgflow.runs r on r.run_id = ids.run_id
   where exists (select 1 from pgflow.event_subscribers s
-                where s.flow_slug = r.flow_slug and s.expires_at > now())
+                where s.flow_slug = r.flow_slug and s.expires_at > pgflow.clock())
   order by ids.ordinality;
   perform pg_notify('pgflow_events.' || ss.flow_slug,
                     pgflow.step_event_payload(ss.run_id, ss.flow_slug, ss.step_slug, ss.status))
@@ -141,7 +141,7 @@ begin
   join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
   where ss.status <> 'created'
     and exists (select 1 from pgflow.event_subscribers e
-                where e.flow_slug = ss.flow_slug and e.expires_at > now())
+                where e.flow_slug = ss.flow_slug and e.expires_at > pgflow.clock())
   order by ids.ordinality, s.step_index;
 end;
 $$;

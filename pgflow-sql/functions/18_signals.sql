@@ -231,7 +231,7 @@ declare
 begin
   select array_agg(distinct w.run_id) into v_due
   from (select w.run_id from pgflow.waits w
-        where w.deadline <= now()
+        where w.deadline <= pgflow.clock()
         order by w.deadline
         limit p_limit) w;
 
@@ -243,7 +243,7 @@ begin
       from pgflow.waits w
       join pgflow.runs r on r.run_id = w.run_id and r.status = 'started'
       join pgflow.steps s on s.flow_slug = w.flow_slug and s.step_slug = w.step_slug
-      where w.run_id = any(v_due) and w.deadline <= now()
+      where w.run_id = any(v_due) and w.deadline <= pgflow.clock()
       order by w.run_id, w.step_slug
       for update of w
     ),
@@ -254,10 +254,10 @@ begin
     ),
     failed as (
       update pgflow.step_states ss
-      set status = 'failed', failed_at = now(),
+      set status = 'failed', failed_at = pgflow.clock(),
           error_message = format(
             'step `%s` waited %s for %s and timed out (when_timed_out = fail)',
-            e.step_slug, date_trunc('second', now() - e.waiting_since),
+            e.step_slug, date_trunc('second', pgflow.clock() - e.waiting_since),
             case when e.kind = 'subflow' then 'its child runs'
                  else format('signal `%s`', e.signal_name) end)
       from ended e
@@ -299,13 +299,13 @@ begin
     end if;
     -- Waits of runs that ended without them (failed or cancelled meanwhile) go too.
     delete from pgflow.waits w
-    where w.run_id = any(v_due) and w.deadline <= now()
+    where w.run_id = any(v_due) and w.deadline <= pgflow.clock()
       and not exists (select 1 from pgflow.runs r
                       where r.run_id = w.run_id and r.status = 'started');
   end if;
 
   return query
-  select v_count, (select min(w.deadline) from pgflow.waits w where w.deadline > now());
+  select v_count, (select min(w.deadline) from pgflow.waits w where w.deadline > pgflow.clock());
 end;
 $$;
 

@@ -41,7 +41,7 @@ declare
 begin
   insert into pgflow.waits (run_id, step_slug, flow_slug, kind, deadline)
   select ss.run_id, ss.step_slug, ss.flow_slug, 'subflow',
-         now() + make_interval(secs => s.wait_timeout)
+         pgflow.clock() + make_interval(secs => s.wait_timeout)
   from unnest(p_run_ids, p_step_slugs) as u(run_id, step_slug)
   join pgflow.step_states ss on ss.run_id = u.run_id and ss.step_slug = u.step_slug
   join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
@@ -102,7 +102,7 @@ begin
       get stacked diagnostics v_message = message_text;
       with failing as (
         update pgflow.step_states ss
-        set status = 'failed', failed_at = now(),
+        set status = 'failed', failed_at = pgflow.clock(),
             error_message = pgflow.bounded_error(format(
               'step `%s` could not start its child run of flow `%s`: %s',
               ss.step_slug, v_group.subflow, v_message))
@@ -228,7 +228,7 @@ begin
   ),
   completed as (
     update pgflow.step_states ss
-    set status = 'completed', completed_at = now(),
+    set status = 'completed', completed_at = pgflow.clock(),
         output = (select case when st.step_type = 'single' then (array_agg(c.output))[1]
                               else coalesce(jsonb_agg(c.output order by c.parent_task_index),
                                             '[]'::jsonb) end
@@ -241,7 +241,7 @@ begin
   ),
   failed as (
     update pgflow.step_states ss
-    set status = 'failed', failed_at = now(),
+    set status = 'failed', failed_at = pgflow.clock(),
         error_message = pgflow.bounded_error(format(
           'child run %s of flow `%s` %s: %s', c.run_id, c.flow_slug, c.status,
           coalesce((select cs.error_message from pgflow.step_states cs

@@ -32,7 +32,7 @@ language sql
 stable
 as $$
   select t.status in ('cancelled', 'skipped', 'failed', 'queued') and t.started_at is not null
-    and t.started_at > now() - make_interval(secs => p_timeout + 2)
+    and t.started_at > pgflow.clock() - make_interval(secs => p_timeout + 2)
     and not exists (select 1 from pgflow.task_attempts a
                     where a.run_id = t.run_id and a.step_slug = t.step_slug
                       and a.task_index = t.task_index and a.attempt = t.attempts_count)
@@ -152,7 +152,7 @@ begin
   ),
   taken as (
     update pgflow.cap_slots cs
-    set run_id = t.run_id, task_index = t.task_index, taken_at = now()
+    set run_id = t.run_id, task_index = t.task_index, taken_at = pgflow.clock()
     from slots s
     join tasks t
       on t.flow_slug = s.flow_slug and t.step_slug = s.step_slug and t.cap_key = s.cap_key
@@ -197,7 +197,7 @@ begin
     ),
     started as (
       update pgflow.step_tasks t
-      set status = 'started', started_at = now(), attempts_count = t.attempts_count + 1,
+      set status = 'started', started_at = pgflow.clock(), attempts_count = t.attempts_count + 1,
           last_worker_id = p_claimer.slots[c.slot]
       from claimable c
       where c.slot <= cardinality(p_claimer.slots)
@@ -509,7 +509,7 @@ begin
     select y.ctid
     from (select distinct k.flow_slug, k.step_slug, k.cap_key from pgflow.held_tasks k) k
     join (select s.flow_slug, s.step_slug,
-                 now() - make_interval(secs => pgflow.aging_seconds(s.queue_name)) as aged_before
+                 pgflow.clock() - make_interval(secs => pgflow.aging_seconds(s.queue_name)) as aged_before
           from pgflow.steps s
           where s.concurrency_limit is not null) c
       on c.flow_slug = k.flow_slug and c.step_slug = k.step_slug
@@ -567,7 +567,7 @@ begin
     select cs.flow_slug, cs.step_slug, cs.cap_key
     from pgflow.cap_slots cs
     group by cs.flow_slug, cs.step_slug, cs.cap_key
-    having bool_and(coalesce(cs.taken_at < now() - interval '1 hour', true)
+    having bool_and(coalesce(cs.taken_at < pgflow.clock() - interval '1 hour', true)
                     and pgflow.slot_is_free(cs.run_id, cs.step_slug, cs.task_index))
        and not exists (select 1 from pgflow.held_tasks h
                        where h.flow_slug = cs.flow_slug and h.step_slug = cs.step_slug

@@ -34,7 +34,7 @@ $$;
 -- step, key) order; a task that gets none is sent back to wait, and so not claimed: the claim
 -- finds its row address gone, as it does a parked task's. Returns the tasks sent back.
 -- A token is free when it last let a task start at least a period before this transaction's
--- time (now(), the `started_at` a claim records). So each token lets starts through at least a
+-- time (pgflow.clock(), the `started_at` a claim records). So each token lets starts through at least a
 -- period apart, and a key never more than its limit in a period, however many claims run.
 -- Per key:
 -- - A task that was sent for a token (rate_waits.token) takes that token when it is free, and
@@ -178,9 +178,9 @@ begin
         v_held_runs := v_held_runs || v_task.run_id;
         v_held_indexes := v_held_indexes || v_task.task_index;
         v_held_flows := v_held_flows || v_task.flow_slug;
-      elsif v_last_start <= now() - v_period then
+      elsif v_last_start <= pgflow.clock() - v_period then
         update pgflow.rate_tokens tk
-        set last_start_at = now(), reserved_due = null
+        set last_start_at = pgflow.clock(), reserved_due = null
         where tk.scope = v_key.scope and tk.step_slug = v_key.step_slug
           and tk.rate_key = v_key.rate_key and tk.token = v_task.token;
         delete from pgflow.rate_waits w
@@ -205,14 +205,14 @@ begin
         from pgflow.rate_tokens tk
         where tk.scope = v_key.scope and tk.step_slug = v_key.step_slug
           and tk.rate_key = v_key.rate_key and tk.reserved_due is null
-          and tk.token <= v_key.rate_limit and tk.last_start_at <= now() - v_period
+          and tk.token <= v_key.rate_limit and tk.last_start_at <= pgflow.clock() - v_period
         order by tk.last_start_at
         limit cardinality(v_key.new_runs)
         for update skip locked
       ),
       used as (
         update pgflow.rate_tokens tk
-        set last_start_at = now()
+        set last_start_at = pgflow.clock()
         from free
         where tk.scope = v_key.scope and tk.step_slug = v_key.step_slug
           and tk.rate_key = v_key.rate_key and tk.token = free.token
@@ -265,15 +265,16 @@ language plpgsql
 as $$
 declare
   v_task record;
-  v_due timestamptz := greatest(p_due, now()) + pgflow.rate_due_margin();
+  v_due timestamptz := greatest(p_due, pgflow.clock()) + pgflow.rate_due_margin();
   v_message_id bigint;
 begin
   select t.flow_slug, t.queue_name, t.priority into v_task
   from pgflow.step_tasks t
   where t.run_id = p_run_id and t.step_slug = p_step_slug and t.task_index = p_task_index;
+  -- v_due is the engine's time; a message's visibility is PGMQ's (the server's clock).
   select pgmq.send(pgflow.lane_name(v_task.queue_name, v_task.priority),
                    pgflow.task_message(v_task.flow_slug, p_run_id, p_step_slug, p_task_index),
-                   v_due)
+                   v_due - (pgflow.clock() - now()))
   into v_message_id;
   update pgflow.step_tasks t
   set message_id = v_message_id
@@ -529,7 +530,7 @@ begin
       and not exists (select 1 from pgflow.rate_tokens tk
                       where tk.scope = k.scope and tk.step_slug = k.step_slug
                         and tk.rate_key = k.rate_key
-                        and tk.last_start_at > now() - greatest(
+                        and tk.last_start_at > pgflow.clock() - greatest(
                               interval '1 hour',
                               make_interval(secs => k.rate_period_ms / 1000.0)))
     limit 100

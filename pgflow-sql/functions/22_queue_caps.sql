@@ -129,7 +129,7 @@ $$;
 
 -- give_queue_slots: gives slots p_slots of queue p_queue_name (locked by take_free_queue_slots
 -- in this transaction) to the tasks this transaction started on the queue for worker
--- p_worker_id (started_at is the transaction's now()), one each, in task order; slots left over
+-- p_worker_id (started_at is the transaction's pgflow.clock()), one each, in task order; slots left over
 -- stay free. Expects the caller to hold the slots' locks.
 create or replace function pgflow.give_queue_slots(p_queue_name text, p_worker_id uuid,
                                                    p_slots integer[])
@@ -140,7 +140,7 @@ as $$
     select t.run_id, t.step_slug, t.task_index,
            row_number() over (order by t.run_id, t.step_slug, t.task_index) as n
     from pgflow.step_tasks t
-    where t.status = 'started' and t.started_at = now() and t.queue_name = p_queue_name
+    where t.status = 'started' and t.started_at = pgflow.clock() and t.queue_name = p_queue_name
       and t.last_worker_id = p_worker_id
       and not exists (select 1 from pgflow.queue_slots s
                       where s.queue_name = p_queue_name and s.run_id = t.run_id
@@ -153,7 +153,7 @@ as $$
     join started st on st.n = f.n
   )
   update pgflow.queue_slots s
-  set run_id = p.run_id, step_slug = p.step_slug, task_index = p.task_index, taken_at = now()
+  set run_id = p.run_id, step_slug = p.step_slug, task_index = p.task_index, taken_at = pgflow.clock()
   from paired p
   where s.queue_name = p_queue_name and s.slot = p.slot
 $$;

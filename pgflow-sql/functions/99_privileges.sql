@@ -70,6 +70,8 @@ begin
            case
              when p.proname in ('define_flow', 'activate_flow', 'define_schedule') then
                array['pgflow_worker', 'pgflow_operator']
+             when p.proname = 'clock' then
+               array['pgflow_worker', 'pgflow_client', 'pgflow_operator']
              when p.proname = 'signal_token' then
                array['pgflow_worker', 'pgflow_client']
              when p.proname in ('register_worker', 'heartbeat', 'function_enabled',
@@ -106,12 +108,12 @@ begin
     where p.pronamespace = 'pgflow'::regnamespace
   loop
     continue when v_function.roles is null;
-    -- A constant and a rule over a row's own columns, harmless to run as the caller; as
-    -- SECURITY DEFINER they could not be inlined into the queries that use them.
+    -- A constant, the engine's clock and a rule over a row's own columns, harmless to run as
+    -- the caller; as SECURITY DEFINER they could not be inlined into the queries that use them.
     -- The maintenance functions name tables as `regclass` text, which must stay
     -- schema-qualified: their path holds no schema of ours.
     if v_function.signature::text not in (
-         'pgflow.lock_namespace()',
+         'pgflow.lock_namespace()', 'pgflow.clock()',
          'pgflow.worker_is_live(timestamp with time zone,timestamp with time zone)') then
       execute format('alter function %s security definer set search_path = %s',
                      v_function.signature,

@@ -113,12 +113,17 @@ mod tests {
         assert_eq!(deduped, documented, "a code has two rows");
     }
 
-    /// The `--` comment block right above each `create or replace function pgflow.<name>(`.
+    /// The `--` comment block right above each `create or replace function pgflow.<name>(`, in
+    /// the function files or a migration (the engine's clock lives in one).
     fn comment_blocks_of(function: &str) -> Vec<Vec<&'static str>> {
         let head = format!("create or replace function pgflow.{function}(");
         let mut blocks = Vec::new();
-        for file in FUNCTION_FILES {
-            let lines: Vec<&'static str> = file.sql.lines().collect();
+        let sources = FUNCTION_FILES
+            .iter()
+            .map(|file| file.sql)
+            .chain(crate::migrations::migration_sources());
+        for sql in sources {
+            let lines: Vec<&'static str> = sql.lines().collect();
             for (at, line) in lines.iter().enumerate() {
                 if line.starts_with(&head) {
                     let block = lines[..at]

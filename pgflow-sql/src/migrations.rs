@@ -25,6 +25,13 @@ pub fn code_migration_versions() -> Vec<i64> {
     MIGRATOR.iter().map(|m| m.version).collect()
 }
 
+/// The SQL of each migration, in version order (for the contract's checks of the functions a
+/// migration defines: the row rules and the engine's clock).
+#[cfg(test)]
+pub(crate) fn migration_sources() -> impl Iterator<Item = &'static str> {
+    MIGRATOR.iter().map(|m| m.sql.as_ref())
+}
+
 /// How a database's `pgflow` schema relates to this code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchemaStatus {

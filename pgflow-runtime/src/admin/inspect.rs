@@ -165,7 +165,7 @@ pub async fn workers(
     };
     let rows = sqlx::query_as(
         "select worker_id, queue_name, function_name, flow_slugs, last_heartbeat_at,
-                extract(epoch from now() - last_heartbeat_at)::float8 as heartbeat_age_seconds,
+                extract(epoch from pgflow.clock() - last_heartbeat_at)::float8 as heartbeat_age_seconds,
                 deprecated_at is not null as deprecated, stopped_at is not null as stopped,
                 lost_at, pgflow.worker_is_live(stopped_at, last_heartbeat_at) as live
          from pgflow.workers
@@ -310,7 +310,7 @@ pub async fn recent_runs(
          where ($1::text is null or r.flow_slug = $1
                 or r.flow_slug in (select f.flow_slug from pgflow.flows f where f.alias = $1))
            and ($2::text is null or r.status = $2)
-           and ($4::boolean is null or coalesce(r.scheduled_for > now(), false) = $4)
+           and ($4::boolean is null or coalesce(r.scheduled_for > pgflow.clock(), false) = $4)
            and ($5::boolean is null or {RUN_WAITING} = $5)
          order by r.started_at desc limit $3"
     ))
@@ -788,7 +788,7 @@ pub async fn rate_use(
                    where tk.scope = k.scope and tk.step_slug = k.step_slug
                      and tk.rate_key = k.rate_key
                      and tk.last_start_at
-                         > now() - make_interval(secs => k.rate_period_ms / 1000.0)) as started,
+                         > pgflow.clock() - make_interval(secs => k.rate_period_ms / 1000.0)) as started,
                   (select count(*) from pgflow.rate_waits w
                    where w.scope = k.scope and w.step_slug = k.step_slug
                      and w.rate_key = k.rate_key and {RATE_WAIT_LIVE}) as waiting,
