@@ -95,17 +95,12 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             debounce,
         } => {
             let input = runs::read_json(input.as_deref(), input_file.as_deref(), JsonArg::INPUT)?;
-            let start_at = match after {
-                Some(delay) => Some(
-                    chrono::Utc::now()
-                        + chrono::Duration::from_std(delay)
-                            .map_err(|_| Failure::usage("--after is too long"))?,
-                ),
-                None => at,
+            let mut how = pgflow::engine::StartRuns::new().priority(priority.unwrap_or_default());
+            // A delay counts on the database's clock, not this machine's.
+            how = match after {
+                Some(delay) => how.start_after(Some(delay)),
+                None => how.start_at(at),
             };
-            let mut how = pgflow::engine::StartRuns::new()
-                .start_at(start_at)
-                .priority(priority.unwrap_or_default());
             if let Some(key) = idempotency_key {
                 how = how.idempotency_keys(vec![Some(key)]);
             }

@@ -134,8 +134,12 @@ impl<I: ?Sized + Serialize> Start<I, Value> {
 pub struct StartOptions {
     /// The caller's idempotency key (1 to 255 characters), if any.
     pub idempotency_key: Option<String>,
-    /// When the run's first tasks become visible (`None`: now).
+    /// When the run's first tasks become visible (`None`: now, or after
+    /// [`start_after`](Self::start_after)).
     pub start_at: Option<DateTime<Utc>>,
+    /// How long after now, on the database's clock, the run's first tasks become visible (see
+    /// [`start_after`](Self::start_after)).
+    pub start_after: Option<Duration>,
     /// How urgent the run is (see [`Priority`]).
     pub priority: Priority,
     /// The run's throttle key, window and what an excess start does, if any (see
@@ -172,6 +176,7 @@ impl StartOptions {
     #[must_use]
     pub fn start_at(mut self, time: DateTime<Utc>) -> Self {
         self.start_at = Some(time);
+        self.start_after = None;
         self
     }
 
@@ -227,15 +232,15 @@ impl StartOptions {
         self
     }
 
-    /// Starts the run `delay` from now (see [`start_at`](Self::start_at)).
+    /// Starts the run `delay` from now, as [`start_at`](Self::start_at) does for a time. Now is
+    /// the database's time (`pgflow.clock()`), not this machine's: a machine whose clock is off
+    /// still starts it `delay` from now, and under the test kit's clock
+    /// (`pgflow::testing`, feature `testing`) the delay counts on the test's time.
     #[must_use]
-    pub fn start_after(self, delay: Duration) -> Self {
-        let delay = chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
-        self.start_at(
-            Utc::now()
-                .checked_add_signed(delay)
-                .unwrap_or(DateTime::<Utc>::MAX_UTC),
-        )
+    pub fn start_after(mut self, delay: Duration) -> Self {
+        self.start_after = Some(delay);
+        self.start_at = None;
+        self
     }
 }
 
@@ -330,8 +335,11 @@ fn start_runs(count: usize, options: &[StartOptions]) -> Result<StartRuns, Engin
             )));
         }
     };
-    let start_at = options[0].start_at;
-    if options.iter().any(|o| o.start_at != start_at) {
+    let (start_at, start_after) = (options[0].start_at, options[0].start_after);
+    if options
+        .iter()
+        .any(|o| o.start_at != start_at || o.start_after != start_after)
+    {
         return Err(EngineError::InvalidArguments(
             "start_many: the runs of one call share their start time; start runs for other \
              times in calls of their own"
@@ -376,6 +384,7 @@ fn start_runs(count: usize, options: &[StartOptions]) -> Result<StartRuns, Engin
     Ok(StartRuns {
         idempotency_keys: keys,
         start_at,
+        start_after,
         trace_context: None,
         typed_input: false,
         priority,

@@ -361,6 +361,9 @@ pub struct StartRuns {
     /// Start the runs for this time: they exist at once (`scheduled_for`) and their first
     /// tasks become visible then (to the second). `None` or a past time: now.
     pub start_at: Option<DateTime<Utc>>,
+    /// Start the runs this long after now on the database's clock (`pgflow.clock()`): in the
+    /// place of [`start_at`](Self::start_at), which is ignored when this is given.
+    pub start_after: Option<std::time::Duration>,
     /// The W3C trace context to record on the runs (`traceparent`, then `tracestate` after a
     /// newline). `None`: the current span's, with the `otel` feature (see [`crate::trace`]).
     pub trace_context: Option<String>,
@@ -463,6 +466,13 @@ impl StartRuns {
     #[must_use]
     pub fn start_at(mut self, at: Option<DateTime<Utc>>) -> Self {
         self.start_at = at;
+        self
+    }
+
+    /// This long after now, on the database's clock (in the place of a start time).
+    #[must_use]
+    pub fn start_after(mut self, delay: Option<std::time::Duration>) -> Self {
+        self.start_after = delay;
         self
     }
 
@@ -588,10 +598,34 @@ fn with_outcomes(runs: Vec<Run>, ids: Option<Vec<Uuid>>, how: &StartRuns) -> Vec
 /// a singleton key's line also reads which did (`waiting`), through a volatile function: the
 /// statement's own look would not see the lines the call wrote.
 fn started_runs(how: &StartRuns, call: &str) -> String {
+    // A delay counts from the database's clock: `$6`, the start time, becomes the time that
+    // far from now (see `bind_start_time`).
+    let call = if how.start_after.is_some() {
+        call.replace("$6", "pgflow.clock() + make_interval(secs => $6)")
+    } else {
+        call.to_owned()
+    };
     if how.singleton_in_turn && how.singleton_keys.is_some() {
         format!("select r.*, pgflow.waits_its_turn(r.run_id) as waiting from {call} r")
     } else {
         format!("select * from {call}")
+    }
+}
+
+/// Binds a start's `$6`: its delay in seconds when it has one (see `started_runs`), else its
+/// start time.
+trait BindStartTime {
+    fn bind_start_time(self, how: &StartRuns) -> Self;
+}
+
+impl<'q, O> BindStartTime
+    for sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>
+{
+    fn bind_start_time(self, how: &StartRuns) -> Self {
+        match how.start_after {
+            Some(delay) => self.bind(delay.as_secs_f64()),
+            None => self.bind(how.start_at),
+        }
     }
 }
 
@@ -619,7 +653,7 @@ async fn start_flows_as(
     .bind(run_ids)
     .bind(resolve_alias)
     .bind(&how.idempotency_keys)
-    .bind(how.start_at)
+    .bind_start_time(how)
     .bind(trace_context(how))
     .bind(!how.typed_input)
     .bind(priority_arg(how))
@@ -671,7 +705,7 @@ async fn start_alias_typed_as(
     .bind(&types.input)
     .bind(&types.output)
     .bind(&how.idempotency_keys)
-    .bind(how.start_at)
+    .bind_start_time(how)
     .bind(trace_context(how))
     .bind(run_ids)
     .bind(priority_arg(how))
