@@ -59,6 +59,12 @@ pub use pgflow_runtime::{
     metrics, names, process, rollout, schedule, trace, worker,
 };
 
+/// A test kit for your own flows: a throwaway database per test, workers in the test, a run
+/// driven to its end, planned faults, and a clock the test moves forward (feature `testing`).
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub use pgflow_runtime::testing;
+
 #[doc = include_str!("docs/flow.md")]
 pub use pgflow_macros::flow;
 
@@ -101,6 +107,8 @@ pub mod docs {
     pub struct Configuration;
     #[doc = include_str!("../docs/waiting.md")]
     pub struct Waiting;
+    #[doc = include_str!("../docs/testing.md")]
+    pub struct Testing;
     /// `docs/operations/`, one page a struct.
     pub mod operations {
         #[doc = include_str!("../docs/operations/README.md")]

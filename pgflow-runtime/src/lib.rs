@@ -8,6 +8,7 @@
 //! - [`client`]: typed starts and waits.
 //! - [`StepError`]: a handler error that says whether retrying can help.
 //! - [`State`]: the application state a flow's handlers share.
+//! - `testing` (feature `testing`): a test kit for your own flows, with a clock the test moves.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 pub mod admin;
@@ -22,6 +23,8 @@ pub mod engine;
 pub mod error;
 pub mod events;
 pub mod failure;
+#[cfg(feature = "testing")]
+mod faults;
 pub mod handler;
 pub mod metrics;
 pub mod names;
@@ -32,6 +35,9 @@ pub mod rollout;
 pub mod schedule;
 pub mod state;
 pub mod step_error;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 pub mod trace;
 pub mod worker;
 

@@ -56,6 +56,7 @@ mod statistics;
 mod step_states;
 mod subflows;
 mod support;
+mod test_kit;
 mod tls;
 mod typed_alias;
 mod upgrade;

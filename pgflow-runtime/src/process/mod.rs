@@ -31,6 +31,8 @@ use crate::db::{Db, Pooling};
 use notifier::Notifier;
 
 pub use config::{Notifications, PRUNE_EVERY, ProcessConfig};
+#[cfg(feature = "testing")]
+pub(crate) use schedules::fire_due_schedules;
 
 /// The state a client shares with the workers started on it. See the [module docs](self).
 pub(crate) struct Shared {
@@ -46,6 +48,9 @@ pub(crate) struct Shared {
     pub(crate) values: SharedValues,
     /// Maintenance and schedule firing, while workers run.
     services: Mutex<Services>,
+    /// The faults a test planned for its workers' next attempts.
+    #[cfg(feature = "testing")]
+    pub(crate) faults: crate::faults::Faults,
 }
 
 impl std::fmt::Debug for Shared {
@@ -71,6 +76,8 @@ impl Shared {
             config,
             values: SharedValues::default(),
             services: Mutex::default(),
+            #[cfg(feature = "testing")]
+            faults: crate::faults::Faults::default(),
         }
     }
 

@@ -95,6 +95,12 @@ async fn fire_due(
     Ok(wait.max(Duration::from_millis(10)))
 }
 
+/// Fires every due schedule once, now (the test kit's advance of the clock).
+#[cfg(feature = "testing")]
+pub(crate) async fn fire_due_schedules(db: &Db) -> Result<(), EngineError> {
+    fire_due(db, &mut HashSet::new()).await.map(|_| ())
+}
+
 fn plan(schedule: &ScheduleToFire) -> Result<crate::schedule::Firing, crate::ScheduleError> {
     let missed = match schedule.missed.as_str() {
         "catch_up" => MissedTicks::CatchUp(u32::try_from(schedule.catch_up_limit).unwrap_or(1)),

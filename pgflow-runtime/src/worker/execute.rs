@@ -90,8 +90,13 @@ async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
                 let cancellation = rt.hard_stop.child_token();
                 let context = Context::for_task(&task, rt.started.pool.clone(), cancellation.clone());
                 let timeout = Duration::from_secs(u64::try_from(task.timeout_seconds).unwrap_or(1));
-                // The task (and its input) moves into the handler; the key stays here.
-                let mut running = tokio::spawn((runnable.handler)(TaskInput::new(task, context, runnable.state)));
+                // The task (and its input) moves into the handler; the key stays here. A fault
+                // a test planned stands in for the handler.
+                let handler = match planned_fault(rt, &task) {
+                    Some(fault) => fault,
+                    None => (runnable.handler)(TaskInput::new(task, context, runnable.state)),
+                };
+                let mut running = tokio::spawn(handler);
                 tokio::select! {
                     joined = &mut running => match joined {
                         Ok(result) => result,
@@ -166,6 +171,21 @@ async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
     }
     .instrument(span)
     .await
+}
+
+/// The fault a test planned for this attempt of the task's step, as its handler (the test kit,
+/// feature `testing`); never any without the feature.
+#[cfg(feature = "testing")]
+fn planned_fault(rt: &Runtime, task: &ClaimedTask) -> Option<crate::handler::HandlerFuture> {
+    let faults = &rt.started.client.shared().faults;
+    faults
+        .take(task.flow_slug.as_str(), task.step_slug.as_str())
+        .map(crate::faults::Fault::into_handler)
+}
+
+#[cfg(not(feature = "testing"))]
+fn planned_fault(_: &Runtime, _: &ClaimedTask) -> Option<crate::handler::HandlerFuture> {
+    None
 }
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {

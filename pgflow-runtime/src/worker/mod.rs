@@ -181,6 +181,23 @@ impl std::fmt::Debug for StartingWorker {
     }
 }
 
+/// Starts a worker of `deployment` on `queue`, one of the queues its flow routes a step to (the
+/// test kit's workers, one per queue).
+#[cfg(feature = "testing")]
+pub(crate) async fn start_on_queue<F: FlowSpec>(
+    deployment: Deployment<F>,
+    queue: QueueName,
+    settings: WorkerSettings,
+) -> Result<WorkerHandle, WorkerError> {
+    launch(
+        deployment.flows(),
+        queue,
+        startup::QueueChoice::Explicit,
+        settings,
+    )
+    .await
+}
+
 async fn launch(
     flows: Vec<RegisteredFlow>,
     queue: QueueName,
