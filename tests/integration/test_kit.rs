@@ -36,6 +36,23 @@ pub mod waits_kit_v1 {
     }
 }
 
+#[pgflow::flow(slug = "deadline_kit_v1", input = u32)]
+pub mod deadline_kit_v1 {
+    #[step(signal = approved, wait_timeout = "3d", when_timed_out = skip)]
+    pub async fn approve(input: u32, approved: bool) -> Result<bool, String> {
+        Ok(approved && input > 0)
+    }
+
+    #[step(depends_on = [approve])]
+    pub async fn decide(approve: Option<bool>) -> Result<String, String> {
+        Ok(match approve {
+            Some(true) => "approved".to_owned(),
+            Some(false) => "refused".to_owned(),
+            None => "no answer in time".to_owned(),
+        })
+    }
+}
+
 /// The recorded attempts of a step of a run that did not complete: (attempt, outcome, when it
 /// ended on the engine's clock).
 async fn attempts(
@@ -276,6 +293,27 @@ async fn a_run_waiting_for_a_signal_is_stuck_until_the_test_sends_it() {
         .unwrap();
     let finished = env.run_to_end(&run).await.unwrap();
     assert!(finished.output().unwrap().approve);
+    env.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_signal_not_sent_within_three_days_times_out_at_once_on_the_test_clock() {
+    let env = TestEnv::new().await.unwrap();
+    env.start_workers(deadline_kit_v1::deployment()).await.unwrap();
+    let wall = Instant::now();
+    let before = env.now().await.unwrap();
+    let run = deadline_kit_v1::start(env.client(), &1).await.unwrap();
+    let finished = env.run_to_end(&run).await.unwrap();
+    assert_eq!(finished.output().unwrap().decide, "no answer in time");
+    let approve = finished.step("approve").unwrap();
+    assert_eq!(approve.skip_reason.as_deref(), Some("timed_out"));
+    let ended = approve.ended_at.unwrap();
+    assert!(
+        ended - before >= chrono::Duration::days(3),
+        "the wait ended three days on: {before} .. {ended}"
+    );
+    println!("a three-day signal deadline, wall time: {:?}", wall.elapsed());
+    assert!(wall.elapsed() < WALL_BOUND);
     env.close().await.unwrap();
 }
 
