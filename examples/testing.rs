@@ -1,7 +1,7 @@
 //! The test kit (`pgflow::testing`) on flows that take days: a subscription renewal whose card
 //! is declined twice (retries an hour, then two hours, later) and which sends its reminder a week
 //! after the charge, and a daily report on a cron schedule, three days of it. Each runs in a
-//! throwaway database under the test clock and takes about a second of wall time, which the
+//! throwaway database under the test clock and takes under a second of wall time, which the
 //! example prints beside the engine time that passed.
 //!
 //! ```sh
@@ -129,7 +129,8 @@ fn check(holds: bool, what: &str) -> Result<(), Error> {
     }
 }
 
+/// `time` as days and hours, to the nearest hour.
 fn days_and_hours(time: Duration) -> String {
-    let hours = time.as_secs() / 3_600;
+    let hours = (time.as_secs() + 1_800) / 3_600;
     format!("{} d {} h", hours / 24, hours % 24)
 }

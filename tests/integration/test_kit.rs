@@ -299,7 +299,9 @@ async fn a_run_waiting_for_a_signal_is_stuck_until_the_test_sends_it() {
 #[tokio::test]
 async fn a_signal_not_sent_within_three_days_times_out_at_once_on_the_test_clock() {
     let env = TestEnv::new().await.unwrap();
-    env.start_workers(deadline_kit_v1::deployment()).await.unwrap();
+    env.start_workers(deadline_kit_v1::deployment())
+        .await
+        .unwrap();
     let wall = Instant::now();
     let before = env.now().await.unwrap();
     let run = deadline_kit_v1::start(env.client(), &1).await.unwrap();
@@ -312,7 +314,10 @@ async fn a_signal_not_sent_within_three_days_times_out_at_once_on_the_test_clock
         ended - before >= chrono::Duration::days(3),
         "the wait ended three days on: {before} .. {ended}"
     );
-    println!("a three-day signal deadline, wall time: {:?}", wall.elapsed());
+    println!(
+        "a three-day signal deadline, wall time: {:?}",
+        wall.elapsed()
+    );
     assert!(wall.elapsed() < WALL_BOUND);
     env.close().await.unwrap();
 }

@@ -3,7 +3,8 @@
 //!
 //! In production `pgflow.clock()` is `now()`, inlined into every query (migration
 //! `20261230000100_one_clock.sql`). [`install`] replaces it, in a test kit's throwaway
-//! database only, with `now()` plus the lead kept in `pgflow_testing.clock`. PGMQ keeps its
+//! database only, with `now()` plus the lead kept in `pgflow_testing.clock`, written into the
+//! function's body as a constant so that it is still inlined. PGMQ keeps its
 //! visibility times (`vt`) on the server's clock, not the engine's, so [`advance`] moves them
 //! back by the same amount: a message due in an hour is due at once. What the test's live
 //! processes keep fresh (worker heartbeats, event subscriptions) moves along with the time,
@@ -30,14 +31,22 @@ create table pgflow_testing.clock (
 );
 insert into pgflow_testing.clock default values;
 
-create or replace function pgflow.clock()
-returns timestamptz
-language sql
-stable
-as $$ select now() + (select c.lead from pgflow_testing.clock c) $$;
-
-grant usage on schema pgflow_testing to public;
-grant select on pgflow_testing.clock to public;
+-- set_clock: makes pgflow.clock() now() plus the lead, written into its body as a constant, so
+-- that Postgres still inlines it (a lead read from the table by a subquery would not be
+-- inlined: every call would run a query of its own, and a start would take a hundred times
+-- longer). Replacing the function makes every session plan its queries again.
+create function pgflow_testing.set_clock()
+returns void
+language plpgsql
+as $fn$
+begin
+  execute format(
+    'create or replace function pgflow.clock() returns timestamptz language sql stable '
+    'parallel safe as %L',
+    format('select now() + %L::interval', (select c.lead from pgflow_testing.clock c)));
+end;
+$fn$;
+select pgflow_testing.set_clock();
 
 -- advance: moves the engine's time forward by p_by. Returns the new time.
 create function pgflow_testing.advance(p_by interval)
@@ -51,6 +60,7 @@ begin
     raise exception 'the test clock only moves forward (asked to move by %)', p_by;
   end if;
   update pgflow_testing.clock set lead = lead + p_by;
+  perform pgflow_testing.set_clock();
   -- PGMQ's visibility times are on the server's clock: what was due within p_by is due now.
   for v_queue in select m.queue_name from pgmq.meta m loop
     execute format('update pgmq.%I set vt = vt - $1', 'q_' || v_queue) using p_by;

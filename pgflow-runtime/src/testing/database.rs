@@ -13,10 +13,10 @@ use crate::testing::TestError;
 /// project's own tests use it.
 pub(crate) const LOCAL_SERVER: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
-/// Connections the test's client keeps at most. Few: every new session plans pgflow's
-/// functions again on its first call of each (tens of milliseconds for the big ones), which
-/// is most of a short test's time. The client's listener has a connection of its own.
-const MAX_CONNECTIONS: u32 = 3;
+/// Connections the test's client keeps at most: its workers' calls and the test's own queries
+/// (the client's listener has a connection of its own). Few, since each new session plans
+/// pgflow's functions again on first use (about 20 ms for a start).
+const MAX_CONNECTIONS: u32 = 5;
 
 /// The prefix of the template databases' names.
 const TEMPLATE_PREFIX: &str = "pgflow_testkit_template_";
