@@ -178,4 +178,5 @@ pub async fn record_database_gauges(db: &Db) -> Result<(), EngineError> {
 #[cfg(feature = "prometheus")]
 mod prometheus;
 #[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub use prometheus::{PrometheusServer, prometheus_router, serve_prometheus};

@@ -71,6 +71,22 @@ async fn attempts(
     .unwrap()
 }
 
+/// When the latest attempt of a single step's task started, on the engine's clock.
+async fn task_started_at(
+    env: &TestEnv,
+    run_id: uuid::Uuid,
+    step: &str,
+) -> chrono::DateTime<chrono::Utc> {
+    sqlx::query_scalar(
+        "select started_at from pgflow.step_tasks where run_id = $1 and step_slug = $2",
+    )
+    .bind(run_id)
+    .bind(step)
+    .fetch_one(env.client().pool())
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn a_retry_an_hour_away_runs_at_once_on_the_test_clock_and_an_hour_later_on_the_engines() {
     let wall = Instant::now();
@@ -104,13 +120,7 @@ async fn a_retry_an_hour_away_runs_at_once_on_the_test_clock_and_an_hour_later_o
     let failed = attempts(&env, run.run_id(), "charge").await;
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!((failed[0].0, failed[0].1.as_str()), (1, "failed"));
-    let retried_at: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
-        "select started_at from pgflow.step_tasks where run_id = $1 and step_slug = 'charge'",
-    )
-    .bind(run.run_id())
-    .fetch_one(env.client().pool())
-    .await
-    .unwrap();
+    let retried_at = task_started_at(&env, run.run_id(), "charge").await;
     assert!(
         retried_at - failed[0].2 >= chrono::Duration::seconds(3600),
         "the retry at {retried_at} came an hour after the failure at {}",
@@ -157,13 +167,7 @@ async fn a_start_two_hours_ahead_waits_on_the_test_clock_and_begins_when_it_pass
 
     let finished = env.run_to_end(&run).await.unwrap();
     assert_eq!(finished.output().unwrap().receipt, "charged 300");
-    let began: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
-        "select started_at from pgflow.step_tasks where run_id = $1 and step_slug = 'charge'",
-    )
-    .bind(run.run_id())
-    .fetch_one(env.client().pool())
-    .await
-    .unwrap();
+    let began = task_started_at(&env, run.run_id(), "charge").await;
     assert!(began >= scheduled_for, "began {began}, due {scheduled_for}");
     println!("a start two hours ahead, wall time: {:?}", wall.elapsed());
     assert!(wall.elapsed() < WALL_BOUND);

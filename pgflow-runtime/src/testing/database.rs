@@ -152,17 +152,15 @@ async fn make_template(
             let _ = sqlx::raw_sql(&statement).execute(&mut *conn).await;
         }
     }
-    // (Each statement alone: a database is neither dropped nor created in a transaction.)
     let building = format!("{template}_building");
-    for statement in [
-        format!("drop database if exists {building} with (force)"),
-        format!("create database {building}"),
-    ] {
-        sqlx::raw_sql(&statement)
-            .execute(&mut *conn)
-            .await
-            .map_err(TestError::database)?;
-    }
+    execute_each(
+        conn,
+        [
+            format!("drop database if exists {building} with (force)"),
+            format!("create database {building}"),
+        ],
+    )
+    .await?;
     let pool = PgPoolOptions::new()
         .max_connections(1)
         .connect_with(server.clone().database(&building))
@@ -175,10 +173,23 @@ async fn make_template(
     .await;
     pool.close().await;
     installed?;
-    for statement in [
-        format!("alter database {building} rename to {template}"),
-        format!("alter database {template} is_template true"),
-    ] {
+    execute_each(
+        conn,
+        [
+            format!("alter database {building} rename to {template}"),
+            format!("alter database {template} is_template true"),
+        ],
+    )
+    .await
+}
+
+/// Runs each statement alone, in order: a database is neither created, dropped nor renamed in
+/// a transaction, which several statements in one query would make.
+async fn execute_each(
+    conn: &mut PgConnection,
+    statements: impl IntoIterator<Item = String>,
+) -> Result<(), TestError> {
+    for statement in statements {
         sqlx::raw_sql(&statement)
             .execute(&mut *conn)
             .await
