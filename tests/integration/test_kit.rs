@@ -352,6 +352,44 @@ async fn a_fault_for_a_step_the_flow_lacks_is_refused_naming_its_steps() {
     assert!(!left, "close drops the test database");
 }
 
+/// A test that fails before `close` (its `TestEnv` dropped in the unwinding) leaves no database
+/// behind; a server that does not answer is named in the error.
+#[tokio::test]
+async fn a_dropped_env_drops_its_database_and_an_unreachable_server_is_named() {
+    let server_url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
+    let server = PgPool::connect(&server_url).await.unwrap();
+    let env = TestEnv::new().await.unwrap();
+    env.start_workers(charge_kit_v1::deployment())
+        .await
+        .unwrap();
+    let name = env.database_name().to_owned();
+    let exists = || async {
+        sqlx::query_scalar::<_, bool>(
+            "select exists (select 1 from pg_database where datname = $1)",
+        )
+        .bind(&name)
+        .fetch_one(&server)
+        .await
+        .unwrap()
+    };
+    assert!(exists().await);
+    drop(env);
+    assert!(!exists().await, "dropping the env dropped {name}");
+
+    let refused = TestEnv::on_server(
+        "postgres://postgres@127.0.0.1:1/postgres",
+        ProcessConfig::new(),
+    )
+    .await
+    .unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        message.starts_with("could not create a test database on 127.0.0.1:1/postgres"),
+        "{message}"
+    );
+}
+
 /// The test clock lives only in the kit's databases: an install anywhere else has the plain
 /// clock, `now()`, and no test schema.
 #[sqlx::test(migrations = false)]
