@@ -51,6 +51,7 @@ pub static FUNCTION_FILES: &[FunctionFile] = function_files![
     "20_concurrency_caps.sql",
     "21_rate_limits.sql",
     "22_queue_caps.sql",
+    "23_trends.sql",
     "99_privileges.sql",
 ];
 

@@ -58,6 +58,7 @@ mod subflows;
 mod support;
 mod test_kit;
 mod tls;
+mod trends;
 mod typed_alias;
 mod upgrade;
 mod wakeups;

@@ -1,4 +1,5 @@
-//! Statistics and vacuum of pgflow's tables and queues, for servers without autovacuum.
+//! Statistics and vacuum of pgflow's tables and queues, for servers without autovacuum; the
+//! samples of the queues that the dashboard's trends read.
 
 use sqlx::PgExecutor;
 
@@ -64,4 +65,23 @@ async fn vacuum_listed_tables(
         sqlx::Executor::execute(&mut *conn, statement.as_str()).await?;
     }
     Ok(tables)
+}
+
+/// Records every queue's depth, oldest message's age and tasks in flight (one row each in
+/// `pgflow.queue_samples`, what the dashboard's trends read), unless any process took a sample
+/// less than `every` ago, and deletes the samples older than `keep`
+/// (`pgflow.sample_queues`). Returns how many queues it sampled: 0 when none was due, or
+/// another process was at it.
+pub async fn sample_queues(
+    executor: impl PgExecutor<'_>,
+    every: std::time::Duration,
+    keep: std::time::Duration,
+) -> Result<i32, EngineError> {
+    let seconds = |d: std::time::Duration| i32::try_from(d.as_secs()).unwrap_or(i32::MAX);
+    let sampled = sqlx::query_scalar("select pgflow.sample_queues($1, $2)")
+        .bind(seconds(every).max(1))
+        .bind(seconds(keep))
+        .fetch_one(executor)
+        .await?;
+    Ok(sampled)
 }

@@ -1,5 +1,6 @@
 //! The process's maintenance loop, apart from its workers' heartbeats so that a long pass never
-//! delays them: lost workers, stalled-task recovery and, on servers running without autovacuum,
+//! delays them: lost workers, stalled-task recovery, a sample of the queues a minute for the
+//! dashboard's trends and, on servers running without autovacuum,
 //! planner statistics and vacuum of pgflow's busy tables, and pruning of ended work when the
 //! process has a retention. One loop per client while its workers run; each part runs in one
 //! process per database at a time.
@@ -27,6 +28,7 @@ pub(super) async fn maintain(shared: Arc<Shared>, stop: CancellationToken) {
         let pass = async {
             mark_lost_workers(db).await;
             recover_stalled(db, config.stalled_grace, config.max_requeues).await;
+            sample_queues(db).await;
             refresh_statistics(db).await;
             vacuum(db).await;
             if let Some(retention) = config.retention
@@ -60,6 +62,18 @@ async fn mark_lost_workers(db: &Db) {
             }
         }
         Err(error) => tracing::warn!(%error, "could not look for lost workers"),
+    }
+}
+
+/// How often the queues are sampled for the dashboard's trends, and how long samples are kept.
+const SAMPLE_EVERY: Duration = Duration::from_secs(60);
+const SAMPLES_KEPT: Duration = Duration::from_secs(86_400);
+
+/// Samples every queue for the dashboard's trends, when a minute has passed since any process
+/// last did (see [`engine::sample_queues`]).
+async fn sample_queues(db: &Db) {
+    if let Err(error) = engine::sample_queues(db, SAMPLE_EVERY, SAMPLES_KEPT).await {
+        tracing::warn!(%error, "sampling the queues failed");
     }
 }
 

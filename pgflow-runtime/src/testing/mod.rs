@@ -26,7 +26,8 @@
 //! let finished = env.run_to_end(&run).await?; // skips the hour: well under a second
 //! assert_eq!(finished.output()?.charge, 700);
 //! assert_eq!(finished.step("charge").and_then(|s| s.max_attempt), Some(2));
-//! assert!(finished.time_skipped() >= Duration::from_secs(3600));
+//! // The hour, less the real time between the failure and the skip.
+//! assert!(finished.time_skipped() > Duration::from_secs(3590));
 //! env.close().await?;
 //! # Ok(()) }
 //! ```
