@@ -144,8 +144,8 @@ async fn get(app: &axum::Router, path: &str) -> Result<(StatusCode, String), Err
 }
 
 /// Writes `runs` ended runs straight into the tables, 100,000 per statement, with triggers off
-/// (no notifications, no integrity checks: the rows are consistent by construction), then
-/// analyzes, as autovacuum would after such a load.
+/// (no notifications, no integrity checks: the rows are consistent by construction), and a day
+/// of samples of every queue, then analyzes, as autovacuum would after such a load.
 async fn fill(pool: &sqlx::PgPool, runs: usize) -> Result<(), Error> {
     let mut conn = pool.acquire().await?;
     sqlx::query("set session_replication_role = replica")
@@ -165,7 +165,18 @@ async fn fill(pool: &sqlx::PgPool, runs: usize) -> Result<(), Error> {
     sqlx::query("set session_replication_role = origin")
         .execute(&mut *conn)
         .await?;
-    sqlx::query("analyze pgflow.runs, pgflow.step_states, pgflow.step_tasks")
+    // A day of queue samples, one a minute, as the workers' maintenance keeps them: what the
+    // overview's trends draw the last hour of.
+    sqlx::query(
+        "insert into pgflow.queue_samples
+           (sampled_at, queue_name, depth, oldest_message_age_seconds, in_flight)
+         select date_trunc('minute', now()) - make_interval(mins => m), q.queue_name,
+                (m * 37) % 500, (m * 13) % 300, m % 10
+         from (select distinct queue_name from pgflow.steps) q, generate_series(0, 1439) m",
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("analyze pgflow.runs, pgflow.step_states, pgflow.step_tasks, pgflow.queue_samples")
         .execute(&mut *conn)
         .await?;
     Ok(())

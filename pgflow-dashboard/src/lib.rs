@@ -14,6 +14,7 @@
 
 mod app;
 mod callbacks;
+mod charts;
 mod config;
 mod dag;
 mod error;

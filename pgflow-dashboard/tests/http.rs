@@ -622,3 +622,36 @@ async fn a_run_page_shows_a_priority_other_than_normal(pool: PgPool) {
     let (_, page, _) = get(&app, &format!("/runs/{plain}")).await;
     assert!(!page.contains("id=\"priority\""), "normal is not shown");
 }
+
+#[sqlx::test(migrations = false)]
+async fn the_overview_charts_each_queue_over_the_last_hour_from_its_samples(pool: PgPool) {
+    pgflow::install(&pool).await.unwrap();
+    let app = dashboard(&pool, Access::ReadOnly, false);
+    let (_, page, _) = get(&app, "/").await;
+    assert!(!page.contains("id=\"trends\""), "no samples, no trends");
+
+    // Three samples of a queue filling up within the hour, one from two hours ago (not shown).
+    sqlx::query(
+        "insert into pgflow.queue_samples
+           (sampled_at, queue_name, depth, oldest_message_age_seconds, in_flight)
+         values (now() - interval '2 hours', 'orders', 99, 9, 0),
+                (now() - interval '40 minutes', 'orders', 0, null, 0),
+                (now() - interval '20 minutes', 'orders', 12, 30, 2),
+                (now() - interval '1 minute', 'orders', 40, 95, 4)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let (status, page, _) = get(&app, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("id=\"trends\""), "{page}");
+    assert!(
+        page.contains("data-chart=\"queue-depth\" data-points=\"3\" data-max=\"40\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("data-chart=\"queue-oldest\" data-points=\"3\" data-max=\"95\""),
+        "{page}"
+    );
+    assert!(page.contains("max 40, now 40"), "{page}");
+}

@@ -14,6 +14,9 @@ returns table (queue_name text, depth bigint, oldest_message_age_seconds integer
                paused boolean, concurrency integer)
 language sql
 stable
+-- The plan's estimate (PGMQ's metrics function, a subplan per column) passes jit_above_cost,
+-- and compiling it took 35-75 ms of a query that runs in 1-3 ms (BENCHMARKS.md, Dashboard pages).
+set jit = off
 as $$
   select q.queue_name, q.depth, q.oldest_age, q.total,
          (select count(*) from pgflow.step_tasks t

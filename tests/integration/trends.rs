@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use pgflow_runtime::admin::inspect;
 use pgflow::engine;
 use pgflow::testing::TestEnv;
+use pgflow_runtime::admin::inspect;
 
 const EVERY: Duration = Duration::from_secs(60);
 const KEEP: Duration = Duration::from_secs(86_400);
