@@ -29,6 +29,8 @@ pub(crate) struct DashboardPages {
     pub fill_seconds: f64,
     pub requests_per_page: usize,
     pub pages: Vec<PageTiming>,
+    /// The median of a few passes of the trend sampler (`pgflow.sample_trends`) on these tables.
+    pub sampler_pass_ms: f64,
 }
 
 const REQUESTS: usize = 30;
@@ -76,6 +78,7 @@ pub(crate) async fn dashboard_pages(runs: usize) -> Result<DashboardPages, Error
     }
     let pages = [
         ("overview", "/".to_owned()),
+        ("overview, trends of a day", "/?trends=day".to_owned()),
         ("runs, newest", "/runs".to_owned()),
         ("runs, 11th page", deep),
         ("runs of a flow", "/runs?flow=bench_chain3".to_owned()),
@@ -112,12 +115,42 @@ pub(crate) async fn dashboard_pages(runs: usize) -> Result<DashboardPages, Error
             bytes,
         });
     }
+    let sampler_pass_ms = sampler_pass(&pool).await?;
     Ok(DashboardPages {
         runs,
         fill_seconds,
         requests_per_page: REQUESTS,
         pages: timings,
+        sampler_pass_ms,
     })
+}
+
+/// The median time of five passes of the trend sampler, each made due by forgetting the pass
+/// before it: it samples every queue and counts the runs of the last three minutes again,
+/// through `runs_ended_idx`.
+async fn sampler_pass(pool: &sqlx::PgPool) -> Result<f64, Error> {
+    let db = pgflow::Db::from(pool);
+    let mut ms = Vec::new();
+    for _ in 0..5 {
+        sqlx::query(
+            "delete from pgflow.trend_passes where sampled_at > now() - interval '2 minutes'",
+        )
+        .execute(pool)
+        .await?;
+        let started = Instant::now();
+        let sampled = pgflow::engine::sample_trends(
+            &db,
+            std::time::Duration::from_secs(60),
+            std::time::Duration::from_secs(86_400),
+        )
+        .await?;
+        ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        if !sampled {
+            return Err("the trend sampler did not take its pass".into());
+        }
+    }
+    ms.sort_by(f64::total_cmp);
+    Ok(ms[ms.len() / 2])
 }
 
 fn next_hour(minute: &str) -> String {
@@ -165,22 +198,41 @@ async fn fill(pool: &sqlx::PgPool, runs: usize) -> Result<(), Error> {
     sqlx::query("set session_replication_role = origin")
         .execute(&mut *conn)
         .await?;
-    // A day of queue samples, one a minute, as the workers' maintenance keeps them: what the
-    // overview's trends draw the last hour of.
+    // A day of trend samples, one a minute, as the workers' maintenance keeps them: what the
+    // overview's trends draw the last hour or day of.
+    sqlx::raw_sql(TREND_SAMPLES).execute(&mut *conn).await?;
     sqlx::query(
-        "insert into pgflow.queue_samples
-           (sampled_at, queue_name, depth, oldest_message_age_seconds, in_flight)
-         select date_trunc('minute', now()) - make_interval(mins => m), q.queue_name,
-                (m * 37) % 500, (m * 13) % 300, m % 10
-         from (select distinct queue_name from pgflow.steps) q, generate_series(0, 1439) m",
+        "analyze pgflow.runs, pgflow.step_states, pgflow.step_tasks, pgflow.queue_samples,
+                 pgflow.trend_passes, pgflow.run_samples, pgflow.task_samples",
     )
     .execute(&mut *conn)
     .await?;
-    sqlx::query("analyze pgflow.runs, pgflow.step_states, pgflow.step_tasks, pgflow.queue_samples")
-        .execute(&mut *conn)
-        .await?;
     Ok(())
 }
+
+/// A day of passes of the trend sampler, a minute apart: every queue's samples and every flow's
+/// runs that ended; and a day of every step's handler durations, 40 a minute.
+const TREND_SAMPLES: &str = "
+insert into pgflow.trend_passes (sampled_at, counted_from)
+select date_trunc('minute', now()) - make_interval(mins => m),
+       date_trunc('minute', now()) - make_interval(mins => m + 3)
+from generate_series(0, 1439) m;
+insert into pgflow.queue_samples (sampled_at, queue_name, depth, oldest_message_age_seconds,
+                                  in_flight)
+select date_trunc('minute', now()) - make_interval(mins => m), q.queue_name,
+       (m * 37) % 500, (m * 13) % 300, m % 10
+from (select distinct queue_name from pgflow.steps) q, generate_series(0, 1439) m;
+insert into pgflow.run_samples (minute, flow_slug, completed, failed)
+select date_trunc('minute', now()) - make_interval(mins => m), f.flow_slug,
+       20 + (m * 7) % 30, (m * 3) % 5
+from pgflow.flows f, generate_series(0, 1439) m;
+insert into pgflow.task_samples (minute, flow_slug, step_slug, completed, buckets)
+select date_trunc('minute', now()) - make_interval(mins => m), s.flow_slug, s.step_slug, 40,
+       (select array_agg(case i when 30 + m % 8 then 30 when 45 + m % 5 then 10 else 0 end
+                         order by i)
+        from generate_series(0, 50) i)
+from pgflow.steps s, generate_series(0, 1439) m;
+";
 
 /// Runs `$1 .. $1 + $2` of `$3`: flow by position (30% single, 60% chain3, 10% fanout), status
 /// by a hash (97% completed, 2% failed, 1% cancelled), start times spread evenly over 30 days
@@ -263,4 +315,8 @@ pub(crate) fn print_pages(pages: &DashboardPages) {
             page.path
         );
     }
+    println!(
+        "a pass of the trend sampler (pgflow.sample_trends): {:.1} ms (median of 5)",
+        pages.sampler_pass_ms
+    );
 }

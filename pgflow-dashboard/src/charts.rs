@@ -14,9 +14,14 @@ pub(crate) struct Point {
     pub(crate) value: f64,
 }
 
-/// A small line chart of `points` (oldest first) over the `span_seconds` before now, scaled to
-/// its largest value (at least 1), with the largest and the latest value as its caption.
-/// `kind` names the chart for tests and styles (`data-chart`).
+/// One line of a chart: its name (in the caption and `data-series`) and its points, oldest
+/// first.
+pub(crate) struct Series<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) points: &'a [Point],
+}
+
+/// A small line chart of one series over the `span_seconds` before now (see [`lines`]).
 pub(crate) fn line(
     kind: &str,
     label: &str,
@@ -24,34 +29,69 @@ pub(crate) fn line(
     points: &[Point],
     span_seconds: f64,
 ) -> Markup {
-    let max = points.iter().map(|p| p.value).fold(1.0, f64::max);
-    let coordinates: Vec<String> = points
-        .iter()
-        .map(|p| {
-            let x = WIDTH * (1.0 - (p.ago_seconds / span_seconds).clamp(0.0, 1.0));
-            let y = HEIGHT - HEIGHT * (p.value / max).clamp(0.0, 1.0);
-            format!("{x:.1},{y:.1}")
-        })
-        .collect();
-    let latest = points.last().map(|p| p.value);
+    lines(
+        kind,
+        label,
+        unit,
+        &[Series { name: "", points }],
+        span_seconds,
+    )
+}
+
+/// A small line chart of `series` over the `span_seconds` before now, all scaled to the largest
+/// value (at least 1: `data-max`), with the largest value and each series' latest as its
+/// caption. `kind`
+/// names the chart for tests and styles (`data-chart`); each line carries `data-series` and
+/// its own `data-max`.
+pub(crate) fn lines(
+    kind: &str,
+    label: &str,
+    unit: &str,
+    series: &[Series<'_>],
+    span_seconds: f64,
+) -> Markup {
+    let largest = |points: &[Point]| points.iter().map(|p| p.value).fold(0.0, f64::max);
+    let highest = series.iter().map(|s| largest(s.points)).fold(0.0, f64::max);
+    let max = highest.max(1.0);
+    let place = |p: &Point| {
+        let x = WIDTH * (1.0 - (p.ago_seconds / span_seconds).clamp(0.0, 1.0));
+        let y = HEIGHT - HEIGHT * (p.value / max).clamp(0.0, 1.0);
+        (format!("{x:.1}"), format!("{y:.1}"))
+    };
+    let points = series.iter().map(|s| s.points.len()).sum::<usize>();
     html! {
-        figure.chart data-chart=(kind) data-points=(points.len()) data-max=(max) {
+        figure.chart data-chart=(kind) data-points=(points) data-max=(max) {
             svg viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) preserveAspectRatio="none" role="img"
-                aria-label=(format!("{label}: at most {}{unit}", number(max))) {
+                aria-label=(format!("{label}: at most {}{unit}", number(highest))) {
                 title { (label) }
                 line.axis x1="0" y1=(HEIGHT) x2=(WIDTH) y2=(HEIGHT) {}
-                @match coordinates.as_slice() {
-                    [] => {}
-                    [only] => {
-                        @let (x, y) = only.split_once(',').unwrap_or(("0", "0"));
-                        circle.series cx=(x) cy=(y) r="2" {}
+                @for (index, s) in series.iter().enumerate() {
+                    @let class = format!("series series-{index}");
+                    @match s.points {
+                        [] => {}
+                        [only] => {
+                            @let (x, y) = place(only);
+                            circle class=(class) data-series=(s.name) data-max=(largest(s.points))
+                                cx=(x) cy=(y) r="2" {}
+                        }
+                        all => {
+                            @let coordinates: Vec<String> = all.iter()
+                                .map(|p| { let (x, y) = place(p); format!("{x},{y}") })
+                                .collect();
+                            polyline class=(class) data-series=(s.name)
+                                data-max=(largest(s.points)) points=(coordinates.join(" ")) {}
+                        }
                     }
-                    _ => { polyline.series points=(coordinates.join(" ")) {} }
                 }
             }
             figcaption {
-                "max " (number(max)) (unit)
-                @if let Some(latest) = latest { ", now " (number(latest)) (unit) }
+                "max " (number(highest)) (unit)
+                @for s in series {
+                    @if let Some(latest) = s.points.last() {
+                        ", " @if !s.name.is_empty() { (s.name) " " }
+                        "now " (number(latest.value)) (unit)
+                    }
+                }
             }
         }
     }
@@ -102,12 +142,66 @@ mod tests {
             value: 3.0,
         }];
         let markup = line("queue-depth", "Depth", "", &one, 3600.0).into_string();
+        assert!(markup.contains("cx=\"236.0\" cy=\"0.0\""), "{markup}");
+        let none = line("queue-depth", "Depth", "", &[], 3600.0).into_string();
+        assert!(!none.contains("class=\"series"), "{none}");
+        assert!(none.contains("max 0"), "{none}");
+    }
+
+    #[test]
+    fn several_series_share_one_scale_and_each_names_its_latest() {
+        let p50 = [
+            Point {
+                ago_seconds: 120.0,
+                value: 10.0,
+            },
+            Point {
+                ago_seconds: 60.0,
+                value: 20.0,
+            },
+        ];
+        let p95 = [
+            Point {
+                ago_seconds: 120.0,
+                value: 40.0,
+            },
+            Point {
+                ago_seconds: 60.0,
+                value: 30.0,
+            },
+        ];
+        let series = [
+            Series {
+                name: "p50",
+                points: &p50,
+            },
+            Series {
+                name: "p95",
+                points: &p95,
+            },
+        ];
+        let markup = lines("task-duration", "Duration", " ms", &series, 240.0).into_string();
         assert!(
-            markup.contains("<circle class=\"series\" cx=\"236.0\" cy=\"0.0\""),
+            markup.contains("data-max=\"40\" data-points=\"4\"")
+                || markup.contains("data-points=\"4\" data-max=\"40\""),
             "{markup}"
         );
-        let none = line("queue-depth", "Depth", "", &[], 3600.0).into_string();
-        assert!(!none.contains("series"), "{none}");
-        assert!(none.contains("max 1"), "{none}");
+        // p50 at 20 of 40 is half way up; p95's 40 at the top.
+        assert!(
+            markup.contains("points=\"120.0,36.0 180.0,24.0\""),
+            "{markup}"
+        );
+        assert!(
+            markup.contains("points=\"120.0,0.0 180.0,12.0\""),
+            "{markup}"
+        );
+        assert!(
+            markup.contains("data-series=\"p95\" data-max=\"40\""),
+            "{markup}"
+        );
+        assert!(
+            markup.contains("max 40 ms, p50 now 20 ms, p95 now 30 ms"),
+            "{markup}"
+        );
     }
 }

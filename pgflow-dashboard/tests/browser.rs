@@ -3,7 +3,8 @@
 //! Postgres with a real worker, starts the runs to look at, and runs `tests/browser/dashboard.mjs`,
 //! which checks that the overview lists the queue and its worker, that a running run's page
 //! turns completed without a reload, that a failed step shows its error, that the filters
-//! narrow the runs, and that cancel refuses a wrong token and works with the right one.
+//! narrow the runs, that cancel refuses a wrong token and works with the right one, and that
+//! the trend charts show a burst of failures this test causes.
 //! Screenshots land in `target/dashboard-screenshots/`.
 //!
 //! Needs `chromium` (Debian: `apt install chromium`), Node.js and npm; `npm ci` runs here when
@@ -57,6 +58,26 @@ fn playwright_installed() {
     assert!(status.success(), "`npm ci` in {} failed", dir.display());
 }
 
+/// Failed runs started at once for the trend charts.
+const BURST: usize = 6;
+
+/// Takes a trend sample now, once a second has passed since the last one.
+async fn sample_trends_now(pool: &PgPool) {
+    let db = pgflow::Db::from(pool);
+    for _ in 0..30 {
+        let every = std::time::Duration::from_secs(1);
+        let keep = std::time::Duration::from_secs(86_400);
+        if pgflow::engine::sample_trends(&db, every, keep)
+            .await
+            .unwrap()
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("no trend sample could be taken within 6 s");
+}
+
 #[sqlx::test(migrations = false)]
 async fn the_dashboard_works_in_a_real_browser(pool: PgPool) {
     let chromium = chromium();
@@ -66,6 +87,16 @@ async fn the_dashboard_works_in_a_real_browser(pool: PgPool) {
 
     let failed = support::start(&client, Order::failing()).await;
     assert_eq!(support::ended(&client, failed).await, RunStatus::Failed);
+    // A burst of failures, and the trend sample that counts them (maintenance would take it
+    // within the minute; the test takes it at once).
+    let mut burst = Vec::new();
+    for _ in 0..BURST {
+        burst.push(support::start(&client, Order::failing()).await);
+    }
+    for run in burst {
+        assert_eq!(support::ended(&client, run).await, RunStatus::Failed);
+    }
+    sample_trends_now(&pool).await;
     let to_cancel = support::start(&client, Order::waiting(120_000)).await;
     // Long enough for the browser to open its page while it runs.
     let running = support::start(&client, Order::waiting(6_000)).await;
@@ -89,6 +120,8 @@ async fn the_dashboard_works_in_a_real_browser(pool: PgPool) {
         .env("RUN_TO_CANCEL", to_cancel.to_string())
         .env("RUN_TO_SIGNAL", to_approve.to_string())
         .env("FAILED_ERROR", DECLINED)
+        .env("FLOW", "browsed_v1")
+        .env("FAILED_RUNS", (BURST + 1).to_string())
         .env("ACTION_TOKEN", token.expose())
         .env("SCREENSHOT_DIR", &screenshots)
         .env("CHROMIUM", &chromium);

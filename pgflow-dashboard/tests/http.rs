@@ -629,6 +629,7 @@ async fn the_overview_charts_each_queue_over_the_last_hour_from_its_samples(pool
     let app = dashboard(&pool, Access::ReadOnly, false);
     let (_, page, _) = get(&app, "/").await;
     assert!(!page.contains("id=\"trends\""), "no samples, no trends");
+    assert!(page.contains("Queues"), "{page}");
 
     // Three samples of a queue filling up within the hour, one from two hours ago (not shown).
     sqlx::query(
@@ -654,4 +655,102 @@ async fn the_overview_charts_each_queue_over_the_last_hour_from_its_samples(pool
         "{page}"
     );
     assert!(page.contains("max 40, now 40"), "{page}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_overview_charts_runs_per_flow_and_task_durations_per_step_over_an_hour_or_a_day(
+    pool: PgPool,
+) {
+    pgflow::install(&pool).await.unwrap();
+    let app = dashboard(&pool, Access::ReadOnly, false);
+    // Counted from 30 minutes ago: a burst of failures 10 minutes ago, completions around it,
+    // and a step's durations; one minute a day and a half ago is past even the day's span.
+    sqlx::raw_sql(
+        "insert into pgflow.trend_passes (sampled_at, counted_from)
+           values (now(), date_trunc('minute', now()) - interval '30 minutes');
+         insert into pgflow.run_samples (minute, flow_slug, completed, failed)
+         values (date_trunc('minute', now()) - interval '36 hours', 'orders', 500, 500),
+                (date_trunc('minute', now()) - interval '12 minutes', 'orders', 6, 0),
+                (date_trunc('minute', now()) - interval '10 minutes', 'orders', 1, 7),
+                (date_trunc('minute', now()) - interval '9 minutes', 'orders', 2, 0);
+         insert into pgflow.task_samples (minute, flow_slug, step_slug, completed, buckets)
+         values (date_trunc('minute', now()) - interval '10 minutes', 'orders', 'charge', 8,
+                 (select array_agg(case i when 41 then 7 when 53 then 1 else 0 end order by i)
+                  from generate_series(0, 53) i)),
+                (date_trunc('minute', now()) - interval '9 minutes', 'orders', 'charge', 2,
+                 (select array_agg(case i when 41 then 2 else 0 end order by i)
+                  from generate_series(0, 41) i))",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let (status, page, _) = get(&app, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    let runs = section(&page, "id=\"run-trends\"");
+    // From the first minute counted to now: 31 or 32 minutes, each a point, zero where none
+    // ended.
+    let points = attribute(runs, "data-chart=\"runs-failed\"", "data-points");
+    assert!(points == "31" || points == "32", "{runs}");
+    assert!(
+        runs.contains("data-series=\"\" data-max=\"7\""),
+        "the burst of 7 failures is the failed chart's peak: {runs}"
+    );
+    assert!(runs.contains("max 7/min, now 0/min"), "{runs}");
+    let tasks = section(&page, "id=\"task-trends\"");
+    assert!(tasks.contains("data-step=\"orders/charge\""), "{tasks}");
+    // Seven handlers in the bucket of 106-116 ms and one in that of 867-920 ms: the p95 is the
+    // slow one, the p50 one of the seven, each at its bucket's middle.
+    let p95: f64 = attribute(tasks, "data-series=\"p95\"", "data-max")
+        .parse()
+        .unwrap();
+    let p50: f64 = attribute(tasks, "data-series=\"p50\"", "data-max")
+        .parse()
+        .unwrap();
+    assert!((867.0..920.0).contains(&p95), "{tasks}");
+    assert!((106.0..116.0).contains(&p50), "{tasks}");
+    assert!(tasks.contains("<td class=\"num\">10</td>"), "{tasks}");
+
+    // The day: ten-minute points, runs per minute on average; the 36-hour-old minute is out.
+    let (status, page, _) = get(&app, "/?trends=day").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("data-span=\"day\""), "{page}");
+    let runs = section(&page, "id=\"run-trends\"");
+    let failed_max: f64 = attribute(runs, "data-chart=\"runs-failed\"", "data-max")
+        .parse()
+        .unwrap();
+    assert!(
+        (0.7..=0.71).contains(&failed_max) || failed_max == 1.0,
+        "7 failures in ten minutes are 0.7 a minute (the chart's scale is at least 1): {runs}"
+    );
+    assert!(runs.contains("data-series=\"\" data-max=\"0.7\""), "{runs}");
+
+    let (status, page, _) = get(&app, "/?trends=week").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(page.contains("`week`") && page.contains("`day`"), "{page}");
+}
+
+/// The markup from `marker` to the end of its table.
+fn section<'a>(page: &'a str, marker: &str) -> &'a str {
+    let start = page
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker}: {page}"));
+    let end = page[start..]
+        .find("</table>")
+        .map_or(page.len(), |e| start + e);
+    &page[start..end]
+}
+
+/// The value of `name` on the element that has `marker`.
+fn attribute<'a>(markup: &'a str, marker: &str, name: &str) -> &'a str {
+    let at = markup
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker}: {markup}"));
+    let element = &markup[markup[..at].rfind('<').unwrap_or(0)..];
+    let element = &element[..element.find('>').unwrap_or(element.len())];
+    let value = element
+        .split(&format!("{name}=\""))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {name} in {element}"));
+    &value[..value.find('"').unwrap_or(value.len())]
 }

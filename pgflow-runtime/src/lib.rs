@@ -26,6 +26,7 @@ pub mod failure;
 #[cfg(feature = "testing")]
 mod faults;
 pub mod handler;
+mod histogram;
 pub mod metrics;
 pub mod names;
 #[doc(hidden)]

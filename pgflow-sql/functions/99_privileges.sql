@@ -84,7 +84,8 @@ begin
                                 'schedules_to_fire', 'fire_schedule', 'request_wakeups',
                                 'withdraw_wakeups', 'expire_waits', 'signal_payload',
                                 'settle_subflows', 'release_capped_tasks',
-                                'begin_deferred_runs', 'sample_queues') then
+                                'begin_deferred_runs', 'sample_trends',
+                                'add_task_durations') then
                array['pgflow_worker']
              when p.proname in ('start_flows', 'start_flow', 'start_alias_typed',
                                 'waits_its_turn',
@@ -142,7 +143,8 @@ begin
                     pgflow.start_guards, pgflow.deferred_runs, pgflow.singleton_waits,
                     pgflow.singleton_runs, pgflow.rate_keys, pgflow.rate_tokens,
                     pgflow.rate_waits, pgflow.queue_caps, pgflow.queue_slots,
-                    pgflow.queue_samples
+                    pgflow.queue_samples, pgflow.trend_passes, pgflow.run_samples,
+                    pgflow.task_samples
       to pgflow_client;
     -- Operators are clients too, and read the workers, rollouts and alias history.
     if not pg_has_role('pgflow_operator', 'pgflow_client', 'member') then

@@ -7,6 +7,7 @@ pub(crate) mod overview;
 pub(crate) mod pauses;
 pub(crate) mod run;
 pub(crate) mod runs;
+pub(crate) mod trends;
 
 use std::time::Duration;
 

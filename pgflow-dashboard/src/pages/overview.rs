@@ -2,16 +2,17 @@
 //! flows being retired.
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::response::Html;
 use axum::routing::get;
 use maud::{Markup, html};
 use pgflow_runtime::admin::browse::{self, FlowSummary};
-use pgflow_runtime::admin::inspect::{self, QueueSample, WorkerFilter};
+use pgflow_runtime::admin::inspect::{self, WorkerFilter};
+use pgflow_runtime::admin::trends;
 use pgflow_runtime::engine::{self, DrainStatus};
 
+use super::trends::{self as trend_section, TrendSpan};
 use super::{badge, frame, maybe_time, short_id, time};
-use crate::charts::{self, Point};
 use crate::error::PageError;
 use crate::state::AppState;
 
@@ -23,11 +24,18 @@ pub(crate) fn routes() -> Router<AppState> {
 /// Keys of capped (and of rate-limited) steps shown, those with the most tasks held back first.
 const CAP_KEYS_SHOWN: i64 = 20;
 
-/// How far back the trends look.
-const TREND_SPAN: std::time::Duration = std::time::Duration::from_secs(3600);
+/// The overview's query: `trends=hour` (the default) or `trends=day`.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct OverviewQuery {
+    trends: Option<String>,
+}
 
 /// `GET /`.
-pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, PageError> {
+pub(crate) async fn page(
+    State(app): State<AppState>,
+    Query(query): Query<OverviewQuery>,
+) -> Result<Html<String>, PageError> {
+    let span = TrendSpan::parse(query.trends.as_deref())?;
     let db = app.db();
     let queues = inspect::queues(db).await?;
     app.throughput.record(&queues);
@@ -39,7 +47,7 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
     let rates = inspect::rate_use(db, CAP_KEYS_SHOWN).await?;
     let lines = inspect::singleton_lines(db, CAP_KEYS_SHOWN).await?;
     let paused_flows = inspect::paused_flows(db).await?;
-    let samples = inspect::queue_samples(db, TREND_SPAN).await?;
+    let trends = trends::trends(db, span.span(), span.period()).await?;
     let actions = app.config.actions_enabled();
     // A version no longer active that runs still use or workers still carry is being drained.
     let mut drains = Vec::new();
@@ -94,7 +102,7 @@ pub(crate) async fn page(State(app): State<AppState>) -> Result<Html<String>, Pa
                 }
             }
         }
-        (queue_trends(&samples))
+        (trend_section::section(&trends, span))
         @if !caps.is_empty() {
             section #caps {
                 h2 { "Concurrency caps in use" }
@@ -287,43 +295,6 @@ fn drain_table(drains: &[DrainStatus]) -> Markup {
                     td { @if d.safe_to_remove { "yes" } @else { "not yet" } }
                 }
             } }
-        }
-    }
-}
-
-/// Each queue's depth and oldest message over the last hour, from the samples the workers'
-/// maintenance takes once a minute; nothing before the first sample.
-fn queue_trends(samples: &[QueueSample]) -> Markup {
-    let now = chrono::Utc::now();
-    let span = TREND_SPAN.as_secs_f64();
-    let ago = |s: &QueueSample| (now - s.sampled_at).num_milliseconds() as f64 / 1000.0;
-    let queues = samples.chunk_by(|a, b| a.queue_name == b.queue_name);
-    html! {
-        @if !samples.is_empty() {
-            section #trends {
-                h2 { "Queues over the last hour" }
-                table {
-                    thead { tr { th { "Queue" } th { "Depth" } th { "Oldest message" } } }
-                    tbody {
-                        @for queue in queues {
-                            @let depth: Vec<Point> = queue.iter()
-                                .map(|s| Point { ago_seconds: ago(s), value: s.depth as f64 })
-                                .collect();
-                            @let oldest: Vec<Point> = queue.iter()
-                                .map(|s| Point {
-                                    ago_seconds: ago(s),
-                                    value: f64::from(s.oldest_message_age_seconds.unwrap_or(0)),
-                                })
-                                .collect();
-                            tr data-queue=(queue[0].queue_name) {
-                                td { (queue[0].queue_name) }
-                                td { (charts::line("queue-depth", "Depth", "", &depth, span)) }
-                                td { (charts::line("queue-oldest", "Oldest message", " s", &oldest, span)) }
-                            }
-                        }
-                    }
-                }
-            }
         }
     }
 }

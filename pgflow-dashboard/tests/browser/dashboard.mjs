@@ -17,6 +17,8 @@ const failedRun = env("RUN_FAILED");
 const cancelRun = env("RUN_TO_CANCEL");
 const signalRun = env("RUN_TO_SIGNAL");
 const failedError = env("FAILED_ERROR");
+const flow = env("FLOW");
+const failedRuns = Number(env("FAILED_RUNS"));
 const token = env("ACTION_TOKEN");
 const shots = env("SCREENSHOT_DIR");
 mkdirSync(shots, { recursive: true });
@@ -52,6 +54,35 @@ await check("the overview lists the queue and its live worker", async () => {
   const liveness = await workers.first().locator("[data-status]").getAttribute("data-status");
   expect(liveness === "alive", `the worker is ${liveness}, not alive`);
   await page.screenshot({ path: `${shots}/overview.png`, fullPage: true });
+});
+
+await check("the trend charts show the burst of failures", async () => {
+  await page.goto(`${base}/`);
+  const failed = page.locator(`#run-trends tr[data-flow="${flow}"] figure[data-chart="runs-failed"]`);
+  await failed.waitFor({ timeout: 10000 });
+  // Every failure of the test ended within a minute or two: the peak holds nearly all of them.
+  const line = failed.locator("[data-series]");
+  const peak = Number(await line.getAttribute("data-max"));
+  expect(peak >= failedRuns / 2 && peak <= failedRuns,
+         `the failed chart's peak is ${peak}, expected about ${failedRuns}`);
+  const box = await failed.locator("svg").boundingBox();
+  expect(box && box.width > 100 && box.height > 20, `the chart is drawn ${JSON.stringify(box)}`);
+  // The peak is drawn at the top of the chart: a point of the line has y = 0.
+  const top = await line.evaluate((el) => el.tagName === "circle"
+    ? Number(el.getAttribute("cy")) === 0
+    : el.getAttribute("points").split(" ").some((p) => Number(p.split(",")[1]) === 0));
+  expect(top, "no point of the failed line reaches the top of its chart");
+  const caption = await failed.locator("figcaption").innerText();
+  expect(caption.startsWith(`max ${peak}/min`), `the caption reads "${caption}"`);
+  await page.locator("#trends").screenshot({ path: `${shots}/trends.png` });
+
+  await Promise.all([page.waitForURL(/trends=day/), page.click('#trends nav a[href="/?trends=day"]')]);
+  const daily = page.locator(`#run-trends tr[data-flow="${flow}"] figure[data-chart="runs-failed"] [data-series]`);
+  const perMinute = Number(await daily.getAttribute("data-max"));
+  // Ten minutes a point (a burst across two periods splits between them).
+  expect(perMinute >= failedRuns / 20 && perMinute <= failedRuns / 10 + 1e-9,
+         `over ten minutes the failures are ${perMinute} a minute, expected up to ${failedRuns / 10}`);
+  await page.screenshot({ path: `${shots}/overview-day.png`, fullPage: true });
 });
 
 await check("a running run's page turns completed without a reload", async () => {

@@ -66,39 +66,6 @@ pub async fn queues(executor: impl PgExecutor<'_>) -> Result<Vec<QueueOverview>,
     Ok(rows)
 }
 
-/// One sample of a queue (`pgflow.queue_samples`, taken once a minute by a process's
-/// maintenance): what the dashboard's trends draw.
-#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Serialize)]
-pub struct QueueSample {
-    /// When it was taken (the engine's clock, to the second).
-    pub sampled_at: DateTime<Utc>,
-    /// The queue.
-    pub queue_name: String,
-    /// Messages waiting in it.
-    pub depth: i64,
-    /// The age of its oldest message, in seconds (`None` when it was empty).
-    pub oldest_message_age_seconds: Option<i32>,
-    /// Its tasks started and not ended.
-    pub in_flight: i32,
-}
-
-/// The samples of every queue taken in the last `span`, by queue and then time.
-pub async fn queue_samples(
-    executor: impl PgExecutor<'_>,
-    span: std::time::Duration,
-) -> Result<Vec<QueueSample>, EngineError> {
-    let rows = sqlx::query_as(
-        "select sampled_at, queue_name, depth, oldest_message_age_seconds, in_flight
-         from pgflow.queue_samples
-         where sampled_at > pgflow.clock() - make_interval(secs => $1)
-         order by queue_name, sampled_at",
-    )
-    .bind(span.as_secs_f64())
-    .fetch_all(executor)
-    .await?;
-    Ok(rows)
-}
-
 /// What a registered worker is doing, by the one liveness rule, which SQL holds
 /// (`pgflow.worker_is_live`: not stopped and heard from within 30 s) and every command, the
 /// dashboard and the rollout fence use.

@@ -67,18 +67,20 @@ async fn vacuum_listed_tables(
     Ok(tables)
 }
 
-/// Records every queue's depth, oldest message's age and tasks in flight (one row each in
-/// `pgflow.queue_samples`, what the dashboard's trends read), unless any process took a sample
-/// less than `every` ago, and deletes the samples older than `keep`
-/// (`pgflow.sample_queues`). Returns how many queues it sampled: 0 when none was due, or
-/// another process was at it.
-pub async fn sample_queues(
+/// Takes the dashboard's trend samples, unless any process took them less than `every` ago
+/// (`pgflow.sample_trends`): every queue's depth, oldest message's age and tasks in flight
+/// now (`pgflow.queue_samples`); per flow and minute, the runs that completed and failed
+/// (`pgflow.run_samples`). The last few minutes are counted again each time, so the current
+/// minute shows before it is over. Deletes what is older than `keep`, the handler durations
+/// the workers wrote (`pgflow.task_samples`) included. Returns whether it sampled: `false`
+/// when no sample was due, or another process was at it.
+pub async fn sample_trends(
     executor: impl PgExecutor<'_>,
     every: std::time::Duration,
     keep: std::time::Duration,
-) -> Result<i32, EngineError> {
+) -> Result<bool, EngineError> {
     let seconds = |d: std::time::Duration| i32::try_from(d.as_secs()).unwrap_or(i32::MAX);
-    let sampled = sqlx::query_scalar("select pgflow.sample_queues($1, $2)")
+    let sampled = sqlx::query_scalar("select pgflow.sample_trends($1, $2)")
         .bind(seconds(every).max(1))
         .bind(seconds(keep))
         .fetch_one(executor)

@@ -51,7 +51,7 @@ pub use flow_control::{
     begin_deferred_runs, pause_flow, pause_queue, release_capped_tasks, resume_flow, resume_queue,
     set_priority_aging, set_queue_concurrency,
 };
-pub use maintenance::{refresh_statistics, sample_queues, vacuum_tables};
+pub use maintenance::{refresh_statistics, sample_trends, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};
 pub use retention::{Pruned, prune, prune_all, prune_preview};
 pub use run_control::{

@@ -1,9 +1,10 @@
 //! The process's maintenance loop, apart from its workers' heartbeats so that a long pass never
-//! delays them: lost workers, stalled-task recovery, a sample of the queues a minute for the
-//! dashboard's trends and, on servers running without autovacuum,
+//! delays them: lost workers, stalled-task recovery, for the dashboard's trends a sample of the
+//! queues and runs a minute and the handler durations this process's workers measured (at
+//! every pass, and once more when the loop stops) and, on servers running without autovacuum,
 //! planner statistics and vacuum of pgflow's busy tables, and pruning of ended work when the
-//! process has a retention. One loop per client while its workers run; each part runs in one
-//! process per database at a time.
+//! process has a retention. One loop per client while its workers run; each part but the
+//! durations runs in one process per database at a time.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,12 +24,20 @@ pub(super) async fn maintain(shared: Arc<Shared>, stop: CancellationToken) {
     loop {
         tokio::select! {
             () = tokio::time::sleep(config.stalled_check_interval) => {}
-            () = stop.cancelled() => return,
+            () = stop.cancelled() => {
+                // The last durations, unless the database is gone by now.
+                let last = tokio::time::timeout(LAST_WRITE, shared.durations.write(db)).await;
+                if !matches!(last, Ok(Ok(()))) {
+                    tracing::debug!("the last handler durations could not be written at stop");
+                }
+                return;
+            }
         }
         let pass = async {
             mark_lost_workers(db).await;
             recover_stalled(db, config.stalled_grace, config.max_requeues).await;
-            sample_queues(db).await;
+            sample_trends(db).await;
+            write_task_durations(&shared).await;
             refresh_statistics(db).await;
             vacuum(db).await;
             if let Some(retention) = config.retention
@@ -65,15 +74,25 @@ async fn mark_lost_workers(db: &Db) {
     }
 }
 
-/// How often the queues are sampled for the dashboard's trends, and how long samples are kept.
+/// How often the trends are sampled for the dashboard, and how long samples are kept.
 const SAMPLE_EVERY: Duration = Duration::from_secs(60);
 const SAMPLES_KEPT: Duration = Duration::from_secs(86_400);
 
-/// Samples every queue for the dashboard's trends, when a minute has passed since any process
-/// last did (see [`engine::sample_queues`]).
-async fn sample_queues(db: &Db) {
-    if let Err(error) = engine::sample_queues(db, SAMPLE_EVERY, SAMPLES_KEPT).await {
-        tracing::warn!(%error, "sampling the queues failed");
+/// Samples the queues, runs and tasks for the dashboard's trends, when a minute has passed
+/// since any process last did (see [`engine::sample_trends`]).
+async fn sample_trends(db: &Db) {
+    if let Err(error) = engine::sample_trends(db, SAMPLE_EVERY, SAMPLES_KEPT).await {
+        tracing::warn!(%error, "sampling the trends failed");
+    }
+}
+
+/// How long the loop tries to write the last handler durations when it stops.
+const LAST_WRITE: Duration = Duration::from_secs(2);
+
+/// Writes the handler durations the process's workers measured since the last pass.
+async fn write_task_durations(shared: &Shared) {
+    if let Err(error) = shared.durations.write(&shared.db).await {
+        tracing::warn!(%error, "writing the handler durations for the trends failed; kept for the next pass");
     }
 }
 

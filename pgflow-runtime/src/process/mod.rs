@@ -6,7 +6,9 @@
 //! - the values they share (`SharedValues`): the wake-ups of each queue (with its one
 //!   gathering worker), the shared completion calls of each queue and set of supported pairs,
 //!   the run-event hub;
-//! - the maintenance (stalled-task recovery, lost workers, statistics, vacuum, pruning) and the
+//! - the handler durations its workers measured (`durations`), for the dashboard's trends;
+//! - the maintenance (stalled-task recovery, lost workers, trend samples, statistics, vacuum,
+//!   pruning) and the
 //!   firing of cron schedules, each run once for the client while at least one of its workers
 //!   runs, with the [`ProcessConfig`] it was made with.
 //!
@@ -15,6 +17,7 @@
 //! gets a client of its own. Nothing here is process-global: two clients share nothing.
 
 mod config;
+pub(crate) mod durations;
 mod maintenance;
 pub(crate) mod notifier;
 mod schedules;
@@ -48,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) values: SharedValues,
     /// Maintenance and schedule firing, while workers run.
     services: Mutex<Services>,
+    /// The handler durations its workers measured, until maintenance writes them.
+    pub(crate) durations: durations::TaskDurations,
     /// The faults a test planned for its workers' next attempts.
     #[cfg(feature = "testing")]
     pub(crate) faults: crate::faults::Faults,
@@ -76,6 +81,7 @@ impl Shared {
             config,
             values: SharedValues::default(),
             services: Mutex::default(),
+            durations: durations::TaskDurations::default(),
             #[cfg(feature = "testing")]
             faults: crate::faults::Faults::default(),
         }

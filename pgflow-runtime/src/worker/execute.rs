@@ -140,7 +140,10 @@ async fn execute(rt: &Runtime, task: ClaimedTask) -> Option<Outcome> {
         let (queue, flow, step) = (queue.as_str(), key.flow_slug.as_str(), key.step_slug.as_str());
         metrics::handler_duration(queue, flow, step, took);
         match &result {
-            Ok(_) => metrics::count_task(metrics::names::TASKS_COMPLETED, queue, flow, step),
+            Ok(_) => {
+                metrics::count_task(metrics::names::TASKS_COMPLETED, queue, flow, step);
+                rt.started.client.shared().durations.record(flow, step, took);
+            }
             Err(StepFailure::TimedOut { .. }) => {
                 metrics::count_task(metrics::names::TASKS_TIMED_OUT, queue, flow, step);
             }
