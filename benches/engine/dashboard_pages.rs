@@ -226,12 +226,21 @@ insert into pgflow.run_samples (minute, flow_slug, completed, failed)
 select date_trunc('minute', now()) - make_interval(mins => m), f.flow_slug,
        20 + (m * 7) % 30, (m * 3) % 5
 from pgflow.flows f, generate_series(0, 1439) m;
-insert into pgflow.task_samples (minute, flow_slug, step_slug, completed, buckets)
-select date_trunc('minute', now()) - make_interval(mins => m), s.flow_slug, s.step_slug, 40,
+insert into pgflow.task_samples (period_seconds, period_start, flow_slug, step_slug, completed,
+                                 buckets)
+select 60, date_trunc('minute', now()) - make_interval(mins => m), s.flow_slug, s.step_slug, 40,
        (select array_agg(case i when 30 + m % 8 then 30 when 45 + m % 5 then 10 else 0 end
                          order by i)
         from generate_series(0, 50) i)
 from pgflow.steps s, generate_series(0, 1439) m;
+insert into pgflow.task_samples (period_seconds, period_start, flow_slug, step_slug, completed,
+                                 buckets)
+select 600, date_bin('10 minutes', now(), timestamptz 'epoch') - make_interval(mins => 10 * p),
+       s.flow_slug, s.step_slug, 400,
+       (select array_agg(case when i between 30 and 37 then 38 when i between 45 and 49 then 20
+                              else 0 end order by i)
+        from generate_series(0, 50) i)
+from pgflow.steps s, generate_series(0, 143) p;
 ";
 
 /// Runs `$1 .. $1 + $2` of `$3`: flow by position (30% single, 60% chain3, 10% fanout), status

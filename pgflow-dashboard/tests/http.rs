@@ -673,13 +673,18 @@ async fn the_overview_charts_runs_per_flow_and_task_durations_per_step_over_an_h
                 (date_trunc('minute', now()) - interval '12 minutes', 'orders', 6, 0),
                 (date_trunc('minute', now()) - interval '10 minutes', 'orders', 1, 7),
                 (date_trunc('minute', now()) - interval '9 minutes', 'orders', 2, 0);
-         insert into pgflow.task_samples (minute, flow_slug, step_slug, completed, buckets)
-         values (date_trunc('minute', now()) - interval '10 minutes', 'orders', 'charge', 8,
+         insert into pgflow.task_samples
+           (period_seconds, period_start, flow_slug, step_slug, completed, buckets)
+         values (60, date_trunc('minute', now()) - interval '10 minutes', 'orders', 'charge', 8,
                  (select array_agg(case i when 41 then 7 when 53 then 1 else 0 end order by i)
                   from generate_series(0, 53) i)),
-                (date_trunc('minute', now()) - interval '9 minutes', 'orders', 'charge', 2,
+                (60, date_trunc('minute', now()) - interval '9 minutes', 'orders', 'charge', 2,
                  (select array_agg(case i when 41 then 2 else 0 end order by i)
-                  from generate_series(0, 41) i))",
+                  from generate_series(0, 41) i)),
+                (600, date_bin('10 minutes', now() - interval '10 minutes', timestamptz 'epoch'),
+                 'orders', 'charge', 20,
+                 (select array_agg(case i when 41 then 2 when 53 then 18 else 0 end order by i)
+                  from generate_series(0, 53) i))",
     )
     .execute(&pool)
     .await
@@ -724,6 +729,13 @@ async fn the_overview_charts_runs_per_flow_and_task_durations_per_step_over_an_h
         "7 failures in ten minutes are 0.7 a minute (the chart's scale is at least 1): {runs}"
     );
     assert!(runs.contains("data-series=\"\" data-max=\"0.7\""), "{runs}");
+    // The day's durations come from the ten-minute rows (their median is a slow handler's),
+    // not from the minutes (whose median is a fast one's).
+    let tasks = section(&page, "id=\"task-trends\"");
+    let p50: f64 = attribute(tasks, "data-series=\"p50\"", "data-max")
+        .parse()
+        .unwrap();
+    assert!((867.0..920.0).contains(&p50), "{tasks}");
 
     let (status, page, _) = get(&app, "/?trends=week").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);

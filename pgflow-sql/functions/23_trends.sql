@@ -42,7 +42,12 @@ begin
   insert into pgflow.queue_samples (sampled_at, queue_name, depth, oldest_message_age_seconds,
                                     in_flight)
   select v_now, q.queue_name, q.depth, q.oldest_message_age_seconds, q.in_flight_tasks
-  from pgflow.queue_overview() q;
+  from pgflow.queue_overview() q
+  -- Only when a pass's record was deleted by hand within the second: the newer reading wins.
+  on conflict (sampled_at, queue_name) do update
+    set depth = excluded.depth,
+        oldest_message_age_seconds = excluded.oldest_message_age_seconds,
+        in_flight = excluded.in_flight;
 
   delete from pgflow.run_samples s where s.minute >= v_from;
   insert into pgflow.run_samples (minute, flow_slug, completed, failed)
@@ -61,19 +66,19 @@ begin
   delete from pgflow.run_samples s
   where s.minute < v_now - make_interval(secs => p_keep_seconds);
   delete from pgflow.task_samples s
-  where s.minute < v_now - make_interval(secs => p_keep_seconds);
+  where s.period_start < v_now - make_interval(secs => p_keep_seconds);
   return true;
 end;
 $$;
 
 -- add_task_durations: adds the handler durations a worker process measured since its last call
--- to the current minute's row of each step (creating it). p_steps is a JSON array of
--- {"flow": slug, "step": slug, "completed": n, "buckets": [count, ...]}, the buckets on the
--- workers' scale (migration 20270101000100); counts add up bucket by bucket, a shorter array
--- counting as zeros past its end; each step at most once per call. Returns how many steps it
--- added to.
--- Locks: the row of each step's minute in pgflow.task_samples (processes adding to the same
--- step in the same minute take turns; each holds it for its own short transaction).
+-- to the current minute's and ten minutes' rows of each step (creating them). p_steps is a JSON
+-- array of {"flow": slug, "step": slug, "completed": n, "buckets": [count, ...]}, the buckets on
+-- the workers' scale (migration 20270101000100); counts add up bucket by bucket, a shorter
+-- array counting as zeros past its end; each step at most once per call. Returns how many
+-- steps it added to.
+-- Locks: the rows of each step's current periods in pgflow.task_samples (processes adding to
+-- the same step at once take turns; each holds them for its own short transaction).
 create or replace function pgflow.add_task_durations(p_steps jsonb)
 returns integer
 language plpgsql
@@ -86,15 +91,19 @@ begin
       coalesce(jsonb_typeof(p_steps), 'null')
       using errcode = '22023';
   end if;
-  insert into pgflow.task_samples as t (minute, flow_slug, step_slug, completed, buckets)
-  select date_trunc('minute', pgflow.clock()), d.flow, d.step, d.completed, d.buckets
+  insert into pgflow.task_samples as t (period_seconds, period_start, flow_slug, step_slug,
+                                        completed, buckets)
+  select p.seconds,
+         date_bin(make_interval(secs => p.seconds), pgflow.clock(), timestamptz 'epoch'),
+         d.flow, d.step, d.completed, d.buckets
   from jsonb_to_recordset(p_steps) as d(flow text, step text, completed integer,
-                                         buckets integer[])
-  on conflict (minute, flow_slug, step_slug) do update
+                                         buckets integer[]),
+       (values (60), (600)) as p(seconds)
+  on conflict (period_seconds, period_start, flow_slug, step_slug) do update
     set completed = t.completed + excluded.completed,
         buckets = (select array_agg(coalesce(a, 0) + coalesce(b, 0) order by n)
                    from unnest(t.buckets, excluded.buckets) with ordinality as u(a, b, n));
   get diagnostics v_added = row_count;
-  return v_added;
+  return v_added / 2;
 end;
 $$;

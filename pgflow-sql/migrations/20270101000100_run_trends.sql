@@ -23,17 +23,20 @@ create table pgflow.run_samples (
   primary key (minute, flow_slug)
 );
 
--- Tasks whose handler succeeded in a minute, per step, and a histogram of how long their
+-- Tasks whose handler succeeded in a period, per step, and a histogram of how long their
 -- handlers ran: `buckets[i]` (1-based) counts the durations in bucket i - 1 of the workers'
 -- scale (a quarter of a doubling wide from 0.1 ms, so a percentile read from it is within
--- about 9 %). Every process adds its own counts to the minute's row.
+-- about 9 %). Every process adds its own counts to the period's row. Each duration is counted
+-- in a minute (`period_seconds` 60) and in ten minutes (600): a day's chart reads 144 rows a
+-- step, not 1,440 (decoding a day of minutes' histograms took 20-40 ms of the page).
 create table pgflow.task_samples (
-  minute timestamptz not null,
+  period_seconds integer not null check (period_seconds in (60, 600)),
+  period_start timestamptz not null,
   flow_slug text not null,
   step_slug text not null,
   completed integer not null,
   buckets integer[] not null,
-  primary key (minute, flow_slug, step_slug)
+  primary key (period_seconds, period_start, flow_slug, step_slug)
 );
 
 -- The sampler finds the runs that ended in the last few minutes. A run enters this index when

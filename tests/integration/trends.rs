@@ -245,7 +245,8 @@ async fn durations_written_by_several_processes_add_up_bucket_by_bucket() {
         assert!(added >= 1);
     }
     let rows: Vec<(String, i32, Vec<i32>)> = sqlx::query_as(
-        "select step_slug, completed, buckets from pgflow.task_samples order by step_slug",
+        "select step_slug, completed, buckets from pgflow.task_samples
+         where period_seconds = 60 order by step_slug",
     )
     .fetch_all(pool)
     .await
@@ -257,6 +258,14 @@ async fn durations_written_by_several_processes_add_up_bucket_by_bucket() {
             ("b".to_owned(), 1, vec![0, 0, 1])
         ]
     );
+    // The same counts go to the step's ten minutes.
+    let ten: (i64, i64) = sqlx::query_as(
+        "select count(*), sum(completed) from pgflow.task_samples where period_seconds = 600",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(ten, (2, 8));
     let refused = sqlx::query("select pgflow.add_task_durations('{}'::jsonb)")
         .execute(pool)
         .await
