@@ -103,6 +103,89 @@ impl Cluster {
         )
     }
 
+    /// A streaming standby of `primary`, started: a base backup of it (`pg_basebackup -R`,
+    /// which also writes the connection to the primary) in a directory of its own, on a port
+    /// of its own, with `settings` (`name=value`) added to its `postgresql.auto.conf`. Returns
+    /// once it accepts connections.
+    pub fn standby_of(primary: &Cluster, settings: &[String]) -> Result<Self, Error> {
+        let unique = format!(
+            "pgflow-standby-{}-{}",
+            std::process::id(),
+            TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()
+        );
+        let dir = std::env::temp_dir().join(unique);
+        std::fs::create_dir_all(&dir)?;
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mut standby = Self {
+            dir,
+            bin: primary.bin.clone(),
+            port,
+            as_postgres: primary.as_postgres,
+            started: false,
+        };
+        standby.give_to_server()?;
+        standby.run(
+            "pg_basebackup",
+            &[
+                "-D".into(),
+                standby.data_dir(),
+                "-h".into(),
+                "127.0.0.1".into(),
+                "-p".into(),
+                primary.port.to_string(),
+                "-U".into(),
+                "postgres".into(),
+                "-R".into(),
+                "-X".into(),
+                "stream".into(),
+                "-c".into(),
+                "fast".into(),
+            ],
+            true,
+        )?;
+        if !settings.is_empty() {
+            let auto = standby.dir.join("data/postgresql.auto.conf");
+            let mut text = std::fs::read_to_string(&auto).unwrap_or_default();
+            for setting in settings {
+                text.push_str(setting);
+                text.push('\n');
+            }
+            std::fs::write(&auto, text)?;
+        }
+        standby.give_to_server()?;
+        standby.run_server(&[])?;
+        standby.started = true;
+        Ok(standby)
+    }
+
+    /// Promotes a standby to primary (`pg_ctl promote -w`); returns once it accepts writes.
+    pub fn promote(&self) -> Result<(), Error> {
+        self.run(
+            "pg_ctl",
+            &["-D".into(), self.data_dir(), "-w".into(), "promote".into()],
+            true,
+        )
+    }
+
+    /// Stops the server (`pg_ctl stop -m <mode>`: `immediate` is a crash); its directory stays
+    /// until the cluster is dropped.
+    pub fn stop(&mut self, mode: &str) -> Result<(), Error> {
+        self.run(
+            "pg_ctl",
+            &[
+                "-D".into(),
+                self.data_dir(),
+                "-m".into(),
+                mode.into(),
+                "-w".into(),
+                "stop".into(),
+            ],
+            true,
+        )?;
+        self.started = false;
+        Ok(())
+    }
+
     /// `data/` of the cluster, as a string for the tools.
     pub fn data_dir(&self) -> String {
         self.dir.join("data").display().to_string()
@@ -210,17 +293,19 @@ impl Drop for Cluster {
     }
 }
 
-/// The directory holding `initdb` and `pg_ctl`: on PATH, else the newest Debian install.
+/// The tools a cluster needs, all from one install.
+const TOOLS: [&str; 3] = ["initdb", "pg_ctl", "pg_basebackup"];
+
+/// The directory holding every one of [`TOOLS`]: on PATH, else the newest Debian install.
 fn postgres_bin() -> Option<PathBuf> {
     let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
+        std::env::split_paths(&paths).find(|dir| TOOLS.iter().all(|tool| dir.join(tool).is_file()))
     });
     on_path.or_else(|| {
         let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
             .ok()?
             .filter_map(|entry| entry.ok().map(|e| e.path().join("bin")))
-            .filter(|bin| bin.join("initdb").is_file())
+            .filter(|bin| TOOLS.iter().all(|tool| bin.join(tool).is_file()))
             .collect();
         versions.sort_by_key(|p| {
             p.parent()

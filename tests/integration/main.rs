@@ -23,6 +23,7 @@ mod delete_flow;
 mod dsl;
 mod error_bounds;
 mod events;
+mod failover;
 mod flow_control;
 mod flows;
 mod handles;

@@ -93,7 +93,7 @@ impl Shared {
     pub(crate) fn notifier(&self) -> Option<&Notifier> {
         self.notifier
             .get_or_init(|| {
-                let options = match self.config.notifications() {
+                let (options, follow) = match self.config.notifications() {
                     Notifications::SameDatabase if self.db.pooling() == Pooling::Transaction => {
                         tracing::info!(
                             "behind a transaction-mode pooler with no listen_url: idle workers \
@@ -101,12 +101,15 @@ impl Shared {
                         );
                         return None;
                     }
-                    Notifications::SameDatabase => (*self.db.pool().connect_options()).clone(),
+                    Notifications::SameDatabase => {
+                        let pool = self.db.pool();
+                        ((*pool.connect_options()).clone(), Some(pool.clone()))
+                    }
                     // A bad URL stops a worker's start (`WorkerError::InvalidListenUrl`).
-                    Notifications::Url(url) => notifier::listen_options(url).ok()?,
+                    Notifications::Url(url) => (notifier::listen_options(url).ok()?, None),
                     Notifications::Off => return None,
                 };
-                Some(Notifier::start(options))
+                Some(Notifier::start(options, follow))
             })
             .as_ref()
     }

@@ -95,8 +95,9 @@ enum Command {
 
 impl Notifier {
     /// Starts the listening task, connecting with `options` (lazily, and again whenever the
-    /// connection is lost).
-    pub(crate) fn start(options: PgConnectOptions) -> Self {
+    /// connection is lost); with `follow`, with that pool's options as they are at each
+    /// connection, so that the listener follows the client's pool to a new primary.
+    pub(crate) fn start(options: PgConnectOptions, follow: Option<PgPool>) -> Self {
         let (commands, requests) = mpsc::unbounded_channel();
         // A pool of one, made lazily: the listener's connection is its own, never one of the
         // client's pool.
@@ -104,7 +105,7 @@ impl Notifier {
             .max_connections(1)
             .min_connections(0)
             .connect_lazy_with(options);
-        tokio::spawn(listen(pool, requests));
+        tokio::spawn(listen(pool, follow, requests));
         Self {
             commands,
             next_id: Arc::default(),
@@ -308,10 +309,17 @@ fn into_sqlx(error: crate::EngineError) -> sqlx::Error {
 
 /// The listening task: connects, keeps the session in line with the topics, dispatches
 /// notifications; reconnects when the connection is lost; ends when every sender is dropped.
-async fn listen(pool: PgPool, mut commands: mpsc::UnboundedReceiver<Command>) {
+async fn listen(
+    pool: PgPool,
+    follow: Option<PgPool>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+) {
     let mut state = Listening::default();
     let mut backoff = Backoff::default();
     loop {
+        if let Some(followed) = &follow {
+            pool.set_connect_options((*followed.connect_options()).clone());
+        }
         // Connect, taking commands meanwhile (answered once connected).
         let mut listener = loop {
             let connected = tokio::select! {

@@ -1,4 +1,8 @@
-//! Opening a pool from a connection URL, for clients and workers alike.
+//! Opening a pool from a connection URL, for clients and workers alike; with several hosts in
+//! the URL, on the primary among them, following it when it moves (`failover`).
+
+mod failover;
+mod hosts;
 
 use std::str::FromStr;
 
@@ -31,6 +35,16 @@ pub enum ConnectError {
         #[source]
         source: sqlx::Error,
     },
+    /// The URL names several hosts and none of them is a primary that accepts a connection.
+    #[error(
+        "none of the URL's hosts is a primary that accepts a connection ({}); start or promote \
+         one, or check the URL",
+        hosts.join("; ")
+    )]
+    NoPrimary {
+        /// Each host, as `host:port/database`, and what it answered.
+        hosts: Vec<String>,
+    },
 }
 
 /// `url` as Postgres connect options and the pooling it names (`?pgbouncer=true`, removed from
@@ -52,7 +66,21 @@ pub(crate) fn parse_url(url: &str) -> Result<(PgConnectOptions, Pooling), sqlx::
 /// (`?pgbouncer=true` behind a transaction-mode pooler). One connection is tried first, once,
 /// so an unreachable server or a refused login fails at once with its cause (a pool would
 /// retry it until its acquire timeout, 30 s, and then report only the timeout).
+///
+/// A URL may name several hosts, as libpq writes them
+/// (`postgres://app@db1:5432,db2:5432/app`, optionally with
+/// `target_session_attrs=read-write`): the pool then connects to the first that is the
+/// primary (it accepts a connection and is not in recovery), checks every second that it
+/// still is, and after a failover connects to the new primary without a restart (see
+/// docs/operations/connecting.md, Failover).
 pub async fn db(url: &str, max_connections: u32) -> Result<Db, ConnectError> {
+    let invalid = |reason: String| ConnectError::InvalidUrl {
+        source: sqlx::Error::Configuration(reason.into()),
+    };
+    let hosts = hosts::split_hosts(url).map_err(invalid)?;
+    if hosts.len() > 1 {
+        return db_following_primary(&hosts, max_connections).await;
+    }
     let (options, pooling) =
         parse_url(url).map_err(|source| ConnectError::InvalidUrl { source })?;
     let target = pgflow_sql::connection_target(&options);
@@ -70,4 +98,24 @@ pub async fn db(url: &str, max_connections: u32) -> Result<Db, ConnectError> {
         .await
         .map_err(unreachable)?;
     Ok(Db::new(pool, pooling))
+}
+
+/// A pool on the primary among the hosts of `urls` (one URL each), following it when it moves.
+async fn db_following_primary(urls: &[String], max_connections: u32) -> Result<Db, ConnectError> {
+    let mut hosts = Vec::with_capacity(urls.len());
+    let mut pooling = None;
+    for url in urls {
+        let (options, host_pooling) =
+            parse_url(url).map_err(|source| ConnectError::InvalidUrl { source })?;
+        hosts.push(options);
+        pooling = Some(host_pooling);
+    }
+    let failover = failover::Failover::find(hosts)
+        .await
+        .map_err(|hosts| ConnectError::NoPrimary { hosts })?;
+    let pool = failover
+        .pool_options(PgPoolOptions::new().max_connections(max_connections))
+        .connect_lazy_with(failover.current());
+    std::sync::Arc::clone(&failover).watch(pool.clone());
+    Ok(Db::new(pool, pooling.unwrap_or(Pooling::Direct)))
 }
