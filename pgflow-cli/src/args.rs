@@ -23,6 +23,12 @@ pub(crate) struct Cli {
     #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
 
+    /// A streaming replica of the database, for what only reads: the dashboard's pages and
+    /// metrics, and `status`, `runs`, `run`, `graph`, `workers list`, `alias list` and
+    /// `schedules list`. Everything that writes still uses --database-url.
+    #[arg(long, global = true, env = "PGFLOW_READ_URL", hide_env_values = true)]
+    pub read_url: Option<String>,
+
     /// Print JSON instead of a table.
     #[arg(long, global = true)]
     pub json: bool,

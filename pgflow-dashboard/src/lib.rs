@@ -21,6 +21,7 @@ mod error;
 mod live;
 mod pages;
 mod random;
+mod replica;
 mod security;
 mod state;
 mod throughput;
@@ -39,7 +40,22 @@ pub use security::Refusal;
 /// application's own server (mount it at the root: its links are absolute). Its throughput
 /// column fills as the overview page is loaded; [`serve`] also samples in the background.
 pub fn router(config: DashboardConfig, db: impl Into<Db>) -> axum::Router {
-    app::routes(state::AppState::new(config, db.into()))
+    app::routes(state::AppState::new(config, db.into(), None))
+}
+
+/// [`router`], with the pages reading from `replica` (a streaming replica of the database
+/// behind `db`): cancel, retry, signals, pauses and a run page's live updates still use `db`,
+/// the primary. Every page says how far behind the replica is.
+pub fn router_with_replica(
+    config: DashboardConfig,
+    db: impl Into<Db>,
+    replica: impl Into<Db>,
+) -> axum::Router {
+    app::routes(state::AppState::new(
+        config,
+        db.into(),
+        Some(replica.into()),
+    ))
 }
 
 /// A dashboard being served; dropping it stops it.
@@ -74,18 +90,38 @@ pub const THROUGHPUT_SAMPLE_EVERY: Duration = Duration::from_secs(5);
 /// background. Fails when the address cannot be bound or (with `config.metrics`) when another
 /// metrics recorder is installed in the process.
 pub async fn serve(config: DashboardConfig, db: impl Into<Db>) -> std::io::Result<Dashboard> {
-    let db = db.into();
+    serve_reading(config, db.into(), None).await
+}
+
+/// [`serve`], with the pages, the throughput readings and (with `config.metrics`) the
+/// Prometheus scrape reading from `replica`, a streaming replica of the database behind `db`:
+/// they put no load on the primary. Cancel, retry, signals, pauses and a run page's live
+/// updates still use `db`. Every page says how far behind the replica is.
+pub async fn serve_with_replica(
+    config: DashboardConfig,
+    db: impl Into<Db>,
+    replica: impl Into<Db>,
+) -> std::io::Result<Dashboard> {
+    serve_reading(config, db.into(), Some(replica.into())).await
+}
+
+async fn serve_reading(
+    config: DashboardConfig,
+    db: Db,
+    replica: Option<Db>,
+) -> std::io::Result<Dashboard> {
+    let reads = replica.clone().unwrap_or_else(|| db.clone());
     let stop = CancellationToken::new();
-    let state = state::AppState::new(config.clone(), db.clone());
+    let state = state::AppState::new(config.clone(), db, replica);
     throughput::spawn_sampler(
-        db.clone(),
+        reads.clone(),
         state.throughput.clone(),
         THROUGHPUT_SAMPLE_EVERY,
         stop.clone(),
     );
     let mut routes = app::routes(state);
     if config.metrics {
-        routes = routes.merge(pgflow_runtime::metrics::prometheus_router(db)?);
+        routes = routes.merge(pgflow_runtime::metrics::prometheus_router(reads)?);
     }
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let addr = listener.local_addr()?;

@@ -766,3 +766,126 @@ fn attribute<'a>(markup: &'a str, marker: &str, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {name} in {element}"));
     &value[..value.find('"').unwrap_or(value.len())]
 }
+
+/// Runs blocking cluster work off the runtime's threads.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(work).await.unwrap()
+}
+
+/// Statements the primary ran since its counters were reset, other than reading them.
+async fn statements_run(primary: &PgPool) -> i64 {
+    sqlx::query_scalar(
+        "select coalesce(sum(calls), 0)::bigint from pg_stat_statements
+         where query not ilike '%pg_stat_statements%'",
+    )
+    .fetch_one(primary)
+    .await
+    .unwrap()
+}
+
+/// Loads the overview until the replica note says `state`, for up to 10 s.
+async fn replica_note_reads(app: &Router, state: &str) -> String {
+    let marker = format!("data-replica=\"{state}\"");
+    for _ in 0..50 {
+        let (_, page, _) = get(app, "/").await;
+        if page.contains(&marker) {
+            return page;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    panic!("the pages never said the replica is {state}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_replica_the_pages_read_from_it_say_its_lag_and_actions_go_to_the_primary() {
+    // A primary that counts every statement it runs, and its streaming replica.
+    let (primary, replica) = blocking(|| {
+        let primary = pgflow_testkit::Cluster::init()
+            .unwrap()
+            .start_with(&["shared_preload_libraries=pg_stat_statements".to_owned()])
+            .unwrap();
+        let replica = pgflow_testkit::Cluster::standby_of(&primary, &[]).unwrap();
+        (primary, replica)
+    })
+    .await;
+    pgflow::install_url(&primary.url()).await.unwrap();
+    let primary_pool = PgPool::connect(&primary.url()).await.unwrap();
+    let replica_pool = PgPool::connect(&replica.url()).await.unwrap();
+    sqlx::query("create extension pg_stat_statements")
+        .execute(&primary_pool)
+        .await
+        .unwrap();
+    // A run of a deployed flow, and no worker: it waits in its queue.
+    let client = Client::new(primary_pool.clone());
+    client
+        .deploy(&support::browsed_v1::deployment())
+        .await
+        .unwrap();
+    let run = support::start(&client, Order::quick()).await;
+    let app = pgflow_dashboard::router_with_replica(
+        DashboardConfig::new(with_token()),
+        primary_pool.clone(),
+        replica_pool.clone(),
+    );
+    let page = replica_note_reads(&app, "caught-up").await;
+    assert!(page.contains(r#"data-queue="browsed""#), "{page}");
+
+    // Every page, and not one statement on the primary.
+    sqlx::query("select pg_stat_statements_reset()")
+        .execute(&primary_pool)
+        .await
+        .unwrap();
+    for path in [
+        "/".to_owned(),
+        "/?trends=day".to_owned(),
+        "/runs".to_owned(),
+        format!("/runs/{run}"),
+        "/flows/browsed_v1".to_owned(),
+    ] {
+        let (status, page, _) = get(&app, &path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {page}");
+        assert!(page.contains("read from a replica"), "{path}: {page}");
+    }
+    assert_eq!(
+        statements_run(&primary_pool).await,
+        0,
+        "the pages ran statements on the primary"
+    );
+
+    // The replica stops replaying: a run started now is on the primary only, the pages do
+    // not list it, and they say how far behind the replica is.
+    sqlx::query("select pg_wal_replay_pause()")
+        .execute(&replica_pool)
+        .await
+        .unwrap();
+    let later = support::start(&client, Order::quick()).await;
+    let page = replica_note_reads(&app, "behind").await;
+    assert!(page.contains("s behind"), "{page}");
+    let (_, runs, _) = get(&app, "/runs").await;
+    assert!(runs.contains(&run.to_string()), "{runs}");
+    assert!(
+        !runs.contains(&later.to_string()),
+        "a run the replica has not replayed is listed: the page read the primary"
+    );
+
+    // Cancel goes to the primary, whatever the replica has.
+    let path = format!("/runs/{later}/cancel");
+    let (status, form, set_cookie) = get(&app, &path).await;
+    assert_eq!(status, StatusCode::OK, "{form}");
+    let (csrf, cookie) = csrf_of(&form, &set_cookie.unwrap());
+    let same_site = [
+        ("cookie", cookie.as_str()),
+        ("origin", "http://127.0.0.1:8080"),
+    ];
+    let form = format!("csrf={csrf}&token={TOKEN}&reason=replica");
+    let (status, body) = post(&app, &path, &same_site, &form).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(status_of(&primary_pool, later).await, RunStatus::Cancelled);
+
+    sqlx::query("select pg_wal_replay_resume()")
+        .execute(&replica_pool)
+        .await
+        .unwrap();
+    replica_note_reads(&app, "caught-up").await;
+    drop((primary, replica));
+}

@@ -18,8 +18,12 @@ pub(super) struct Options {
     pub metrics: bool,
 }
 
-/// Serves until Ctrl-C or SIGTERM.
-pub(super) async fn serve(db: pgflow::Db, options: Options) -> Result<(), Failure> {
+/// Serves until Ctrl-C or SIGTERM; the pages read from `replica` when one is given.
+pub(super) async fn serve(
+    db: pgflow::Db,
+    replica: Option<pgflow::Db>,
+    options: Options,
+) -> Result<(), Failure> {
     let (access, generated) = if options.read_only {
         (Access::ReadOnly, false)
     } else if let Some(token) = options.token {
@@ -32,7 +36,11 @@ pub(super) async fn serve(db: pgflow::Db, options: Options) -> Result<(), Failur
     config.listen = options.listen;
     config.hide_payloads = options.hide_payloads;
     config.metrics = options.metrics;
-    let dashboard = pgflow_dashboard::serve(config, db).await.map_err(|error| {
+    let served = match replica {
+        Some(replica) => pgflow_dashboard::serve_with_replica(config, db, replica).await,
+        None => pgflow_dashboard::serve(config, db).await,
+    };
+    let dashboard = served.map_err(|error| {
         Failure::runtime(format!(
             "cannot serve the dashboard at {}: {error}",
             options.listen

@@ -42,6 +42,10 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
     } = cli.command
     {
         let pool = connect(&url, dashboard::CONNECTIONS).await?;
+        let replica = match &cli.read_url {
+            Some(read_url) => Some(connect(read_url, dashboard::CONNECTIONS).await?),
+            None => None,
+        };
         let options = dashboard::Options {
             listen,
             token,
@@ -49,16 +53,21 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             hide_payloads,
             metrics,
         };
-        return dashboard::serve(pool, options).await;
+        return dashboard::serve(pool, replica, options).await;
     }
     let pool = connect(&url, 2).await?;
+    // What only reads goes to the replica when one is given.
+    let reads = match &cli.read_url {
+        Some(read_url) => connect(read_url, 2).await?,
+        None => pool.clone(),
+    };
     match cli.command {
         Command::Install | Command::Dashboard { .. } => unreachable!("handled above"),
         Command::Grant { login, role } => install::grant(&pool, &out, &login, role.role()).await,
         Command::Alias(AliasCommand::Set { alias, flow }) => {
             aliases::set(&pool, &out, &alias, &flow).await
         }
-        Command::Alias(AliasCommand::List) => aliases::list(&pool, &out).await,
+        Command::Alias(AliasCommand::List) => aliases::list(&reads, &out).await,
         Command::DrainStatus { flow, queue } => {
             aliases::drain_status(&pool, &out, &flow, queue.as_deref()).await
         }
@@ -72,13 +81,13 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             rollout::finish(&pool, &out, rollout_id).await
         }
         Command::Rollout(RolloutCommand::Status { all }) => rollout::status(&pool, &out, all).await,
-        Command::Status => status::status(&pool, &out).await,
+        Command::Status => status::status(&reads, &out).await,
         Command::Runs {
             flow,
             status,
             limit,
-        } => runs::list(&pool, &out, flow.as_deref(), status, limit).await,
-        Command::Run { run_id, full } => runs::show(&pool, &out, &run_id, full).await,
+        } => runs::list(&reads, &out, flow.as_deref(), status, limit).await,
+        Command::Run { run_id, full } => runs::show(&reads, &out, &run_id, full).await,
         Command::Start {
             flow,
             input,
@@ -161,9 +170,9 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             runs::emit(&pool, &out, &name, &key, payload).await
         }
         Command::Graph { flow, format, run } => {
-            graph::graph(&pool, &out, &flow, format, run.as_deref()).await
+            graph::graph(&reads, &out, &flow, format, run.as_deref()).await
         }
-        Command::Workers(WorkersCommand::List { all }) => workers::list(&pool, &out, all).await,
+        Command::Workers(WorkersCommand::List { all }) => workers::list(&reads, &out, all).await,
         Command::Workers(WorkersCommand::Deprecate { function }) => {
             workers::deprecate(&pool, &out, &function).await
         }
@@ -190,7 +199,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), Failure> {
             filter,
             reason,
         } => control::cancel(&pool, &out, &run_ids, &filter, reason.as_deref()).await,
-        Command::Schedules(SchedulesCommand::List) => schedules::list(&pool, &out).await,
+        Command::Schedules(SchedulesCommand::List) => schedules::list(&reads, &out).await,
         Command::Schedules(SchedulesCommand::Pause { name }) => {
             schedules::pause(&pool, &out, &name, true).await
         }

@@ -23,6 +23,7 @@ mod errors;
 mod install;
 mod pooler;
 mod prune;
+mod replica;
 mod rollout;
 mod run;
 mod run_control;

@@ -24,7 +24,7 @@ pub(crate) async fn page(
     State(app): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Response, PageError> {
-    let db = app.db();
+    let db = app.reads();
     let flow_slug = match inspect::resolve_flow_name(db, &name).await? {
         None => {
             return Err(PageError::NotFound(format!(

@@ -17,6 +17,7 @@ use maud::{DOCTYPE, Markup, html};
 use pgflow_runtime::admin::human;
 
 use crate::error::PageError;
+use crate::replica::Lag;
 use crate::state::AppState;
 
 /// A whole page: the frame around `content`, titled `title`.
@@ -43,8 +44,34 @@ pub(crate) fn frame(app: &AppState, title: &str, content: Markup) -> Markup {
                         @else { "read-only" }
                         @if app.config.hide_payloads { " · payloads hidden" }
                     }
+                    @if let Some(lag) = app.replica_lag() { (replica_note(lag)) }
                 }
                 main { (content) }
+            }
+        }
+    }
+}
+
+/// Where the pages read from when it is a replica, and how far behind it is
+/// (`data-replica`: `caught-up`, `behind` with `data-lag-seconds`, `not-replica`, `unknown`).
+fn replica_note(lag: Lag) -> Markup {
+    html! {
+        @match lag {
+            Lag::CaughtUp => {
+                span.replica data-replica="caught-up" { "read from a replica, caught up" }
+            }
+            Lag::Behind { seconds } => {
+                span.replica.alert data-replica="behind" data-lag-seconds=(format!("{seconds:.1}")) {
+                    "read from a replica, " (format!("{seconds:.1}")) " s behind"
+                }
+            }
+            Lag::NotReplica => {
+                span.replica.alert data-replica="not-replica" {
+                    "read from a second server that is not a replica (it was promoted?)"
+                }
+            }
+            Lag::Unknown => {
+                span.replica data-replica="unknown" { "read from a replica (lag not known yet)" }
             }
         }
     }

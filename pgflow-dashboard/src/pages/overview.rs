@@ -36,7 +36,7 @@ pub(crate) async fn page(
     Query(query): Query<OverviewQuery>,
 ) -> Result<Html<String>, PageError> {
     let span = TrendSpan::parse(query.trends.as_deref())?;
-    let db = app.db();
+    let db = app.reads();
     let queues = inspect::queues(db).await?;
     app.throughput.record(&queues);
     let workers = inspect::workers(db, WorkerFilter::NotStopped).await?;

@@ -10,6 +10,7 @@ use axum::extract::{Path, State};
 use axum::response::Html;
 use axum::routing::get;
 use maud::{Markup, PreEscaped, html};
+use pgflow_runtime::Db;
 use pgflow_runtime::admin::browse::{self, PayloadPreview};
 use pgflow_runtime::admin::human;
 use pgflow_runtime::admin::inspect;
@@ -39,7 +40,7 @@ pub(crate) async fn page(
     Path(run_id): Path<String>,
 ) -> Result<Html<String>, PageError> {
     let run_id = run_id_of(&run_id)?;
-    let body = run_body(&app, run_id).await?;
+    let body = run_body(&app, app.reads(), run_id).await?;
     let title = format!("Run {}", super::short_id(run_id));
     Ok(Html(frame(&app, &title, body).into_string()))
 }
@@ -50,7 +51,9 @@ pub(crate) async fn body(
     Path(run_id): Path<String>,
 ) -> Result<Html<String>, PageError> {
     let run_id = run_id_of(&run_id)?;
-    Ok(Html(run_body(&app, run_id).await?.into_string()))
+    // Fetched after each of the run's events, which come from the primary: read there, or a
+    // replica behind it could draw the run as it was before the event.
+    Ok(Html(run_body(&app, app.db(), run_id).await?.into_string()))
 }
 
 fn truncate(text: &str, chars: usize) -> String {
@@ -60,8 +63,7 @@ fn truncate(text: &str, chars: usize) -> String {
     }
 }
 
-async fn run_body(app: &AppState, run_id: Uuid) -> Result<Markup, PageError> {
-    let db = app.db();
+async fn run_body(app: &AppState, db: &Db, run_id: Uuid) -> Result<Markup, PageError> {
     let run = engine::run(db, run_id).await?;
     let steps = inspect::run_steps(db, run_id).await?;
     let waits = inspect::run_waits(db, run_id).await?;

@@ -120,7 +120,7 @@ pub(crate) async fn page(
 ) -> Result<Html<String>, PageError> {
     let listing = query.listing()?;
     if let Some(flow) = &listing.flow
-        && pgflow_runtime::admin::inspect::resolve_flow_name(app.db(), flow)
+        && pgflow_runtime::admin::inspect::resolve_flow_name(app.reads(), flow)
             .await?
             .is_none()
     {
@@ -128,8 +128,8 @@ pub(crate) async fn page(
             "no flow or alias named `{flow}`"
         )));
     }
-    let page = browse::list_runs(app.db(), &listing).await?;
-    let flows = browse::flow_summaries(app.db(), None).await?;
+    let page = browse::list_runs(app.reads(), &listing).await?;
+    let flows = browse::flow_summaries(app.reads(), None).await?;
     let aliases: BTreeSet<&str> = flows.iter().map(|f| f.alias.as_str()).collect();
     let chosen_flow = listing.flow.as_deref().unwrap_or("");
     let chosen_status = if listing.waiting {

@@ -66,6 +66,32 @@ pub async fn queues(executor: impl PgExecutor<'_>) -> Result<Vec<QueueOverview>,
     Ok(rows)
 }
 
+/// Where the server stands as a streaming replica, read from it alone (the primary is not
+/// asked): what the dashboard says of the replica its pages read from.
+#[derive(Debug, Clone, Copy, PartialEq, FromRow, serde::Serialize)]
+pub struct ReplicaState {
+    /// Whether it is in recovery (a standby); `false`: it is a primary.
+    pub in_recovery: bool,
+    /// Whether it has replayed all the WAL it received (`None` when it streams none).
+    pub replayed_all_received: Option<bool>,
+    /// Seconds since the last transaction it replayed was committed on the primary (`None`
+    /// before it replayed one).
+    pub last_replay_age_seconds: Option<f64>,
+}
+
+/// Where the server behind `executor` stands as a streaming replica.
+pub async fn replica_state(executor: impl PgExecutor<'_>) -> Result<ReplicaState, EngineError> {
+    let state = sqlx::query_as(
+        "select pg_is_in_recovery() as in_recovery,
+                pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn() as replayed_all_received,
+                extract(epoch from clock_timestamp() - pg_last_xact_replay_timestamp())::float8
+                  as last_replay_age_seconds",
+    )
+    .fetch_one(executor)
+    .await?;
+    Ok(state)
+}
+
 /// What a registered worker is doing, by the one liveness rule, which SQL holds
 /// (`pgflow.worker_is_live`: not stopped and heard from within 30 s) and every command, the
 /// dashboard and the rollout fence use.
