@@ -63,6 +63,7 @@ impl PgBouncer {
                  reserve_pool_size = 0\n\
                  max_client_conn = 500\n\
                  server_reset_query =\n\
+                 server_login_retry = 1\n\
                  ignore_startup_parameters = extra_float_digits,options\n\
                  logfile = {log}\n\
                  pidfile = {pid}\n",
@@ -99,6 +100,34 @@ impl PgBouncer {
             "postgres://{user}@127.0.0.1:{}/{database}?pgbouncer=true",
             self.port
         )
+    }
+
+    /// Points PgBouncer at another server, as an operator does after a failover: rewrites
+    /// the `[databases]` entry and reloads the configuration (`SIGHUP`). New server
+    /// connections go to `upstream_host:upstream_port`; those to the old server are closed as
+    /// they fail. (`server_login_retry = 1` in its configuration: with the default 15 s,
+    /// PgBouncer refuses every client for 15 s after the old server's login failed.)
+    pub fn repoint(&self, upstream_host: &str, upstream_port: u16) -> Result<(), Error> {
+        let config = self.dir.join("pgbouncer.ini");
+        let text = std::fs::read_to_string(&config)?;
+        let repointed: Vec<String> = text
+            .lines()
+            .map(|line| {
+                if line.starts_with("* = host=") {
+                    format!("* = host={upstream_host} port={upstream_port}")
+                } else {
+                    line.to_owned()
+                }
+            })
+            .collect();
+        std::fs::write(&config, repointed.join("\n") + "\n")?;
+        let status = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()?;
+        if !status.success() {
+            return Err(format!("could not send SIGHUP to pgbouncer: {status}").into());
+        }
+        Ok(())
     }
 
     /// What PgBouncer logged so far (for a failing test's message).

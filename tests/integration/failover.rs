@@ -1,9 +1,11 @@
-//! Failover: a primary and a synchronous streaming standby of its own (`pg_basebackup -R`),
-//! clients and workers connected with both hosts in the URL. Runs start all the while; the
-//! primary crashes (`-m immediate`) and the standby is promoted. Every run whose start was
+//! Failover: a primary and a synchronous streaming standby of its own (`pg_basebackup -R`).
+//! Clients and workers connect either with both hosts in the URL, or through a PgBouncer in
+//! transaction mode that the operator re-points at the new primary. Runs start all the while;
+//! the primary crashes (`-m immediate`) and the standby is promoted. Every run whose start was
 //! acknowledged completes with the right output, no task's handler runs again after its
-//! completion was acknowledged (nor any attempt twice), nothing is stuck, and every client is
-//! on the new primary, its workers heartbeating there, within 10 s, without a restart.
+//! completion was acknowledged (nor any attempt twice), nothing is stuck, and every worker
+//! heartbeats on the new primary within 10 s, without a restart (with the hosts in the URL,
+//! every client's pool points there too).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use pgflow::{Client, Context, ProcessConfig, Worker};
-use pgflow_testkit::Cluster;
+use pgflow_testkit::{Cluster, PgBouncer};
 use uuid::Uuid;
 
 /// Every handler run: (run, step, attempt).
@@ -48,8 +50,26 @@ async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) 
     tokio::task::spawn_blocking(work).await.unwrap()
 }
 
+/// How the clients reach the database.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Route {
+    /// Both hosts in the URL: the clients find the primary themselves.
+    Hosts,
+    /// One PgBouncer in transaction mode, re-pointed at the new primary after the promotion.
+    PgBouncer,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failover_loses_no_acknowledged_run_and_clients_follow_the_new_primary() {
+    failover_under_load(Route::Hosts).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failover_behind_a_repointed_pgbouncer_loses_no_acknowledged_run() {
+    failover_under_load(Route::PgBouncer).await;
+}
+
+async fn failover_under_load(route: Route) {
     // A primary that acknowledges a commit only once its standby has it.
     let (mut primary, standby) = blocking(|| {
         let primary = Cluster::init().unwrap();
@@ -66,10 +86,23 @@ async fn a_failover_loses_no_acknowledged_run_and_clients_follow_the_new_primary
     })
     .await;
     pgflow::install_url(&primary.url()).await.unwrap();
-    let url = format!(
-        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres",
-        primary.port, standby.port
-    );
+    let primary_port = primary.port;
+    let bouncer = match route {
+        Route::Hosts => None,
+        Route::PgBouncer => Some(
+            blocking(move || PgBouncer::start_transaction_mode("127.0.0.1", primary_port, 8))
+                .await
+                .unwrap(),
+        ),
+    };
+    let url = match &bouncer {
+        None => format!(
+            "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres",
+            primary.port, standby.port
+        ),
+        // No listen URL: behind the pooler, idle workers poll.
+        Some(bouncer) => bouncer.url("postgres", "postgres"),
+    };
     let config = ProcessConfig::default()
         .stalled_check_interval(Duration::from_secs(1))
         .stalled_grace(Duration::from_secs(1));
@@ -119,6 +152,9 @@ async fn a_failover_loses_no_acknowledged_run_and_clients_follow_the_new_primary
     })
     .await;
     let (standby, _old_primary) = standby;
+    if let Some(bouncer) = &bouncer {
+        bouncer.repoint("127.0.0.1", standby.port).unwrap();
+    }
     let promoted = Instant::now();
     let new_primary = sqlx::PgPool::connect(&standby.url()).await.unwrap();
     let promoted_at: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("select now()")
@@ -128,9 +164,11 @@ async fn a_failover_loses_no_acknowledged_run_and_clients_follow_the_new_primary
 
     // Every client points at the new primary, and every worker heartbeats there, within 10 s.
     loop {
-        let moved = clients
-            .iter()
-            .all(|c| c.pool().connect_options().get_port() == standby.port);
+        // Behind PgBouncer the clients keep their one host, the pooler's.
+        let moved = route == Route::PgBouncer
+            || clients
+                .iter()
+                .all(|c| c.pool().connect_options().get_port() == standby.port);
         let beating: i64 = sqlx::query_scalar(
             "select count(*) from pgflow.workers
              where stopped_at is null and last_heartbeat_at > $1",
@@ -145,12 +183,16 @@ async fn a_failover_loses_no_acknowledged_run_and_clients_follow_the_new_primary
         assert!(
             promoted.elapsed() < Duration::from_secs(10),
             "10 s after the promotion: clients moved {moved}, workers heartbeating there \
-             {beating} of 4"
+             {beating} of 4{}",
+            bouncer
+                .as_ref()
+                .map(|b| format!("; PgBouncer's log:\n{}", b.log()))
+                .unwrap_or_default()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     println!(
-        "every client and worker on the new primary {:.1} s after the promotion",
+        "{route:?}: every client and worker on the new primary {:.1} s after the promotion",
         promoted.elapsed().as_secs_f64()
     );
 
@@ -159,7 +201,7 @@ async fn a_failover_loses_no_acknowledged_run_and_clients_follow_the_new_primary
     stop.store(true, Ordering::Relaxed);
     let (acknowledged, refused) = starting.await.unwrap();
     println!(
-        "{} starts acknowledged, {refused} refused during the failover",
+        "{route:?}: {} starts acknowledged, {refused} refused during the failover",
         acknowledged.len()
     );
     assert!(
