@@ -7,7 +7,11 @@ use crate::output::Output;
 
 /// Installs or upgrades PGMQ and the pgflow schema.
 pub(super) async fn install(url: &str, out: &Output) -> Result<(), Failure> {
-    let report = pgflow::install_url(url)
+    // With several hosts in the URL, on the one that is the primary.
+    let url = pgflow::connect::primary_url(url)
+        .await
+        .map_err(|error| Failure::runtime_chain(&error))?;
+    let report = pgflow::install_url(&url)
         .await
         .map_err(|error| Failure::runtime_chain(&error))?;
     out.print(

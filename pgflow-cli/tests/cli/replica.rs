@@ -1,6 +1,7 @@
 //! `--read-url`: the read commands ask a real streaming replica, the rest the primary. With the
 //! replica's replay paused, a run started since is missing from `runs` on the replica, and a
-//! start still reaches the primary.
+//! start still reaches the primary. And `install` with both hosts in the URL, the replica
+//! first, installs on the primary.
 
 use serde_json::Value;
 use sqlx::PgPool;
@@ -40,7 +41,13 @@ async fn read_commands_ask_the_replica_and_writes_the_primary() {
     .await
     .unwrap();
     let (primary_url, replica_url) = (primary.url(), replica.url());
-    pgflow::install_url(&primary_url).await.unwrap();
+    // Both hosts in the URL, the replica first: install finds the primary.
+    let both = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres",
+        replica.port, primary.port
+    );
+    let output = pgflow_at(&both, &["install"]);
+    assert!(output.status.success(), "{}", stderr(&output));
     let pool = PgPool::connect(&primary_url).await.unwrap();
     pgflow::Client::new(pool.clone())
         .deploy(&triage_v1::deployment())

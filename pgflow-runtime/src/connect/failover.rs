@@ -155,7 +155,7 @@ impl Failover {
 
 /// The index of the first of `hosts` that accepts a connection in time and is not in recovery,
 /// or what each answered.
-async fn find_primary(hosts: &[PgConnectOptions]) -> Result<usize, Refusals> {
+pub(super) async fn find_primary(hosts: &[PgConnectOptions]) -> Result<usize, Refusals> {
     let mut refusals = Vec::new();
     for (index, options) in hosts.iter().enumerate() {
         let target = pgflow_sql::connection_target(options);

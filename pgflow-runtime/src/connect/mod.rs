@@ -100,6 +100,28 @@ pub async fn db(url: &str, max_connections: u32) -> Result<Db, ConnectError> {
     Ok(Db::new(pool, pooling))
 }
 
+/// `url` as it names one host: `url` itself when it names one, else the URL of the host that is
+/// the primary now (it accepts a connection and is not in recovery), for tools that take one
+/// host, such as the installer (`pgflow install` passes its URL through this).
+pub async fn primary_url(url: &str) -> Result<String, ConnectError> {
+    let invalid = |reason: String| ConnectError::InvalidUrl {
+        source: sqlx::Error::Configuration(reason.into()),
+    };
+    let urls = hosts::split_hosts(url).map_err(invalid)?;
+    if urls.len() == 1 {
+        return Ok(url.to_owned());
+    }
+    let mut hosts = Vec::with_capacity(urls.len());
+    for url in &urls {
+        let (options, _) = parse_url(url).map_err(|source| ConnectError::InvalidUrl { source })?;
+        hosts.push(options);
+    }
+    let primary = failover::find_primary(&hosts)
+        .await
+        .map_err(|hosts| ConnectError::NoPrimary { hosts })?;
+    Ok(urls[primary].clone())
+}
+
 /// A pool on the primary among the hosts of `urls` (one URL each), following it when it moves.
 async fn db_following_primary(urls: &[String], max_connections: u32) -> Result<Db, ConnectError> {
     let mut hosts = Vec::with_capacity(urls.len());
