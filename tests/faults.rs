@@ -337,23 +337,10 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some("worker") {
         return runtime.block_on(worker(&args[2]));
     }
-    // `cargo test <filter>` hands the filter on; run only when it names this test.
-    if let Some(filter) = args.iter().skip(1).find(|a| !a.starts_with('-'))
-        && !"faults".contains(filter.as_str())
-    {
-        println!("faults: filtered out by `{filter}`");
+    if pgflow_testkit::harness::filtered_out("faults") {
         return ExitCode::SUCCESS;
     }
-    match runtime.block_on(scenario()) {
-        Ok(summary) => {
-            println!("faults: ok ({summary})");
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("faults: FAILED: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    pgflow_testkit::harness::outcome("faults", runtime.block_on(scenario()))
 }
 
 /// One worker process: every flow on queue `faults`, in `WORKERS_PER_PROCESS` workers sharing

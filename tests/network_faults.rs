@@ -104,22 +104,10 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some("worker") {
         return runtime.block_on(worker(&args[2], &args[3]));
     }
-    if let Some(filter) = args.iter().skip(1).find(|a| !a.starts_with('-'))
-        && !"network_faults".contains(filter.as_str())
-    {
-        println!("network_faults: filtered out by `{filter}`");
+    if pgflow_testkit::harness::filtered_out("network_faults") {
         return ExitCode::SUCCESS;
     }
-    match runtime.block_on(scenario()) {
-        Ok(summary) => {
-            println!("network_faults: ok ({summary})");
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("network_faults: FAILED: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    pgflow_testkit::harness::outcome("network_faults", runtime.block_on(scenario()))
 }
 
 /// One worker process of host `host`: two workers on one client, quick sweeps and heartbeats.

@@ -38,23 +38,10 @@ fn main() -> ExitCode {
         let n = args[3].parse().expect("a worker count");
         return runtime.block_on(workers(&args[2], n));
     }
-    // `cargo test <filter>` hands the filter on; run only when it names this test.
-    if let Some(filter) = args.iter().skip(1).find(|a| !a.starts_with('-'))
-        && !"schedule_race".contains(filter.as_str())
-    {
-        println!("schedule_race: filtered out by `{filter}`");
+    if pgflow_testkit::harness::filtered_out("schedule_race") {
         return ExitCode::SUCCESS;
     }
-    match runtime.block_on(scenario()) {
-        Ok(summary) => {
-            println!("schedule_race: ok ({summary})");
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("schedule_race: FAILED: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    pgflow_testkit::harness::outcome("schedule_race", runtime.block_on(scenario()))
 }
 
 /// One process of `n` workers, each on a client (and pool) of its own, so each declares and

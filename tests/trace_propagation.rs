@@ -38,11 +38,7 @@ pub mod traced_v1 {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(filter) = args.iter().skip(1).find(|a| !a.starts_with('-'))
-        && !"trace_propagation".contains(filter.as_str())
-    {
-        println!("trace_propagation: filtered out by `{filter}`");
+    if pgflow_testkit::harness::filtered_out("trace_propagation") {
         return ExitCode::SUCCESS;
     }
     let exporter = InMemorySpanExporter::default();

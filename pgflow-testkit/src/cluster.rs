@@ -41,14 +41,7 @@ impl Cluster {
              postgresql`) or set DATABASE_URL",
         )?;
         let as_postgres = is_root();
-        let unique = format!(
-            "pgflow-cluster-{}-{}",
-            std::process::id(),
-            TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()
-        );
-        let dir = std::env::temp_dir().join(unique);
-        std::fs::create_dir_all(&dir)?;
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let (dir, port) = fresh_dir_and_port("pgflow-cluster")?;
         let cluster = Self {
             dir,
             bin,
@@ -108,14 +101,7 @@ impl Cluster {
     /// of its own, with `settings` (`name=value`) added to its `postgresql.auto.conf`. Returns
     /// once it accepts connections.
     pub fn standby_of(primary: &Cluster, settings: &[String]) -> Result<Self, Error> {
-        let unique = format!(
-            "pgflow-standby-{}-{}",
-            std::process::id(),
-            TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()
-        );
-        let dir = std::env::temp_dir().join(unique);
-        std::fs::create_dir_all(&dir)?;
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let (dir, port) = fresh_dir_and_port("pgflow-standby")?;
         let mut standby = Self {
             dir,
             bin: primary.bin.clone(),
@@ -291,6 +277,20 @@ impl Drop for Cluster {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A new directory under the temporary one, named `<prefix>-<pid>-<n>`, and a free port of
+/// 127.0.0.1 for a server.
+fn fresh_dir_and_port(prefix: &str) -> Result<(PathBuf, u16), Error> {
+    let unique = format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()
+    );
+    let dir = std::env::temp_dir().join(unique);
+    std::fs::create_dir_all(&dir)?;
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    Ok((dir, port))
 }
 
 /// The tools a cluster needs, all from one install.

@@ -125,8 +125,9 @@ pub(crate) fn section(trends: &Trends, span: TrendSpan) -> Markup {
                     thead { tr { th { "Queue" } th { "Depth" } th { "Oldest message" } } }
                     tbody {
                         @for queue in trends.queues.chunk_by(|a, b| a.queue_name == b.queue_name) {
-                            @let depth = queue_series(queue, &ago, |s| s.depth as f64);
-                            @let oldest = queue_series(queue, &ago, |s| {
+                            @let at = |s: &QueueSample| s.sampled_at;
+                            @let depth = series(queue, &ago, at, |s| s.depth as f64);
+                            @let oldest = series(queue, &ago, at, |s| {
                                 f64::from(s.oldest_message_age_seconds.unwrap_or(0))
                             });
                             tr data-queue=(queue[0].queue_name) {
@@ -146,8 +147,9 @@ pub(crate) fn section(trends: &Trends, span: TrendSpan) -> Markup {
                         @for step in trends.tasks.chunk_by(|a, b| {
                             (&a.flow_slug, &a.step_slug) == (&b.flow_slug, &b.step_slug)
                         }) {
-                            @let p50 = task_series(step, &ago, |s| s.p50_ms);
-                            @let p95 = task_series(step, &ago, |s| s.p95_ms);
+                            @let at = |s: &TaskSample| s.period;
+                            @let p50 = series(step, &ago, at, |s| s.p50_ms);
+                            @let p95 = series(step, &ago, at, |s| s.p95_ms);
                             @let series = [Series { name: "p50", points: &p50 }, Series { name: "p95", points: &p95 }];
                             tr data-step=(format!("{}/{}", step[0].flow_slug, step[0].step_slug)) {
                                 td { (step[0].flow_slug) "/" (step[0].step_slug) }
@@ -202,29 +204,17 @@ fn run_series(
         .collect()
 }
 
-fn queue_series(
-    samples: &[QueueSample],
+/// A point per sample: when `at` says it was, and what `value` reads from it.
+fn series<S>(
+    samples: &[S],
     ago: &impl Fn(DateTime<Utc>) -> f64,
-    value: impl Fn(&QueueSample) -> f64,
+    at: impl Fn(&S) -> DateTime<Utc>,
+    value: impl Fn(&S) -> f64,
 ) -> Vec<Point> {
     samples
         .iter()
         .map(|s| Point {
-            ago_seconds: ago(s.sampled_at),
-            value: value(s),
-        })
-        .collect()
-}
-
-fn task_series(
-    samples: &[TaskSample],
-    ago: &impl Fn(DateTime<Utc>) -> f64,
-    value: impl Fn(&TaskSample) -> f64,
-) -> Vec<Point> {
-    samples
-        .iter()
-        .map(|s| Point {
-            ago_seconds: ago(s.period),
+            ago_seconds: ago(at(s)),
             value: value(s),
         })
         .collect()
