@@ -7,11 +7,14 @@
 //! otherwise be free to send the statement's parse and its execution to two different ones,
 //! and no named statement is left behind on a server connection another client will get.
 
+use std::sync::Arc;
+
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use futures_util::{FutureExt, StreamExt, TryStreamExt};
 use sqlx::postgres::{PgQueryResult, PgRow, PgStatement, PgTypeInfo};
 use sqlx::{Describe, Either, Execute, Executor, PgPool, Postgres};
+use tokio_util::sync::CancellationToken;
 
 pub use pgflow_sql::Pooling;
 
@@ -24,12 +27,35 @@ pub use pgflow_sql::Pooling;
 pub struct Db {
     pool: PgPool,
     pooling: Pooling,
+    /// Stops the pool's background watch (following the primary) with the last clone.
+    watch: Option<Arc<WatchGuard>>,
+}
+
+/// Cancels its token when dropped: held by every clone of a [`Db`] whose pool a background
+/// task looks after, so that the task ends with the last of them.
+#[derive(Debug)]
+struct WatchGuard(CancellationToken);
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
 }
 
 impl Db {
     /// `pool`, whose connections reach Postgres as `pooling` says.
     pub fn new(pool: PgPool, pooling: Pooling) -> Self {
-        Self { pool, pooling }
+        Self {
+            pool,
+            pooling,
+            watch: None,
+        }
+    }
+
+    /// This `Db`, with `stop` cancelled once its last clone is dropped.
+    pub(crate) fn watched_until_dropped(mut self, stop: CancellationToken) -> Self {
+        self.watch = Some(Arc::new(WatchGuard(stop)));
+        self
     }
 
     /// The pool, for queries of your own. Behind a transaction-mode pooler, run them inside a

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use pgflow::{Client, Context, ProcessConfig, Worker};
 use pgflow_testkit::{Cluster, PgBouncer};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 /// Every handler run: (run, step, attempt).
@@ -156,7 +157,7 @@ async fn failover_under_load(route: Route) {
         bouncer.repoint("127.0.0.1", standby.port).unwrap();
     }
     let promoted = Instant::now();
-    let new_primary = sqlx::PgPool::connect(&standby.url()).await.unwrap();
+    let new_primary = PgPool::connect(&standby.url()).await.unwrap();
     let promoted_at: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("select now()")
         .fetch_one(&new_primary)
         .await
@@ -274,5 +275,45 @@ async fn failover_under_load(route: Route) {
     for worker in workers {
         worker.shutdown();
         worker.wait().await.unwrap();
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_watch_over_several_hosts_ends_with_the_last_handle_of_its_pool(pool: PgPool) {
+    // One server named twice: a URL of several hosts, so the pool gets its watch.
+    let options = pool.connect_options();
+    let host = format!("{}:{}", options.get_host(), options.get_port());
+    let app = format!("pgflow_watch_{}", std::process::id());
+    let url = format!(
+        "postgres://{}@{host},{host}/{}?application_name={app}",
+        options.get_username(),
+        options.get_database().unwrap()
+    );
+    let count = || async {
+        let n: i64 =
+            sqlx::query_scalar("select count(*) from pg_stat_activity where application_name = $1")
+                .bind(&app)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        n
+    };
+    let db = pgflow::connect::db(&url, 2).await.unwrap();
+    let clone = db.clone();
+    sqlx::query("select 1").execute(&db).await.unwrap();
+    assert!(count().await >= 1);
+    drop(db);
+    // A clone still holds it: the watch goes on, and so does the pool.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    sqlx::query("select 1").execute(&clone).await.unwrap();
+    drop(clone);
+    // The last handle is gone: the watch ends, and the pool's connections with it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count().await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the pool's connections outlived every handle: the watch still holds it"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 /// How often the watch asks the pool's server whether it is still the primary.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
@@ -84,13 +85,15 @@ impl Failover {
             })
     }
 
-    /// Watches `pool`'s server until the pool is closed (see the module docs).
-    pub(crate) fn watch(self: Arc<Self>, pool: PgPool) {
+    /// Watches `pool`'s server until the pool is closed or `stop` is cancelled (see the module
+    /// docs).
+    pub(crate) fn watch(self: Arc<Self>, pool: PgPool, stop: CancellationToken) {
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     () = tokio::time::sleep(CHECK_EVERY) => {}
                     () = self.wake.notified() => {}
+                    () = stop.cancelled() => return,
                 }
                 if pool.is_closed() {
                     return;

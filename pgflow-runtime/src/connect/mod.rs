@@ -47,6 +47,13 @@ pub enum ConnectError {
     },
 }
 
+/// The URL of each host `url` names (see `hosts`), or why they cannot be read.
+fn split_hosts(url: &str) -> Result<Vec<String>, ConnectError> {
+    hosts::split_hosts(url).map_err(|reason| ConnectError::InvalidUrl {
+        source: sqlx::Error::Configuration(reason.into()),
+    })
+}
+
 /// `url` as Postgres connect options and the pooling it names (`?pgbouncer=true`, removed from
 /// the options). sqlx reads any scheme; a URL of another database (`mysql://...`) is refused
 /// here rather than tried as Postgres.
@@ -74,15 +81,12 @@ pub(crate) fn parse_url(url: &str) -> Result<(PgConnectOptions, Pooling), sqlx::
 /// still is, and after a failover connects to the new primary without a restart (see
 /// docs/operations/connecting.md, Failover).
 pub async fn db(url: &str, max_connections: u32) -> Result<Db, ConnectError> {
-    let invalid = |reason: String| ConnectError::InvalidUrl {
-        source: sqlx::Error::Configuration(reason.into()),
-    };
-    let hosts = hosts::split_hosts(url).map_err(invalid)?;
+    let hosts = split_hosts(url)?;
     if hosts.len() > 1 {
         return db_following_primary(&hosts, max_connections).await;
     }
     let (options, pooling) =
-        parse_url(url).map_err(|source| ConnectError::InvalidUrl { source })?;
+        parse_url(&hosts[0]).map_err(|source| ConnectError::InvalidUrl { source })?;
     let target = pgflow_sql::connection_target(&options);
     let unreachable = |source| ConnectError::Unreachable {
         target: target.clone(),
@@ -104,12 +108,9 @@ pub async fn db(url: &str, max_connections: u32) -> Result<Db, ConnectError> {
 /// the primary now (it accepts a connection and is not in recovery), for tools that take one
 /// host, such as the installer (`pgflow install` passes its URL through this).
 pub async fn primary_url(url: &str) -> Result<String, ConnectError> {
-    let invalid = |reason: String| ConnectError::InvalidUrl {
-        source: sqlx::Error::Configuration(reason.into()),
-    };
-    let urls = hosts::split_hosts(url).map_err(invalid)?;
+    let mut urls = split_hosts(url)?;
     if urls.len() == 1 {
-        return Ok(url.to_owned());
+        return Ok(urls.remove(0));
     }
     let mut hosts = Vec::with_capacity(urls.len());
     for url in &urls {
@@ -138,6 +139,8 @@ async fn db_following_primary(urls: &[String], max_connections: u32) -> Result<D
     let pool = failover
         .pool_options(PgPoolOptions::new().max_connections(max_connections))
         .connect_lazy_with(failover.current());
-    std::sync::Arc::clone(&failover).watch(pool.clone());
-    Ok(Db::new(pool, pooling.unwrap_or(Pooling::Direct)))
+    // The watch ends with the pool, or with the last clone of the Db.
+    let stop = tokio_util::sync::CancellationToken::new();
+    std::sync::Arc::clone(&failover).watch(pool.clone(), stop.clone());
+    Ok(Db::new(pool, pooling.unwrap_or(Pooling::Direct)).watched_until_dropped(stop))
 }
