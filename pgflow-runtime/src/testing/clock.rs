@@ -123,7 +123,7 @@ pub(crate) async fn install(db: &Db) -> Result<(), TestError> {
     sqlx::raw_sql(TEST_CLOCK_SQL)
         .execute(db.pool())
         .await
-        .map_err(TestError::clock)?;
+        .map_err(TestError::Clock)?;
     Ok(())
 }
 
@@ -132,7 +132,7 @@ pub(crate) async fn now(db: &Db) -> Result<DateTime<Utc>, TestError> {
     sqlx::query_scalar("select pgflow.clock()")
         .fetch_one(db.pool())
         .await
-        .map_err(TestError::clock)
+        .map_err(TestError::Clock)
 }
 
 /// Moves the engine's time forward by `by`; returns the new time.
@@ -141,7 +141,7 @@ pub(crate) async fn advance(db: &Db, by: Duration) -> Result<DateTime<Utc>, Test
         .bind(interval(by)?)
         .fetch_one(db.pool())
         .await
-        .map_err(TestError::clock)
+        .map_err(TestError::Clock)
 }
 
 /// Wakes every queue's idle workers.
@@ -149,7 +149,7 @@ pub(crate) async fn wake(db: &Db) -> Result<(), TestError> {
     sqlx::query("select pgflow_testing.wake()")
         .execute(db.pool())
         .await
-        .map_err(TestError::clock)?;
+        .map_err(TestError::Clock)?;
     Ok(())
 }
 
@@ -178,7 +178,7 @@ pub(crate) async fn next_due(db: &Db) -> Result<Next, TestError> {
         sqlx::query_as("select started, visible, due_in from pgflow_testing.next_due()")
             .fetch_one(db.pool())
             .await
-            .map_err(TestError::clock)?;
+            .map_err(TestError::Clock)?;
     Ok(Next {
         started,
         visible,

@@ -71,21 +71,21 @@ impl Throwaway {
             .max_connections(MAX_CONNECTIONS)
             .connect_with(self.options.clone())
             .await
-            .map_err(TestError::database)
+            .map_err(TestError::Database)
     }
 
     /// Drops the database, ending the sessions still on it.
     pub(crate) async fn drop_database(&self) -> Result<(), TestError> {
         let mut conn = PgConnection::connect_with(&self.server)
             .await
-            .map_err(TestError::database)?;
+            .map_err(TestError::Database)?;
         sqlx::raw_sql(&format!(
             "drop database if exists {} with (force)",
             self.name
         ))
         .execute(&mut conn)
         .await
-        .map_err(TestError::database)?;
+        .map_err(TestError::Database)?;
         let _ = conn.close().await;
         Ok(())
     }
@@ -112,12 +112,12 @@ async fn ensure_template(
     sqlx::query("select pg_advisory_lock(hashtext('pgflow_testkit_template'))")
         .execute(&mut *conn)
         .await
-        .map_err(TestError::database)?;
+        .map_err(TestError::Database)?;
     let made = make_template(conn, server, template).await;
     let unlocked = sqlx::query("select pg_advisory_unlock(hashtext('pgflow_testkit_template'))")
         .execute(&mut *conn)
         .await
-        .map_err(TestError::database);
+        .map_err(TestError::Database);
     made.and(unlocked.map(|_| ()))
 }
 
@@ -132,7 +132,7 @@ async fn make_template(
             .bind(template)
             .fetch_one(&mut *conn)
             .await
-            .map_err(TestError::database)?;
+            .map_err(TestError::Database)?;
     if exists {
         return Ok(());
     }
@@ -143,7 +143,7 @@ async fn make_template(
     .bind(template)
     .fetch_all(&mut *conn)
     .await
-    .map_err(TestError::database)?;
+    .map_err(TestError::Database)?;
     for name in stale {
         for statement in [
             format!("alter database {name} is_template false"),
@@ -165,7 +165,7 @@ async fn make_template(
         .max_connections(1)
         .connect_with(server.clone().database(&building))
         .await
-        .map_err(TestError::database)?;
+        .map_err(TestError::Database)?;
     let installed = async {
         pgflow_sql::install(&pool).await?;
         crate::testing::clock::install(&pool.clone().into()).await
@@ -193,7 +193,7 @@ async fn execute_each(
         sqlx::raw_sql(&statement)
             .execute(&mut *conn)
             .await
-            .map_err(TestError::database)?;
+            .map_err(TestError::Database)?;
     }
     Ok(())
 }

@@ -187,16 +187,6 @@ pub enum NoOutput {
     },
 }
 
-impl TestError {
-    fn database(source: sqlx::Error) -> Self {
-        Self::Database(source)
-    }
-
-    fn clock(source: sqlx::Error) -> Self {
-        Self::Clock(source)
-    }
-}
-
 /// One test's pgflow: a database of its own with pgflow installed and the test clock, a
 /// [`Client`] on it, the workers the test starts, and the faults it plans. See the
 /// [module documentation](self).
