@@ -96,11 +96,7 @@ fn record(ctx: &Context) {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let runtime = pgflow_testkit::harness::runtime();
     if args.get(1).map(String::as_str) == Some("worker") {
         return runtime.block_on(worker(&args[2], &args[3]));
     }

@@ -29,11 +29,7 @@ pub mod race_v1 {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let runtime = pgflow_testkit::harness::runtime();
     if args.get(1).map(String::as_str) == Some("workers") {
         let n = args[3].parse().expect("a worker count");
         return runtime.block_on(workers(&args[2], n));

@@ -48,11 +48,7 @@ fn main() -> ExitCode {
     let subscriber = tracing_subscriber::registry()
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("pgflow-tests")));
     tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
+    let runtime = pgflow_testkit::harness::runtime();
     match runtime.block_on(scenario(&exporter, &provider)) {
         Ok(summary) => {
             println!("trace_propagation: ok ({summary})");

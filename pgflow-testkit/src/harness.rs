@@ -4,6 +4,16 @@
 
 use std::process::ExitCode;
 
+/// The runtime such a binary runs its scenario or its worker process on: two worker threads,
+/// as many as the machines CI runs on have cores.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
 /// Whether `cargo test <filter>` gave a filter that does not name the test `name` (said on
 /// stdout when so).
 pub fn filtered_out(name: &str) -> bool {

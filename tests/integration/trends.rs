@@ -111,6 +111,15 @@ async fn run_all(env: &TestEnv, inputs: impl IntoIterator<Item = u32>) -> Vec<Ru
     statuses
 }
 
+/// Moves the engine's clock to five seconds into the next minute: what a test does in the 55 s
+/// of real time after stays within one minute.
+async fn five_seconds_into_a_minute(env: &TestEnv) {
+    let now = env.now().await.unwrap();
+    env.advance(Duration::from_secs(65 - u64::from(now.second())))
+        .await
+        .unwrap();
+}
+
 fn minute_of(at: DateTime<Utc>) -> DateTime<Utc> {
     at.with_second(0).unwrap().with_nanosecond(0).unwrap()
 }
@@ -122,11 +131,8 @@ async fn runs_that_ended_are_counted_per_flow_and_minute_and_recounted_late() {
     let env = TestEnv::with_config(config).await.unwrap();
     env.start_workers(tallied_v1::deployment()).await.unwrap();
     let db = env.client().db();
-    // Five seconds into a minute of the engine's clock, so the minutes below are the ones meant.
-    let now = env.now().await.unwrap();
-    env.advance(Duration::from_secs(65 - u64::from(now.second())))
-        .await
-        .unwrap();
+    // So that the minutes below are the ones meant.
+    five_seconds_into_a_minute(&env).await;
     let first = minute_of(env.now().await.unwrap());
 
     // Three completed and two failed runs, then a sample in the same minute.
@@ -188,12 +194,8 @@ async fn the_workers_handler_durations_give_each_steps_percentiles() {
     let env = TestEnv::with_config(config).await.unwrap();
     env.start_workers(timed_v1::deployment()).await.unwrap();
     let db = env.client().db();
-    // Five seconds into a minute of the engine's clock, so that every write of durations
-    // lands in the same minute.
-    let now = env.now().await.unwrap();
-    env.advance(Duration::from_secs(65 - u64::from(now.second())))
-        .await
-        .unwrap();
+    // So that every write of durations lands in the same minute.
+    five_seconds_into_a_minute(&env).await;
     // Twenty handlers of 10, 20, ..., 200 ms: the median is 100 ms, the 95th percentile 190.
     let mut runs = Vec::new();
     for input in (1..=20).map(|i| i * 10) {
