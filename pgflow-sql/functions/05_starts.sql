@@ -425,6 +425,28 @@ as $$
   select exists (select 1 from pgflow.singleton_waits w where w.run_id = p_run_id)
 $$;
 
+-- archived_key_runs: for each of p_keys in scope p_scope that belongs to an archived run
+-- (archived_keys), that run's id, input and flow; nothing unless p_any (a start that found
+-- none of its keys archived reads no history). plpgsql, so that the history tables stay out of
+-- the plans of the statements that call it.
+-- Locks: none (reads only).
+create or replace function pgflow.archived_key_runs(p_scope text, p_keys text[], p_any boolean)
+returns table (key text, run_id uuid, input jsonb, flow_slug text)
+language plpgsql
+stable
+as $$
+begin
+  if not p_any then
+    return;
+  end if;
+  return query
+  select k.idempotency_key, h.run_id, h.input, h.flow_slug
+  from pgflow.archived_keys k
+  join pgflow.runs_history h on h.run_id = k.run_id and h.run_ended_at = k.run_ended_at
+  where k.idempotency_scope = p_scope and k.idempotency_key = any(p_keys);
+end;
+$$;
+
 -- start_flows: starts one run per input, in one transaction.
 -- p_flow_slug names an alias (resolved to its active concrete flow now, unless
 -- p_resolve_alias is false) or a concrete flow. The runs record the concrete flow and keep it.
@@ -512,6 +534,10 @@ declare
   v_singleton_ids uuid[];
   v_singleton_keys text[];
   v_line_ids uuid[];
+  -- Keyed starts: whether a key belongs to an archived run (archived_keys), and the runs this
+  -- start inserted and took back because an archiving moved their key's run meanwhile.
+  v_archived boolean := false;
+  v_raced uuid[];
 begin
   if p_priority is not null and p_priority not between 1 and 5 then
     raise exception 'start_flows: priority % is out of range; a priority is 1 (highest) to 5 '
@@ -664,6 +690,9 @@ begin
              case when w.key is not null then v_scope end, w.key, p_start_at, p_trace_context,
              v_priority
       from wanted w
+      where w.key is null
+         or not exists (select 1 from pgflow.archived_keys k
+                        where k.idempotency_scope = v_scope and k.idempotency_key = w.key)
       order by w.ordinality
       on conflict (idempotency_scope, idempotency_key) where idempotency_key is not null
       do nothing
@@ -676,16 +705,41 @@ begin
     from wanted w
     left join inserted n on n.run_id = w.run_id;
 
-    -- The inputs whose key was taken: their run, which must have been started with the same
-    -- input (and, when the caller named a version, of that version). (A new statement, so it
-    -- sees the runs of starts that committed meanwhile.)
+    -- A key whose run an archiving moved out of the live tables while this start waited on
+    -- it: the insert found the key free once the archiving committed. (A new statement, so it
+    -- sees that archiving's keys.) The run inserted for it goes again; nothing refers to it yet.
+    with raced as (
+      delete from pgflow.runs r
+      using pgflow.archived_keys k
+      where r.run_id = any(coalesce(v_run_ids, array[]::uuid[])) and r.idempotency_key is not null
+        and k.idempotency_scope = v_scope and k.idempotency_key = r.idempotency_key
+      returning r.run_id
+    )
+    select array_agg(x.run_id) into v_raced from raced x;
+    if v_raced is not null then
+      select array_agg(u.run_id order by u.n), array_agg(u.input order by u.n)
+      into v_run_ids, v_inputs
+      from unnest(v_run_ids, v_inputs) with ordinality as u(run_id, input, n)
+      where u.run_id <> all(v_raced);
+    end if;
+    v_archived := exists (select 1 from pgflow.archived_keys k
+                          where k.idempotency_scope = v_scope
+                            and k.idempotency_key = any(p_idempotency_keys));
+
+    -- The inputs whose key was taken: their run, live or archived, which must have been
+    -- started with the same input (and, when the caller named a version, of that version).
+    -- (A new statement, so it sees the runs of starts that committed meanwhile.)
     with resolved as (
-      select u.ordinality, u.key, u.input, e.run_id as existing_id, e.input as existing_input,
-             e.flow_slug as existing_flow
+      select u.ordinality, u.key, u.input,
+             coalesce(e.run_id, a.run_id) as existing_id,
+             case when e.run_id is not null then e.input else a.input end as existing_input,
+             coalesce(e.flow_slug, a.flow_slug) as existing_flow
       from unnest(v_result_ids, p_inputs, p_idempotency_keys) with ordinality
         as u(run_id, input, key, ordinality)
       left join pgflow.runs e
         on e.idempotency_scope = v_scope and e.idempotency_key = u.key
+      left join pgflow.archived_key_runs(v_scope, p_idempotency_keys, v_archived) a
+        on a.key = u.key
       where u.key is not null and not (u.run_id = any(coalesce(v_run_ids, array[]::uuid[])))
     )
     select * into v_conflict from resolved
@@ -714,12 +768,15 @@ begin
                                           'run_id', v_conflict.existing_id)::text;
     end if;
 
-    select array_agg(coalesce(e.run_id, u.run_id) order by u.ordinality)
+    select array_agg(coalesce(e.run_id, a.run_id, u.run_id) order by u.ordinality)
     into v_result_ids
     from unnest(v_result_ids, p_idempotency_keys) with ordinality as u(run_id, key, ordinality)
     left join pgflow.runs e
       on u.key is not null and not (u.run_id = any(coalesce(v_run_ids, array[]::uuid[])))
-         and e.idempotency_scope = v_scope and e.idempotency_key = u.key;
+         and e.idempotency_scope = v_scope and e.idempotency_key = u.key
+    left join pgflow.archived_key_runs(v_scope, p_idempotency_keys, v_archived) a
+      on u.key is not null and not (u.run_id = any(coalesce(v_run_ids, array[]::uuid[])))
+         and e.run_id is null and a.key = u.key;
   end if;
 
   -- Runs whose start a debounce deferred exist now, and begin later (begin_deferred_runs).
@@ -759,7 +816,17 @@ begin
     v_result_ids := v_guarded_ids;
   end if;
   -- One key lookup per run (`offset 0` keeps the lookup apart from the join): a plan made
-  -- for a batch of runs may otherwise hash-join against a scan of every run.
+  -- for a batch of runs may otherwise hash-join against a scan of every run. Runs of archived
+  -- keys are read from the history too (a statement of its own: the other starts' plans
+  -- touch no history table).
+  if v_archived then
+    return query
+    select r.*
+    from unnest(v_result_ids) with ordinality as ids(run_id, ordinality)
+    cross join lateral (select * from pgflow.all_runs x where x.run_id = ids.run_id limit 1) r
+    order by ids.ordinality;
+    return;
+  end if;
   return query
   select r.*
   from unnest(v_result_ids) with ordinality as ids(run_id, ordinality)

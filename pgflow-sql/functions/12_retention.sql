@@ -1,6 +1,7 @@
 -- Retention: what the engine keeps after the work is done. Runs that ended, their step states
--- and tasks, the PGMQ archive of pgflow's queues and the rows of stopped workers stay until they
--- are pruned; nothing else ever deletes them. `prune` deletes what ended before a cutoff.
+-- and tasks (moved into the history after a while, see 12_history.sql), the PGMQ archive of
+-- pgflow's queues and the rows of stopped workers stay until they are pruned; nothing else
+-- ever deletes them. `prune` deletes what ended before a cutoff.
 
 -- run_prunable: whether a run with these columns ended (completed, failed or cancelled) before
 -- p_cutoff: the rule prune deletes by and prune_preview counts by.
@@ -53,13 +54,19 @@ as $$
 $$;
 
 -- prune: deletes, in one transaction,
---   * runs that completed or failed more than p_older_than ago, with their step states and
---     tasks, at most p_batch_size runs; runs locked by someone else (a late result being
---     stored) are left for the next call;
+--   * the days of run history (runs_history and the other history tables, see 12_history.sql)
+--     that ended before the cutoff began: each day's partitions are dropped whole, however
+--     many runs they hold, with the idempotency keys of their runs (archived_keys). A day is
+--     dropped once all of it is older than the cutoff, so an archived run is kept up to a day
+--     longer than p_older_than;
+--   * live runs (not archived yet) that completed, failed or were cancelled more than
+--     p_older_than ago, with their step states and tasks, at most p_batch_size runs; runs
+--     locked by someone else (a late result being stored) are left for the next call;
 --   * archived messages of pgflow's queues archived more than p_older_than ago (a live run's
 --     too: the archive is history; the queue itself is not touched), at most p_batch_size,
 --     oldest first;
 --   * workers that stopped more than p_older_than ago.
+-- The counts it returns add up both kinds of runs, with their step states and tasks.
 -- Call again while it returns p_batch_size runs or archived messages: each call is one
 -- transaction of bounded size.
 -- Live runs, their tasks and queued messages are never touched. One caller at a time per
@@ -67,9 +74,9 @@ $$;
 -- `busy = true`.
 -- Raises PF005 for a negative or missing p_older_than or a p_batch_size below 1.
 -- Spent start guards go too (see below).
--- Locks: advisory (namespace, 3), then the pruned runs (SKIP LOCKED), their tasks, step
--- states and places in singleton lines (the engine's lock order; lines in line order); then
--- spent start guards (SKIP LOCKED).
+-- Locks: advisory (namespace, 3); then advisory (namespace, 4), waiting for an archiving
+-- batch to end, and the history tables of each day dropped (access exclusive); then the pruned
+-- runs (SKIP LOCKED), then as delete_live_runs; then spent start guards (SKIP LOCKED).
 create or replace function pgflow.prune(p_older_than interval, p_batch_size integer default 10000)
 returns table (
   busy boolean,
@@ -87,6 +94,9 @@ declare
   v_run_ids uuid[];
   v_queue text;
   v_deleted bigint;
+  v_day date;
+  v_table text;
+  v_counts record;
 begin
   v_cutoff := pgflow.prune_cutoff(p_older_than);
   if p_batch_size is null or p_batch_size < 1 then
@@ -102,6 +112,27 @@ begin
     return;
   end if;
 
+  -- Whole days of history, oldest first, while all of the day is before the cutoff.
+  perform pg_advisory_xact_lock(pgflow.lock_namespace(), 4);
+  for v_day in
+    select p.day from pgflow.history_partition_days() p order by p.day
+  loop
+    exit when (v_day + 1)::timestamp at time zone 'UTC' > v_cutoff;
+    foreach v_table in array pgflow.history_tables() loop
+      execute format('drop table if exists pgflow.%I', pgflow.history_partition(v_table, v_day));
+    end loop;
+    with dropped as (delete from pgflow.history_days d where d.day = v_day returning d.*)
+    select coalesce(sum(x.runs), 0) as runs, coalesce(sum(x.step_states), 0) as step_states,
+           coalesce(sum(x.tasks), 0) as tasks
+    into v_counts
+    from dropped x;
+    runs := runs + v_counts.runs;
+    step_states := step_states + v_counts.step_states;
+    tasks := tasks + v_counts.tasks;
+    delete from pgflow.archived_keys k
+    where k.run_ended_at < (v_day + 1)::timestamp at time zone 'UTC';
+  end loop;
+
   -- Ended runs have no live tasks (ending a run fails its live tasks) and no queued messages;
   -- a late result for one of them locks the run first, so SKIP LOCKED leaves it to finish.
   select array_agg(r.run_id) into v_run_ids
@@ -114,22 +145,10 @@ begin
   ) r;
 
   if v_run_ids is not null then
-    delete from pgflow.task_attempts a where a.run_id = any(v_run_ids);
-    delete from pgflow.signals sg where sg.run_id = any(v_run_ids);
-    delete from pgflow.step_tasks t where t.run_id = any(v_run_ids);
-    get diagnostics tasks = row_count;
-    delete from pgflow.step_states ss where ss.run_id = any(v_run_ids);
-    get diagnostics step_states = row_count;
-    -- Runs cancelled in a singleton key's line leave it in line order, the order in which
-    -- begin_deferred_runs clears a line.
-    delete from pgflow.singleton_waits w
-    where w.ctid = any(array(select x.ctid from pgflow.singleton_waits x
-                             where x.run_id = any(v_run_ids)
-                             order by x.scope, x.key, x.wait_seq
-                             for update));
-    delete from pgflow.singleton_runs sr where sr.run_id = any(v_run_ids);
-    delete from pgflow.runs r where r.run_id = any(v_run_ids);
-    get diagnostics runs = row_count;
+    select * into v_counts from pgflow.delete_live_runs(v_run_ids);
+    runs := runs + v_counts.runs;
+    step_states := step_states + v_counts.step_states;
+    tasks := tasks + v_counts.tasks;
   end if;
 
   -- PGMQ indexes every archive table by archived_at: the oldest are found by key.
@@ -177,8 +196,9 @@ end;
 $$;
 
 -- prune_preview: what prune with the same p_older_than would delete over all its batches, as
--- counts, deleting nothing: ended runs (with their step states and tasks), archived messages of
--- pgflow's queues and stopped workers older than the cutoff. `busy` is always false. Runs a
+-- counts, deleting nothing: ended runs (with their step states and tasks: the live ones older
+-- than the cutoff, and the archived ones of the days that ended before it), archived messages
+-- of pgflow's queues and stopped workers older than the cutoff. `busy` is always false. Runs a
 -- late result holds at the moment are counted; prune would leave them for its next call.
 -- Raises PF005 for a negative or missing p_older_than.
 -- Locks: none (reads only).
@@ -199,6 +219,7 @@ declare
   v_cutoff timestamptz;
   v_queue text;
   v_count bigint;
+  v_counts record;
 begin
   v_cutoff := pgflow.prune_cutoff(p_older_than);
   busy := false;
@@ -211,6 +232,16 @@ begin
          (select count(*) from pgflow.step_states ss join prunable p on p.run_id = ss.run_id),
          (select count(*) from pgflow.step_tasks t join prunable p on p.run_id = t.run_id)
   into runs, step_states, tasks;
+
+  -- The days of history prune would drop, as counted when their runs were archived.
+  select coalesce(sum(d.runs), 0) as runs, coalesce(sum(d.step_states), 0) as step_states,
+         coalesce(sum(d.tasks), 0) as tasks
+  into v_counts
+  from pgflow.history_days d
+  where (d.day + 1)::timestamp at time zone 'UTC' <= v_cutoff;
+  runs := runs + v_counts.runs;
+  step_states := step_states + v_counts.step_states;
+  tasks := tasks + v_counts.tasks;
 
   archived_messages := 0;
   for v_queue in

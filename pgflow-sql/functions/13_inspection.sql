@@ -39,8 +39,8 @@ $$;
 -- run_step_states: each step of a run as readers see it (in the flow's step order): status,
 -- why it was skipped, its queue, how many tasks it has and has left, how many of them a worker
 -- holds now, the highest attempt of any of its tasks, its error (or else the first error of one
--- of its tasks), when it started and ended, its output and the output's size. Clients read it
--- (see pgflow_runtime's `RunHandle::steps` and `pgflow run`).
+-- of its tasks), when it started and ended, its output and the output's size; of a live or an
+-- archived run. Clients read it (see pgflow_runtime's `RunHandle::steps` and `pgflow run`).
 -- Locks: none (reads only).
 create or replace function pgflow.run_step_states(p_run_id uuid)
 returns table (step_slug text, status text, skip_reason text, queue_name text, tasks integer,
@@ -52,19 +52,19 @@ stable
 as $$
   select ss.step_slug, ss.status, ss.skip_reason, s.queue_name, ss.initial_tasks,
          ss.remaining_tasks,
-         (select max(t.attempts_count) from pgflow.step_tasks t
+         (select max(t.attempts_count) from pgflow.all_step_tasks t
           where t.run_id = ss.run_id and t.step_slug = ss.step_slug),
          coalesce(ss.error_message,
-                  (select t.error_message from pgflow.step_tasks t
+                  (select t.error_message from pgflow.all_step_tasks t
                    where t.run_id = ss.run_id and t.step_slug = ss.step_slug
                      and t.error_message is not null
                    order by t.task_index limit 1)),
          ss.started_at,
          coalesce(ss.completed_at, ss.failed_at, ss.skipped_at, ss.cancelled_at),
          ss.output, octet_length(ss.output::text),
-         (select count(*)::integer from pgflow.step_tasks t
+         (select count(*)::integer from pgflow.all_step_tasks t
           where t.run_id = ss.run_id and t.step_slug = ss.step_slug and t.status = 'started')
-  from pgflow.step_states ss
+  from pgflow.all_step_states ss
   join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
   where ss.run_id = p_run_id
   order by s.step_index

@@ -1,8 +1,8 @@
 -- Run control: what operators do to runs from outside (cancel; retry and resume come here too).
 
--- The runs a filter names, for the bulk forms: runs of a concrete flow or of any version of an
--- alias (p_name; null for every flow), with one of p_statuses (null for any), started before
--- p_started_before (null for any time). Oldest first, at most p_limit.
+-- The runs a filter names, for the bulk forms: runs (live or archived) of a concrete flow or of
+-- any version of an alias (p_name; null for every flow), with one of p_statuses (null for any),
+-- started before p_started_before (null for any time). Oldest first, at most p_limit.
 create or replace function pgflow.runs_matching(
   p_name text,
   p_statuses text[],
@@ -14,7 +14,7 @@ language sql
 stable
 as $$
   select r.run_id
-  from pgflow.runs r
+  from pgflow.all_runs r
   where (p_name is null
          or r.flow_slug = p_name
          or r.flow_slug in (select f.flow_slug from pgflow.flows f where f.alias = p_name))
@@ -106,9 +106,10 @@ begin
     end if;
   end if;
 
+  -- (Archived runs ended long ago: they are reported as they are.)
   return query
   select r.run_id, r.status, r.run_id = any(v_cancelled)
-  from pgflow.runs r
+  from pgflow.all_runs r
   where r.run_id = any(p_run_ids)
   order by r.run_id;
 end;
@@ -178,6 +179,8 @@ declare
   v_single record;
   v_holder uuid;
 begin
+  -- Archived runs, and the archived children of these, come back first.
+  perform pgflow.restore_runs(p_run_ids, true);
   -- The runs' locks first, in a statement of their own (see cancel_runs).
   perform pgflow.lock_runs(p_run_ids);
   with locked as (
@@ -372,6 +375,9 @@ declare
   v_rerun text[];
   v_new pgflow.runs;
 begin
+  -- An archived run, and the archived children of the run, come back first (the new run takes
+  -- over the old one's children).
+  perform pgflow.restore_runs(array[p_run_id], true);
   select * into v_old from pgflow.runs r where r.run_id = p_run_id for key share;
   if not found then
     raise exception 'no run % exists', p_run_id
@@ -477,14 +483,14 @@ begin
 end;
 $$;
 
--- delete_flow: deletes the concrete flow p_flow_slug with its runs, step states, tasks, attempt
--- history and queued messages (its queues stay: other flows may use them). Refused (PF012)
+-- delete_flow: deletes the concrete flow p_flow_slug with its runs (live and archived), step
+-- states, tasks, attempt history and queued messages (its queues stay: other flows may use them). Refused (PF012)
 -- while its alias points at it and the alias has other versions (move the alias first), and,
 -- unless p_force, while live workers (worker_is_live; a stale one is not asked for) carry it
 -- or runs of it are going. A flow that is its
 -- alias's only version takes the alias (and its history) with it. Returns what was deleted.
 -- Locks: the flow's row (so no run of it starts meanwhile), the queued tasks' messages (as a
--- claim takes them), its runs, then their step states and tasks.
+-- claim takes them), its runs, then their step states and tasks, then its archived rows.
 create or replace function pgflow.delete_flow(p_flow_slug text, p_force boolean default false)
 returns table (runs bigint, tasks bigint, messages bigint)
 language plpgsql
@@ -498,6 +504,7 @@ declare
   v_messages bigint := 0;
   v_runs bigint;
   v_tasks bigint;
+  v_archived bigint;
 begin
   select * into v_flow from pgflow.flows f where f.flow_slug = p_flow_slug for update;
   if not found then
@@ -566,6 +573,33 @@ begin
   where r.flow_slug = p_flow_slug and sr.run_id = r.run_id;
   delete from pgflow.runs r where r.flow_slug = p_flow_slug;
   get diagnostics v_runs = row_count;
+
+  -- Its archived runs: rows deleted from the history (the days' counts and keys with them).
+  update pgflow.history_days d
+  set runs = d.runs - b.runs, step_states = d.step_states - b.step_states,
+      tasks = d.tasks - b.tasks
+  from (select pgflow.history_day(h.run_ended_at) as day, count(*) as runs,
+               sum((select count(*) from pgflow.step_states_history ss
+                    where ss.run_id = h.run_id and ss.run_ended_at = h.run_ended_at))
+                 as step_states,
+               sum((select count(*) from pgflow.step_tasks_history t
+                    where t.run_id = h.run_id and t.run_ended_at = h.run_ended_at)) as tasks
+        from pgflow.runs_history h where h.flow_slug = p_flow_slug
+        group by 1) b
+  where d.day = b.day;
+  delete from pgflow.archived_keys k
+  using pgflow.runs_history h
+  where h.flow_slug = p_flow_slug and k.run_id = h.run_id;
+  delete from pgflow.task_attempts_history a
+  using pgflow.runs_history h
+  where h.flow_slug = p_flow_slug and a.run_id = h.run_id and a.run_ended_at = h.run_ended_at;
+  delete from pgflow.step_tasks_history t where t.flow_slug = p_flow_slug;
+  get diagnostics v_archived = row_count;
+  v_tasks := v_tasks + v_archived;
+  delete from pgflow.step_states_history ss where ss.flow_slug = p_flow_slug;
+  delete from pgflow.runs_history h where h.flow_slug = p_flow_slug;
+  get diagnostics v_archived = row_count;
+  v_runs := v_runs + v_archived;
 
   delete from pgflow.alias_history h
   where h.to_flow_slug = p_flow_slug or h.from_flow_slug = p_flow_slug

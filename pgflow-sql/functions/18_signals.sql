@@ -68,6 +68,10 @@ begin
   perform pgflow.lock_runs(array[p_run_id]);
   select * into v_run from pgflow.runs r where r.run_id = p_run_id;
   if not found then
+    -- An archived run ended long ago: refused as any ended run is.
+    select * into v_run from pgflow.all_runs r where r.run_id = p_run_id limit 1;
+  end if;
+  if not found then
     raise exception 'run % does not exist', p_run_id
       using errcode = 'PF011', detail = jsonb_build_object('run_id', p_run_id)::text;
   end if;
@@ -450,7 +454,7 @@ as $$
 declare
   v_flow_slug text;
 begin
-  select r.flow_slug into v_flow_slug from pgflow.runs r where r.run_id = p_run_id;
+  select r.flow_slug into v_flow_slug from pgflow.all_runs r where r.run_id = p_run_id limit 1;
   if not found then
     raise exception 'run % does not exist', p_run_id
       using errcode = 'PF011', detail = jsonb_build_object('run_id', p_run_id)::text;

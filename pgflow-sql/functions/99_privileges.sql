@@ -85,7 +85,7 @@ begin
                                 'withdraw_wakeups', 'expire_waits', 'signal_payload',
                                 'settle_subflows', 'release_capped_tasks',
                                 'begin_deferred_runs', 'sample_trends',
-                                'add_task_durations') then
+                                'add_task_durations', 'archive_runs') then
                array['pgflow_worker']
              when p.proname in ('start_flows', 'start_flow', 'start_alias_typed',
                                 'waits_its_turn',
@@ -144,7 +144,10 @@ begin
                     pgflow.singleton_runs, pgflow.rate_keys, pgflow.rate_tokens,
                     pgflow.rate_waits, pgflow.queue_caps, pgflow.queue_slots,
                     pgflow.queue_samples, pgflow.trend_passes, pgflow.run_samples,
-                    pgflow.task_samples
+                    pgflow.task_samples, pgflow.runs_history, pgflow.step_states_history,
+                    pgflow.step_tasks_history, pgflow.task_attempts_history,
+                    pgflow.archived_keys, pgflow.history_days, pgflow.all_runs,
+                    pgflow.all_step_states, pgflow.all_step_tasks, pgflow.all_task_attempts
       to pgflow_client;
     -- Operators are clients too, and read the workers, rollouts and alias history.
     if not pg_has_role('pgflow_operator', 'pgflow_client', 'member') then

@@ -40,6 +40,7 @@ pub static FUNCTION_FILES: &[FunctionFile] = function_files![
     "09_workers.sql",
     "10_maintenance.sql",
     "11_aliases_rollouts.sql",
+    "12_history.sql",
     "12_retention.sql",
     "13_inspection.sql",
     "14_run_control.sql",

@@ -27,6 +27,7 @@ mod failover;
 mod flow_control;
 mod flows;
 mod handles;
+mod history;
 mod idempotency;
 mod input_checks;
 mod install;

@@ -112,24 +112,24 @@ async fn count(pool: &PgPool, sql: &str, run_id: Uuid) -> i64 {
         .unwrap()
 }
 
-/// Rows a run left behind: (run, step states, tasks).
+/// Rows a run left behind, live or archived: (run, step states, tasks).
 async fn rows_of(pool: &PgPool, run_id: Uuid) -> (i64, i64, i64) {
     (
         count(
             pool,
-            "select count(*) from pgflow.runs where run_id = $1",
+            "select count(*) from pgflow.all_runs where run_id = $1",
             run_id,
         )
         .await,
         count(
             pool,
-            "select count(*) from pgflow.step_states where run_id = $1",
+            "select count(*) from pgflow.all_step_states where run_id = $1",
             run_id,
         )
         .await,
         count(
             pool,
-            "select count(*) from pgflow.step_tasks where run_id = $1",
+            "select count(*) from pgflow.all_step_tasks where run_id = $1",
             run_id,
         )
         .await,

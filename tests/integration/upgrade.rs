@@ -1,6 +1,7 @@
 //! Upgrades: a database installed by a released version, brought up to date by today's
 //! `install`, has exactly the catalog of a fresh install (tables, columns, constraints,
-//! indexes, triggers, types, views, and every function's signature, settings and body).
+//! indexes, triggers, types, views, and every function's signature, settings and body), and
+//! its runs in flight complete, move into the history and are pruned by the day.
 //!
 //! Each released schema is a checked-in dump in `schemas/` (made by `schemas/dump.sh`): the
 //! schema of a fresh install of that version with the rows of the installers' ledgers.
@@ -301,4 +302,38 @@ async fn runs_in_flight_at_an_upgrade_complete_after_it(pool: PgPool) {
             (3, "second".to_owned(), 1),
         ]
     );
+
+    // Runs that ended before the upgrade or after it move into the history once they are old
+    // enough (here: ended two days ago), read as they did, and a prune drops their day whole.
+    sqlx::query(
+        "update pgflow.runs
+         set started_at = started_at - interval '2 days',
+             completed_at = completed_at - interval '2 days'
+         where flow_slug = 'upgrade_relay'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let hour = std::time::Duration::from_secs(3600);
+    let moved = pgflow::engine::archive_all(&pool, hour, 100, 60 * hour)
+        .await
+        .unwrap();
+    assert_eq!(moved, 3);
+    let archived: Vec<(i64, String, serde_json::Value)> = sqlx::query_as(
+        "select (input)::bigint, status, output from pgflow.all_runs
+         where flow_slug = 'upgrade_relay' order by 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(archived, vec![expected(1), expected(2), expected(3)]);
+    let pruned = pgflow::engine::prune_all(&pool, 24 * hour, 100)
+        .await
+        .unwrap();
+    assert_eq!((pruned.runs, pruned.tasks), (3, 6), "{pruned:?}");
+    let left: i64 = sqlx::query_scalar("select count(*) from pgflow.all_step_tasks")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
 }

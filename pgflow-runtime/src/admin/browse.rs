@@ -150,7 +150,7 @@ pub async fn list_runs(
                 r.scheduled_for, r.remaining_steps, r.retry_count, {RUN_WAITING} as waiting
          from pgflow.flows f
          cross join lateral (
-           select * from pgflow.runs r where r.flow_slug = f.flow_slug"
+           select * from pgflow.all_runs r where r.flow_slug = f.flow_slug"
     ));
     if let Some(status) = listing.status {
         sql.push(format_args!(" and r.status = '{}'", status.as_str()));
@@ -234,13 +234,13 @@ pub async fn run_payloads(
     let rows: Vec<PayloadRow> = sqlx::query_as(
         "with parts as (
            select 'input' as part, null::text as step_slug, r.input as body, 0 as ord
-           from pgflow.runs r where r.run_id = $1
+           from pgflow.all_runs r where r.run_id = $1
            union all
            select 'output', null, r.output, 1
-           from pgflow.runs r where r.run_id = $1 and r.output is not null
+           from pgflow.all_runs r where r.run_id = $1 and r.output is not null
            union all
            select 'step', ss.step_slug, ss.output, 2 + s.step_index
-           from pgflow.step_states ss
+           from pgflow.all_step_states ss
            join pgflow.steps s on s.flow_slug = ss.flow_slug and s.step_slug = ss.step_slug
            where ss.run_id = $1 and ss.output is not null
          )
@@ -301,7 +301,7 @@ pub async fn step_task_counts(
                 count(*) filter (where t.status = 'completed') as completed,
                 count(*) filter (where t.status = 'failed') as failed,
                 count(*) filter (where t.status in ('skipped', 'cancelled')) as other
-         from pgflow.step_tasks t
+         from pgflow.all_step_tasks t
          join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
          where t.run_id = $1
          group by t.step_slug, s.step_index

@@ -332,7 +332,7 @@ pub async fn recent_runs(
         _ => (None, None),
     };
     let rows = sqlx::query_as(&format!(
-        "select r.*, {RUN_WAITING} as waiting from pgflow.runs r
+        "select r.*, {RUN_WAITING} as waiting from pgflow.all_runs r
          where ($1::text is null or r.flow_slug = $1
                 or r.flow_slug in (select f.flow_slug from pgflow.flows f where f.alias = $1))
            and ($2::text is null or r.status = $2)
@@ -410,7 +410,7 @@ pub async fn runs_with_id_prefix(
         return Ok(Vec::new());
     };
     let ids = sqlx::query_scalar(
-        "select run_id from pgflow.runs where run_id between $1 and $2 order by run_id limit $3",
+        "select run_id from pgflow.all_runs where run_id between $1 and $2 order by run_id limit $3",
     )
     .bind(lowest)
     .bind(highest)
@@ -1014,7 +1014,7 @@ pub async fn troubled_tasks(
         "select t.step_slug, t.task_index, t.status, t.attempts_count as attempts,
                 t.requeue_count as requeues, t.error_message as last_error, t.started_at,
                 coalesce(t.completed_at, t.failed_at) as ended_at
-         from pgflow.step_tasks t
+         from pgflow.all_step_tasks t
          join pgflow.steps s on s.flow_slug = t.flow_slug and s.step_slug = t.step_slug
          where t.run_id = $1
            and (t.attempts_count > 1 or t.requeue_count > 0 or t.error_message is not null)
@@ -1060,8 +1060,8 @@ pub async fn failed_attempts(
     let rows = sqlx::query_as(
         "select a.step_slug, a.task_index, a.attempt, a.outcome, a.worker_id, a.started_at,
                 a.ended_at, a.error_message as error
-         from pgflow.task_attempts a
-         join pgflow.runs r on r.run_id = a.run_id
+         from pgflow.all_task_attempts a
+         join pgflow.all_runs r on r.run_id = a.run_id
          join pgflow.steps s on s.flow_slug = r.flow_slug and s.step_slug = a.step_slug
          where a.run_id = $1
          order by s.step_index, a.task_index, a.attempt limit $2",
@@ -1126,9 +1126,10 @@ pub async fn step_states(
     executor: impl PgExecutor<'_>,
     run_id: Uuid,
 ) -> Result<Vec<(String, String)>, EngineError> {
-    let rows = sqlx::query_as("select step_slug, status from pgflow.step_states where run_id = $1")
-        .bind(run_id)
-        .fetch_all(executor)
-        .await?;
+    let rows =
+        sqlx::query_as("select step_slug, status from pgflow.all_step_states where run_id = $1")
+            .bind(run_id)
+            .fetch_all(executor)
+            .await?;
     Ok(rows)
 }

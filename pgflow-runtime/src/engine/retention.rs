@@ -1,4 +1,6 @@
-//! Pruning what ended long ago: runs with their steps and tasks, archived messages, stopped workers.
+//! Pruning what ended long ago: runs with their steps and tasks, archived messages, stopped
+//! workers; and archiving, which moves ended runs into the history that pruning drops a day at
+//! a time.
 
 use sqlx::{FromRow, PgExecutor};
 
@@ -86,6 +88,54 @@ pub async fn prune_all<'c>(
         total.add(pruned);
         if pruned.busy || !pruned.is_full(batch_size) {
             return Ok(total);
+        }
+    }
+}
+
+/// What one call of [`archive_runs`] moved into the history.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, FromRow)]
+#[non_exhaustive]
+pub struct Archived {
+    /// Another caller was archiving at that moment; this call moved nothing.
+    pub busy: bool,
+    /// Runs moved, with their step states, tasks and attempts.
+    pub runs: i64,
+}
+
+/// Moves runs that ended more than `after` ago (at least 15 minutes), at most `batch_size`,
+/// from the live tables into the history partitioned by the day they ended
+/// (`pgflow.archive_runs`), in one transaction. Readers still find them (the `all_*` views);
+/// [`prune`] then drops them a day at a time. One caller per database at a time; a
+/// concurrent call moves nothing and says `busy`. Call again while it moves `batch_size`.
+pub async fn archive_runs(
+    executor: impl PgExecutor<'_>,
+    after: std::time::Duration,
+    batch_size: i32,
+) -> Result<Archived, EngineError> {
+    let archived = sqlx::query_as::<_, Archived>("select * from pgflow.archive_runs($1, $2)")
+        .bind(after)
+        .bind(batch_size)
+        .fetch_one(executor)
+        .await?;
+    Ok(archived)
+}
+
+/// [`archive_runs`] again and again, `batch_size` runs per transaction, until none ended more
+/// than `after` ago is left, another caller is archiving, or `budget` has passed (the rest
+/// waits for the next call). Returns the runs moved.
+pub async fn archive_all<'c>(
+    pool: impl PgExecutor<'c> + Copy,
+    after: std::time::Duration,
+    batch_size: i32,
+    budget: std::time::Duration,
+) -> Result<i64, EngineError> {
+    let began = std::time::Instant::now();
+    let mut moved = 0;
+    loop {
+        let archived = archive_runs(pool, after, batch_size).await?;
+        moved += archived.runs;
+        if archived.busy || archived.runs < i64::from(batch_size) || began.elapsed() >= budget {
+            return Ok(moved);
         }
     }
 }

@@ -253,7 +253,7 @@ pub fn shown_status(
     }
 }
 
-/// Whether run `r` (a row of `pgflow.runs` under that name) waits, as SQL: it is `started`, a
+/// Whether run `r` (a row of `pgflow.runs` or `pgflow.all_runs` under that name) waits, as SQL: it is `started`, a
 /// step of it waits (for a signal, an event or the end of a sleep) or it waits its turn in a
 /// singleton key's line, and no step is `started` (a step with tasks running or queued). The one rule behind [`Run::waiting`] and the listings'
 /// `waiting` state.
@@ -717,7 +717,7 @@ async fn start_alias_typed_as(
 
 /// The flow input a run was started with.
 pub async fn run_input(executor: impl PgExecutor<'_>, run_id: Uuid) -> Result<Value, EngineError> {
-    let input = sqlx::query_scalar("select input from pgflow.runs where run_id = $1")
+    let input = sqlx::query_scalar("select input from pgflow.all_runs where run_id = $1 limit 1")
         .bind(run_id)
         .fetch_optional(executor)
         .await?;
@@ -727,7 +727,7 @@ pub async fn run_input(executor: impl PgExecutor<'_>, run_id: Uuid) -> Result<Va
 /// A run by id.
 pub async fn run(executor: impl PgExecutor<'_>, run_id: Uuid) -> Result<Run, EngineError> {
     let run = sqlx::query_as::<_, Run>(&format!(
-        "select r.*, {RUN_WAITING} as waiting from pgflow.runs r where r.run_id = $1"
+        "select r.*, {RUN_WAITING} as waiting from pgflow.all_runs r where r.run_id = $1 limit 1"
     ))
     .bind(run_id)
     .fetch_optional(executor)
@@ -741,7 +741,7 @@ pub async fn run_error(
     run_id: Uuid,
 ) -> Result<Option<(String, String)>, EngineError> {
     let failed = sqlx::query_as(
-        "select step_slug, coalesce(error_message, 'failed') from pgflow.step_states
+        "select step_slug, coalesce(error_message, 'failed') from pgflow.all_step_states
          where run_id = $1 and status = 'failed' order by failed_at limit 1",
     )
     .bind(run_id)

@@ -44,8 +44,8 @@ pub async fn run_children(
 ) -> Result<Vec<ChildRun>, EngineError> {
     let rows = sqlx::query_as(
         "select c.run_id, c.flow_slug, c.status, c.parent_step_slug, c.parent_task_index
-         from pgflow.runs c
-         join pgflow.runs p on p.run_id = c.parent_run_id
+         from pgflow.all_runs c
+         join pgflow.all_runs p on p.run_id = c.parent_run_id
          join pgflow.steps s on s.flow_slug = p.flow_slug and s.step_slug = c.parent_step_slug
          where c.parent_run_id = $1
          order by s.step_index, c.parent_task_index",

@@ -11,6 +11,13 @@ use crate::schedule::Schedule;
 /// reads the runs table (no index is kept for it on the hot path), so pruning is rare.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
+/// How long after its end a run moves into the history by default (see
+/// [`ProcessConfig::archive_after`]).
+pub const DEFAULT_ARCHIVE_AFTER: Duration = Duration::from_secs(3600);
+
+/// The shortest wait before a run is archived (see [`ProcessConfig::archive_after`]).
+pub const MIN_ARCHIVE_AFTER: Duration = Duration::from_secs(900);
+
 /// How the process's idle workers learn that tasks became visible.
 ///
 /// By default the process `LISTEN`s on one connection of its own to its database (outside the
@@ -52,6 +59,7 @@ pub struct ProcessConfig {
     pub(crate) stalled_grace: Duration,
     pub(crate) max_requeues: u32,
     pub(crate) retention: Option<Duration>,
+    pub(crate) archive_after: Duration,
     pub(crate) schedules: Vec<Schedule>,
     pub(crate) fire_schedules: bool,
 }
@@ -64,6 +72,7 @@ impl Default for ProcessConfig {
             stalled_grace: Duration::from_secs(30),
             max_requeues: 3,
             retention: None,
+            archive_after: DEFAULT_ARCHIVE_AFTER,
             schedules: Vec::new(),
             fire_schedules: true,
         }
@@ -128,6 +137,18 @@ impl ProcessConfig {
     #[must_use]
     pub fn retention(mut self, keep: Duration) -> Self {
         self.retention = Some(keep);
+        self
+    }
+
+    /// How long after its end a run moves from the live tables into the history, which is
+    /// partitioned by the day runs ended so that [`retention`](Self::retention) drops whole
+    /// days (one process per database moves them, at each maintenance pass). Readers find a run
+    /// in either place; retrying or resuming an archived run brings it back first. Default one
+    /// hour; at least 15 minutes (a shorter value counts as 15 minutes: the dashboard's trends
+    /// count the last minutes' runs from the live tables).
+    #[must_use]
+    pub fn archive_after(mut self, after: Duration) -> Self {
+        self.archive_after = after.max(MIN_ARCHIVE_AFTER);
         self
     }
 

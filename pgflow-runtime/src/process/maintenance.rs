@@ -2,8 +2,8 @@
 //! delays them: lost workers, stalled-task recovery, for the dashboard's trends a sample of the
 //! queues and runs a minute and the handler durations this process's workers measured (at
 //! every pass, and once more when the loop stops) and, on servers running without autovacuum,
-//! planner statistics and vacuum of pgflow's busy tables, and pruning of ended work when the
-//! process has a retention. One loop per client while its workers run; each part but the
+//! planner statistics and vacuum of pgflow's busy tables, moving runs that ended a while ago
+//! into the history, and pruning of ended work when the process has a retention. One loop per client while its workers run; each part but the
 //! durations runs in one process per database at a time.
 
 use std::sync::Arc;
@@ -40,6 +40,7 @@ pub(super) async fn maintain(shared: Arc<Shared>, stop: CancellationToken) {
             write_task_durations(&shared).await;
             refresh_statistics(db).await;
             vacuum(db).await;
+            archive(db, config.archive_after).await;
             if let Some(retention) = config.retention
                 && last_pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY)
             {
@@ -118,6 +119,21 @@ async fn prune(db: &Db, retention: Duration) {
             }
         }
         Err(error) => tracing::warn!(%error, "pruning ended work failed"),
+    }
+}
+
+/// Runs moved into the history per transaction at most, and how long one pass keeps moving
+/// them (a backlog, after an upgrade or a pause, moves over several passes).
+const ARCHIVE_BATCH_SIZE: i32 = 5_000;
+const ARCHIVE_BUDGET: Duration = Duration::from_secs(10);
+
+/// Moves runs that ended more than `after` ago into the history (a no-op while another process
+/// does it).
+async fn archive(db: &Db, after: Duration) {
+    match engine::archive_all(db, after, ARCHIVE_BATCH_SIZE, ARCHIVE_BUDGET).await {
+        Ok(0) => {}
+        Ok(runs) => tracing::debug!(runs, "moved ended runs into the history"),
+        Err(error) => tracing::warn!(%error, "moving ended runs into the history failed"),
     }
 }
 

@@ -33,7 +33,9 @@ use tokio_util::sync::CancellationToken;
 use crate::db::{Db, Pooling};
 use notifier::Notifier;
 
-pub use config::{Notifications, PRUNE_EVERY, ProcessConfig};
+pub use config::{
+    DEFAULT_ARCHIVE_AFTER, MIN_ARCHIVE_AFTER, Notifications, PRUNE_EVERY, ProcessConfig,
+};
 #[cfg(feature = "testing")]
 pub(crate) use schedules::fire_due_schedules;
 
