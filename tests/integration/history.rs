@@ -457,3 +457,73 @@ async fn a_start_that_waits_on_a_key_while_its_run_is_archived_gets_that_run() {
             .unwrap();
     assert_eq!(keyed, 1, "one run holds the key");
 }
+
+/// Whether `tariff_v1` fails (the test lets a retry pass by turning it off).
+static DECLINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// A child flow that fails while [`DECLINE`] is set.
+#[pgflow::flow(slug = "tariff_v1", input = u32, max_attempts = 1)]
+pub mod tariff_v1 {
+    #[step]
+    pub async fn price(input: u32) -> Result<u32, String> {
+        if super::DECLINE.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("declined".to_owned());
+        }
+        Ok(input * 3)
+    }
+}
+
+/// A parent whose one step runs `tariff_v1`.
+#[pgflow::flow(slug = "invoice_v1", input = u32, max_attempts = 1)]
+pub mod invoice_v1 {
+    #[step(subflow = super::tariff_v1)]
+    pub async fn priced(input: u32) -> Result<u32, String> {
+        Ok(input)
+    }
+}
+
+#[tokio::test]
+async fn retrying_an_archived_parent_brings_back_its_children() {
+    let config = ProcessConfig::default().stalled_check_interval(Duration::from_secs(3600));
+    let env = TestEnv::with_config(config).await.unwrap();
+    env.start_workers(tariff_v1::deployment()).await.unwrap();
+    env.start_workers(invoice_v1::deployment()).await.unwrap();
+    let client = env.client();
+    let db = client.db();
+    let parent = invoice_v1::start(client, &7).await.unwrap();
+    assert_eq!(
+        env.run_to_end(&parent).await.unwrap().status(),
+        RunStatus::Failed
+    );
+    let children = || async {
+        sqlx::query_as::<_, (Uuid, i32, String)>(
+            "select run_id, retry_count, status from pgflow.all_runs where parent_run_id = $1",
+        )
+        .bind(parent.run_id())
+        .fetch_all(db)
+        .await
+        .unwrap()
+    };
+    let before = children().await;
+    assert_eq!(before.len(), 1);
+    env.advance(2 * HOUR).await.unwrap();
+    assert_eq!(archive(db).await, 2, "the parent and its child");
+
+    // The retry brings both back; the child, failed, runs again (and passes now) rather than
+    // a second child starting.
+    DECLINE.store(false, std::sync::atomic::Ordering::SeqCst);
+    parent.retry(client).await.unwrap();
+    let finished = env.run_to_end(&parent).await.unwrap();
+    assert_eq!(finished.status(), RunStatus::Completed);
+    let after = children().await;
+    assert_eq!(
+        after,
+        [(before[0].0, 1, "completed".to_owned())],
+        "the same child, retried once"
+    );
+    assert_eq!(
+        rows(db, "", before[0].0).await[0],
+        1,
+        "back in the live tables"
+    );
+}
