@@ -50,18 +50,32 @@ pub(crate) async fn dashboard_pages(runs: usize) -> Result<DashboardPages, Error
     let filling = Instant::now();
     fill(&pool, runs).await?;
     let fill_seconds = filling.elapsed().as_secs_f64();
+    let pages = time_pages(&pool).await?;
+    let sampler_pass_ms = sampler_pass(&pool).await?;
+    Ok(DashboardPages {
+        runs,
+        fill_seconds,
+        requests_per_page: REQUESTS,
+        pages,
+        sampler_pass_ms,
+    })
+}
 
+/// Times every page of the dashboard on `pool`'s database: [`REQUESTS`] requests each, after
+/// one to warm its plans. A run page shows a completed chain3 run and a failed run, live or
+/// archived.
+pub(crate) async fn time_pages(pool: &sqlx::PgPool) -> Result<Vec<PageTiming>, Error> {
     let sample: (uuid::Uuid, String) = sqlx::query_as(
-        "select run_id, to_char(started_at, 'YYYY-MM-DD\"T\"HH24:MI') from pgflow.runs
+        "select run_id, to_char(started_at, 'YYYY-MM-DD\"T\"HH24:MI') from pgflow.all_runs
          where flow_slug = 'bench_chain3' and status = 'completed'
          order by started_at desc offset 1000 limit 1",
     )
-    .fetch_one(&pool)
+    .fetch_one(pool)
     .await?;
     let failed: uuid::Uuid = sqlx::query_scalar(
-        "select run_id from pgflow.runs where status = 'failed' order by started_at limit 1",
+        "select run_id from pgflow.all_runs where status = 'failed' order by started_at limit 1",
     )
-    .fetch_one(&pool)
+    .fetch_one(pool)
     .await?;
     let (run, day) = sample;
     let app = pgflow_dashboard::router(DashboardConfig::new(Access::ReadOnly), pool.clone());
@@ -115,14 +129,7 @@ pub(crate) async fn dashboard_pages(runs: usize) -> Result<DashboardPages, Error
             bytes,
         });
     }
-    let sampler_pass_ms = sampler_pass(&pool).await?;
-    Ok(DashboardPages {
-        runs,
-        fill_seconds,
-        requests_per_page: REQUESTS,
-        pages: timings,
-        sampler_pass_ms,
-    })
+    Ok(timings)
 }
 
 /// The median time of five passes of the trend sampler, each made due by forgetting the pass
@@ -176,10 +183,32 @@ async fn get(app: &axum::Router, path: &str) -> Result<(StatusCode, String), Err
     Ok((status, body))
 }
 
-/// Writes `runs` ended runs straight into the tables, 100,000 per statement, with triggers off
-/// (no notifications, no integrity checks: the rows are consistent by construction), and a day
-/// of samples of every queue, then analyzes, as autovacuum would after such a load.
+/// Writes `runs` ended runs straight into the tables (see [`fill_runs`]), started over the 30
+/// days up to now, and a day of samples of every queue, then analyzes, as autovacuum would
+/// after such a load.
 async fn fill(pool: &sqlx::PgPool, runs: usize) -> Result<(), Error> {
+    fill_runs(pool, runs, chrono::Utc::now()).await?;
+    let mut conn = pool.acquire().await?;
+    // A day of trend samples, one a minute, as the workers' maintenance keeps them: what the
+    // overview's trends draw the last hour or day of.
+    sqlx::raw_sql(TREND_SAMPLES).execute(&mut *conn).await?;
+    sqlx::query(
+        "analyze pgflow.runs, pgflow.step_states, pgflow.step_tasks, pgflow.queue_samples,
+                 pgflow.trend_passes, pgflow.run_samples, pgflow.task_samples",
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Writes `runs` ended runs straight into the live tables, started evenly over the 30 days up
+/// to `until`, 100,000 per statement, with triggers off (no notifications, no integrity checks:
+/// the rows are consistent by construction).
+pub(crate) async fn fill_runs(
+    pool: &sqlx::PgPool,
+    runs: usize,
+    until: chrono::DateTime<chrono::Utc>,
+) -> Result<(), Error> {
     let mut conn = pool.acquire().await?;
     sqlx::query("set session_replication_role = replica")
         .execute(&mut *conn)
@@ -191,6 +220,7 @@ async fn fill(pool: &sqlx::PgPool, runs: usize) -> Result<(), Error> {
             .bind(done as i64)
             .bind(n as i64)
             .bind(runs as i64)
+            .bind(until)
             .execute(&mut *conn)
             .await?;
         done += n;
@@ -198,15 +228,6 @@ async fn fill(pool: &sqlx::PgPool, runs: usize) -> Result<(), Error> {
     sqlx::query("set session_replication_role = origin")
         .execute(&mut *conn)
         .await?;
-    // A day of trend samples, one a minute, as the workers' maintenance keeps them: what the
-    // overview's trends draw the last hour or day of.
-    sqlx::raw_sql(TREND_SAMPLES).execute(&mut *conn).await?;
-    sqlx::query(
-        "analyze pgflow.runs, pgflow.step_states, pgflow.step_tasks, pgflow.queue_samples,
-                 pgflow.trend_passes, pgflow.run_samples, pgflow.task_samples",
-    )
-    .execute(&mut *conn)
-    .await?;
     Ok(())
 }
 
@@ -245,7 +266,7 @@ from pgflow.steps s, generate_series(0, 143) p;
 
 /// Runs `$1 .. $1 + $2` of `$3`: flow by position (30% single, 60% chain3, 10% fanout), status
 /// by a hash (97% completed, 2% failed, 1% cancelled), start times spread evenly over 30 days
-/// up to now; one state and one task per step (a fanout's map step with 3 tasks).
+/// up to `$4`; one state and one task per step (a fanout's map step with 3 tasks).
 const FILL: &str = "
 with numbered as (
   select i,
@@ -253,7 +274,7 @@ with numbered as (
               else 'bench_fanout' end as flow_slug,
          case when hashint4(i::int) % 100 in (0, 1) then 'failed'
               when hashint4(i::int) % 100 = 2 then 'cancelled' else 'completed' end as status,
-         now() - interval '30 days' * (1 - i::float8 / $3) as started_at,
+         $4::timestamptz - interval '30 days' * (1 - i::float8 / $3) as started_at,
          gen_random_uuid() as run_id
   from generate_series($1, $1 + $2 - 1) as i
 ), runs as (

@@ -26,6 +26,7 @@ mod anchor;
 mod caps;
 mod claim_scale;
 mod dashboard_pages;
+mod history;
 mod per_call_limit;
 mod rate;
 mod waits;
@@ -33,6 +34,7 @@ mod waits;
 use caps::{caps, print_caps};
 use claim_scale::{claim_scale, print_claims};
 use dashboard_pages::{dashboard_pages, print_pages};
+use history::{history, print_history};
 use rate::{print_rate, rate};
 use waits::{print_waits, waits};
 
@@ -165,7 +167,7 @@ struct Options {
     /// medians.
     repeat: usize,
     /// `--only=a,b`: run just these scenarios (limit, single, chain3, fanout, shared, low_load,
-    /// fanout_one, memory, claim_scale, per_call_limit, per_call, anchor, dashboard, waits,
+    /// fanout_one, memory, claim_scale, per_call_limit, per_call, anchor, dashboard, history, waits,
     /// caps, rate).
     only: Option<Vec<String>>,
     /// `--matrix=1x100,10x10`: (workers, batch) pairs instead of the default matrix.
@@ -259,6 +261,17 @@ async fn main() -> Result<(), Error> {
         None
     };
 
+    // Ten million ended runs take many minutes to write: the full run and `--only` ask for it.
+    let history = if options.wants("history") && (!options.quick || options.only.is_some()) {
+        Some(if options.smoke {
+            history(10_000, 3, 1, 0.01).await?
+        } else {
+            history(10_000_000, 10, 3, 1.0).await?
+        })
+    } else {
+        None
+    };
+
     let waited = if options.wants("waits") {
         Some(if options.smoke {
             waits(2_000, 10).await?
@@ -306,6 +319,9 @@ async fn main() -> Result<(), Error> {
     if let Some(pages) = &pages {
         print_pages(pages);
     }
+    if let Some(history) = &history {
+        print_history(history);
+    }
     if let Some(waited) = &waited {
         print_waits(waited);
     }
@@ -318,7 +334,7 @@ async fn main() -> Result<(), Error> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-results.json");
     let results = json!({
         "rows": rows, "worker_rss_mib": rss, "claim_scale": claims, "dashboard_pages": pages,
-        "waits": waited, "caps": capped, "rate": rated,
+        "history": history, "waits": waited, "caps": capped, "rate": rated,
     });
     std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
     println!("\nwritten to {}", path.display());
@@ -340,6 +356,7 @@ async fn matrix_cell(options: &Options, workers: usize, batch: usize) -> Result<
     if options.wants("single") {
         measured.push(
             engine::<bench_single::Flow, _>(
+                database("pgflow_bench").await?,
                 "single",
                 bench_single::deployment(),
                 bench_single::Queue::BenchSingle,
@@ -355,6 +372,7 @@ async fn matrix_cell(options: &Options, workers: usize, batch: usize) -> Result<
     if options.wants("chain3") {
         measured.push(
             engine::<bench_chain3::Flow, _>(
+                database("pgflow_bench").await?,
                 "chain3",
                 bench_chain3::deployment(),
                 bench_chain3::Queue::BenchChain3,
@@ -370,6 +388,7 @@ async fn matrix_cell(options: &Options, workers: usize, batch: usize) -> Result<
     if options.wants("fanout") {
         measured.push(
             engine::<bench_fanout::Flow, _>(
+                database("pgflow_bench").await?,
                 "fanout",
                 bench_fanout::deployment(),
                 bench_fanout::Queue::BenchFanout,
@@ -394,6 +413,7 @@ async fn matrix_cell(options: &Options, workers: usize, batch: usize) -> Result<
     if options.wants("per_call") {
         measured.push(
             engine_per_call::<bench_single::Flow, _>(
+                database("pgflow_bench").await?,
                 "single, 1 run/call",
                 bench_single::deployment(),
                 bench_single::Queue::BenchSingle,
@@ -406,6 +426,7 @@ async fn matrix_cell(options: &Options, workers: usize, batch: usize) -> Result<
         );
         measured.push(
             engine_per_call::<bench_chain3::Flow, _>(
+                database("pgflow_bench").await?,
                 "chain3, 1 run/call",
                 bench_chain3::deployment(),
                 bench_chain3::Queue::BenchChain3,
@@ -418,6 +439,7 @@ async fn matrix_cell(options: &Options, workers: usize, batch: usize) -> Result<
         );
         measured.push(
             engine_per_call::<bench_fanout::Flow, _>(
+                database("pgflow_bench").await?,
                 "fanout, 1 run/call",
                 bench_fanout::deployment(),
                 bench_fanout::Queue::BenchFanout,
@@ -619,6 +641,7 @@ fn config<Q: FlowQueue>(queue: Q, client: &Client, batch: usize) -> WorkerConfig
 
 #[allow(clippy::too_many_arguments)]
 async fn engine<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
+    pool: PgPool,
     name: &str,
     deployment: pgflow::Deployment<F>,
     queue: Q,
@@ -628,7 +651,6 @@ async fn engine<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
     input: Value,
     tasks_per_run: usize,
 ) -> Result<Row, Error> {
-    let pool = database("pgflow_bench").await?;
     let process = Client::new(pool.clone());
     let mut handles = Vec::new();
     for _ in 0..workers {
@@ -676,6 +698,7 @@ async fn client_pools(pool: &PgPool, count: usize) -> Result<Vec<PgPool>, Error>
 /// back to back, each through its own pool of one (as an application's request handlers
 /// would), while the workers run.
 async fn engine_per_call<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
+    pool: PgPool,
     name: &str,
     deployment: pgflow::Deployment<F>,
     queue: Q,
@@ -684,7 +707,6 @@ async fn engine_per_call<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
     input: Value,
     tasks_per_run: usize,
 ) -> Result<Row, Error> {
-    let pool = database("pgflow_bench").await?;
     let process = Client::new(pool.clone());
     let clients = client_pools(&pool, CLIENTS).await?;
     let mut handles = Vec::new();
