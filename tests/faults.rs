@@ -16,7 +16,9 @@
 //! (every attempt's start counts), no more tasks of a capped queue may run at once than its cap
 //! of 3 (set with `pgflow queue cap`; its 6 workers in the 3 processes offer 12 slots), no two runs of a singleton key may overlap or begin out of
 //! start order, the burst must make one run with its last input, and nothing may be left queued, started, waiting, held,
-//! parked, waiting for a rate token or in the queue.
+//! parked, waiting for a rate token or in the queue. Meanwhile every run moves into the history
+//! (`pgflow.archive_runs`) as soon as it ends, so the checks read the runs through the views
+//! over both; most runs must have been archived, and no run may be in both places.
 //!
 //! One binary, two parts (`harness = false`): run bare, it is the test; run as
 //! `faults worker <url>`, it is one worker process the test spawns and kills.
@@ -614,6 +616,16 @@ async fn scenario() -> Result<String, String> {
             + 1, // the debounced one
     );
 
+    // Every run moves into the history as soon as it ends, while the chaos goes on: late
+    // results, retries of killed attempts, children settling their parents and starts in turn
+    // meet archived runs (errors while Postgres is down are expected: the next round goes on).
+    let archiver_pool = admin.clone();
+    let archiver = tokio::spawn(async move {
+        loop {
+            let _ = pgflow::engine::archive_runs(&archiver_pool, Duration::ZERO, 50).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
     let mut workers: Vec<Child> = (0..WORKERS)
         .map(|_| spawn_worker(&url, &worker_log))
         .collect();
@@ -661,7 +673,10 @@ async fn scenario() -> Result<String, String> {
     let outcome = loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         if began.elapsed() > DEADLINE {
-            break Err(format!("not done after {DEADLINE:?}"));
+            break Err(format!(
+                "not done after {DEADLINE:?}; still going: {}",
+                still_going(&admin).await
+            ));
         }
         if !restarted && began.elapsed() >= RESTART_AFTER {
             cluster.restart("immediate").map_err(|e| e.to_string())?;
@@ -693,7 +708,7 @@ async fn scenario() -> Result<String, String> {
         // Done when every run has ended, and all of them exist (a start whose answer was lost
         // may have made one more).
         let counts: Result<(i64, i64), _> = sqlx::query_as(
-            "select count(*) filter (where status = 'started'), count(*) from pgflow.runs",
+            "select count(*) filter (where status = 'started'), count(*) from pgflow.all_runs",
         )
         .fetch_one(&admin)
         .await;
@@ -710,6 +725,7 @@ async fn scenario() -> Result<String, String> {
         }
     };
     emitter.abort();
+    archiver.abort();
     let burst_ended = burst.is_finished();
     burst.abort();
     for child in &mut workers {
@@ -720,6 +736,16 @@ async fn scenario() -> Result<String, String> {
     outcome.map_err(|e| format!("{e}; worker log tail:\n{}", tail(&log(), 40)))?;
     if !burst_ended {
         return Err("every run ended before the burst of debounced starts did".into());
+    }
+    // Most runs ended well before the last: the archiving must have moved most of them.
+    let archived: i64 = sqlx::query_scalar("select count(*) from pgflow.runs_history")
+        .fetch_one(&admin)
+        .await
+        .map_err(|e| e.to_string())?;
+    if archived * 2 < total_runs {
+        return Err(format!(
+            "only {archived} of {total_runs} runs were archived while the chaos went on"
+        ));
     }
     if parked_at_resume == 0 {
         return Err(
@@ -732,11 +758,34 @@ async fn scenario() -> Result<String, String> {
         .await
         .map_err(|e| e.to_string())?;
     Ok(format!(
-        "{total_runs} runs, {executions} handler executions, {kills} workers killed, Postgres \
-         restarted once, the chain flow paused with {parked_at_resume} tasks parked and resumed, \
-         {:.1} s",
+        "{total_runs} runs ({archived} archived as they ended), {executions} handler \
+         executions, {kills} workers killed, Postgres restarted once, the chain flow paused \
+         with {parked_at_resume} tasks parked and resumed, {:.1} s",
         began.elapsed().as_secs_f64()
     ))
+}
+
+/// The runs still going, by flow and by the states of their steps, for a failure's message.
+async fn still_going(pool: &PgPool) -> String {
+    let rows: Result<Vec<(String, String, i64)>, _> = sqlx::query_as(
+        "select r.flow_slug,
+                coalesce((select string_agg(s.step_slug || ' ' || s.status, ', '
+                                            order by s.step_slug)
+                          from pgflow.step_states s where s.run_id = r.run_id), 'no steps'),
+                count(*)
+         from pgflow.runs r where r.status = 'started'
+         group by 1, 2 order by 1, 2",
+    )
+    .fetch_all(pool)
+    .await;
+    match rows {
+        Ok(rows) => rows
+            .iter()
+            .map(|(flow, steps, n)| format!("{n} of {flow} ({steps})"))
+            .collect::<Vec<_>>()
+            .join("; "),
+        Err(error) => error.to_string(),
+    }
 }
 
 /// The guarantees, read back from the database.
@@ -750,68 +799,76 @@ async fn check(pool: &PgPool) -> Result<(), String> {
     let expect_zero = [
         (
             "runs not completed",
-            "select count(*) from pgflow.runs where status <> 'completed'",
+            "select count(*) from pgflow.all_runs where status <> 'completed'",
         ),
         (
             "tasks left queued or started",
-            "select count(*) from pgflow.step_tasks where status in ('queued', 'started')",
+            "select count(*) from pgflow.all_step_tasks where status in ('queued', 'started')",
         ),
         ("waits left", "select count(*) from pgflow.waits"),
         (
             "signal runs with a wrong output (a signal lost, doubled or mixed up)",
-            "select count(*) from pgflow.runs
+            "select count(*) from pgflow.all_runs
              where flow_slug = 'fault_signal'
                and output -> 'gate' <> to_jsonb(input::int + 1000 + input::int)",
         ),
         (
-            "signal runs without exactly one signal kept",
+            // Archiving deletes a run's signals: the runs still live are counted.
+            "signal runs not archived yet without exactly one signal kept",
             "select count(*) from pgflow.runs r
              where r.flow_slug = 'fault_signal'
                and (select count(*) from pgflow.signals s where s.run_id = r.run_id) <> 1",
         ),
         (
+            "runs both live and archived, or twice in the history",
+            "select (select count(*) from pgflow.runs r
+                     where exists (select 1 from pgflow.runs_history h
+                                   where h.run_id = r.run_id))
+                    + (select count(*) - count(distinct run_id) from pgflow.all_runs)",
+        ),
+        (
             "parent runs whose children are not one per element, in order, of the chain flow",
-            "select count(*) from pgflow.runs p
+            "select count(*) from pgflow.all_runs p
              where p.flow_slug = 'fault_parent'
                and (select array_agg(c.input::int order by c.parent_task_index)
-                    from pgflow.runs c
+                    from pgflow.all_runs c
                     where c.parent_run_id = p.run_id and c.flow_slug = 'fault_chain')
                    is distinct from (select array_agg(e::int order by n)
                                      from jsonb_array_elements(p.input) with ordinality x(e, n))",
         ),
         (
             "parent runs whose output is not their children's outputs in order",
-            "select count(*) from pgflow.runs p
+            "select count(*) from pgflow.all_runs p
              where p.flow_slug = 'fault_parent'
                and p.output -> 'each' is distinct from
                    (select jsonb_agg(c.output order by c.parent_task_index)
-                    from pgflow.runs c where c.parent_run_id = p.run_id)",
+                    from pgflow.all_runs c where c.parent_run_id = p.run_id)",
         ),
         (
             "child runs whose priority is not their parent's",
-            "select count(*) from pgflow.runs c
-             join pgflow.runs p on p.run_id = c.parent_run_id
+            "select count(*) from pgflow.all_runs c
+             join pgflow.all_runs p on p.run_id = c.parent_run_id
              where c.priority is distinct from p.priority or p.priority is distinct from 1",
         ),
         (
             "chain runs not spread over three priorities",
-            "select 3 - count(distinct coalesce(priority, 3)) from pgflow.runs
+            "select 3 - count(distinct coalesce(priority, 3)) from pgflow.all_runs
              where flow_slug = 'fault_chain' and parent_run_id is null",
         ),
         (
             "sleep runs with a wrong output",
-            "select count(*) from pgflow.runs
+            "select count(*) from pgflow.all_runs
              where flow_slug = 'fault_sleep'
                and output is distinct from jsonb_build_object('nap', input::int + 1,
                                                               'until', input::int + 2)",
         ),
         (
             "sleeps that ended early",
-            "select count(*) from pgflow.runs r
-             join pgflow.step_states first
+            "select count(*) from pgflow.all_runs r
+             join pgflow.all_step_states first
                on first.run_id = r.run_id and first.step_slug = 'first'
-             join pgflow.step_states nap on nap.run_id = r.run_id and nap.step_slug = 'nap'
-             join pgflow.step_states until
+             join pgflow.all_step_states nap on nap.run_id = r.run_id and nap.step_slug = 'nap'
+             join pgflow.all_step_states until
                on until.run_id = r.run_id and until.step_slug = 'until'
              where r.flow_slug = 'fault_sleep'
                and (nap.started_at < first.completed_at + interval '2 seconds'
@@ -819,13 +876,13 @@ async fn check(pool: &PgPool) -> Result<(), String> {
         ),
         (
             "capped runs with a wrong output",
-            "select count(*) from pgflow.runs
+            "select count(*) from pgflow.all_runs
              where flow_slug = 'fault_capped'
                and output -> 'shared' is distinct from to_jsonb(((input ->> 'n')::int + 1) * 2)",
         ),
         (
             "rated runs with a wrong output",
-            "select count(*) from pgflow.runs
+            "select count(*) from pgflow.all_runs
              where flow_slug = 'fault_rated'
                and output -> 'call' is distinct from to_jsonb((input ->> 'n')::int + 7)",
         ),
@@ -835,12 +892,12 @@ async fn check(pool: &PgPool) -> Result<(), String> {
             "starts of the rated step within 400 ms of the third start before them (its tenant's)",
             "with starts as (
                select r.input ->> 'tenant' as tenant, a.started_at
-               from (select run_id, started_at from pgflow.task_attempts
+               from (select run_id, started_at from pgflow.all_task_attempts
                      where step_slug = 'call' and started_at is not null
                      union all
-                     select run_id, started_at from pgflow.step_tasks
+                     select run_id, started_at from pgflow.all_step_tasks
                      where step_slug = 'call' and started_at is not null) a
-               join pgflow.runs r on r.run_id = a.run_id and r.flow_slug = 'fault_rated'
+               join pgflow.all_runs r on r.run_id = a.run_id and r.flow_slug = 'fault_rated'
              )
              select count(*) from (
                select started_at - lag(started_at, 3) over (partition by tenant
@@ -850,7 +907,7 @@ async fn check(pool: &PgPool) -> Result<(), String> {
         ),
         (
             "turn runs with a wrong output",
-            "select count(*) from pgflow.runs
+            "select count(*) from pgflow.all_runs
              where flow_slug = 'fault_turns'
                and output -> 'turn' is distinct from to_jsonb((input ->> 'n')::int + 3)",
         ),
@@ -860,8 +917,8 @@ async fn check(pool: &PgPool) -> Result<(), String> {
                select s.started_at,
                       lag(r.completed_at) over (partition by r.input ->> 'tenant'
                                                 order by s.started_at) as before_completed
-               from pgflow.runs r
-               join pgflow.step_states s on s.run_id = r.run_id
+               from pgflow.all_runs r
+               join pgflow.all_step_states s on s.run_id = r.run_id
                where r.flow_slug = 'fault_turns') t
              where t.started_at < t.before_completed",
         ),
@@ -871,8 +928,8 @@ async fn check(pool: &PgPool) -> Result<(), String> {
                select (r.input ->> 'n')::int as n,
                       lag((r.input ->> 'n')::int) over (partition by r.input ->> 'tenant'
                                                         order by s.started_at) as before
-               from pgflow.runs r
-               join pgflow.step_states s on s.run_id = r.run_id
+               from pgflow.all_runs r
+               join pgflow.all_step_states s on s.run_id = r.run_id
                where r.flow_slug = 'fault_turns') t
              where t.before > t.n",
         ),
@@ -885,7 +942,7 @@ async fn check(pool: &PgPool) -> Result<(), String> {
             "debounced runs beyond one, or one without the burst's last input as its output",
             "select abs(count(*) - 1)
                     + count(*) filter (where output -> 'echo' is distinct from '99'::jsonb)
-             from pgflow.runs where flow_slug = 'fault_debounced'",
+             from pgflow.all_runs where flow_slug = 'fault_debounced'",
         ),
         (
             "tasks left waiting for a rate token",
@@ -935,12 +992,12 @@ async fn check(pool: &PgPool) -> Result<(), String> {
             "with spans as (
                select l.started_at,
                       coalesce(l.ended_at,
-                               (select a.ended_at from pgflow.task_attempts a
+                               (select a.ended_at from pgflow.all_task_attempts a
                                 where a.run_id = l.run_id and a.step_slug = l.step_slug
                                   and a.task_index = l.task_index and a.attempt = l.attempt),
                                'infinity') as ended_at
                from fault_log l
-               join pgflow.runs r on r.run_id = l.run_id and r.flow_slug = 'fault_queue_capped'
+               join pgflow.all_runs r on r.run_id = l.run_id and r.flow_slug = 'fault_queue_capped'
              ),
              moments as (
                select started_at as at, 1 as delta from spans
@@ -954,7 +1011,7 @@ async fn check(pool: &PgPool) -> Result<(), String> {
         ),
         (
             "runs of the capped queue with a wrong output",
-            "select count(*) from pgflow.runs
+            "select count(*) from pgflow.all_runs
              where flow_slug = 'fault_queue_capped'
                and output -> 'b' is distinct from to_jsonb((input::int + 1) * 2)",
         ),
@@ -962,7 +1019,7 @@ async fn check(pool: &PgPool) -> Result<(), String> {
             "capped queue never at its cap (the test would prove nothing)",
             "with spans as (
                select l.started_at, l.ended_at from fault_log l
-               join pgflow.runs r on r.run_id = l.run_id and r.flow_slug = 'fault_queue_capped'
+               join pgflow.all_runs r on r.run_id = l.run_id and r.flow_slug = 'fault_queue_capped'
                where l.ended_at is not null
              ),
              moments as (
@@ -986,20 +1043,20 @@ async fn check(pool: &PgPool) -> Result<(), String> {
         ),
         (
             "tasks completed by an attempt that never ran, or not by their last one",
-            "select count(*) from pgflow.step_tasks t
+            "select count(*) from pgflow.all_step_tasks t
              where t.status = 'completed' and t.attempts_count is distinct from
                (select max(l.attempt) from fault_log l where l.run_id = t.run_id
                   and l.step_slug = t.step_slug and l.task_index = t.task_index)",
         ),
         (
             "chain runs with a wrong output",
-            "select count(*) from pgflow.runs
+            "select count(*) from pgflow.all_runs
              where flow_slug = 'fault_chain'
                and output -> 'c' <> to_jsonb(((input::int + 1) * 2) + 3)",
         ),
         (
             "map runs with a wrong output",
-            "select count(*) from pgflow.runs
+            "select count(*) from pgflow.all_runs
              where flow_slug = 'fault_map'
                and output -> 'total' <> (select to_jsonb(sum((input::int + i) * (input::int + i)))
                                          from generate_series(0, 7) i)",

@@ -50,7 +50,7 @@ pub(crate) async fn dashboard_pages(runs: usize) -> Result<DashboardPages, Error
     let filling = Instant::now();
     fill(&pool, runs).await?;
     let fill_seconds = filling.elapsed().as_secs_f64();
-    let pages = time_pages(&pool).await?;
+    let pages = time_pages(&pool, 1000).await?;
     let sampler_pass_ms = sampler_pass(&pool).await?;
     Ok(DashboardPages {
         runs,
@@ -62,14 +62,15 @@ pub(crate) async fn dashboard_pages(runs: usize) -> Result<DashboardPages, Error
 }
 
 /// Times every page of the dashboard on `pool`'s database: [`REQUESTS`] requests each, after
-/// one to warm its plans. A run page shows a completed chain3 run and a failed run, live or
-/// archived.
-pub(crate) async fn time_pages(pool: &sqlx::PgPool) -> Result<Vec<PageTiming>, Error> {
+/// one to warm its plans. The run pages show the completed chain3 run `newer` runs below the
+/// newest (live or archived) and the oldest failed run.
+pub(crate) async fn time_pages(pool: &sqlx::PgPool, newer: i64) -> Result<Vec<PageTiming>, Error> {
     let sample: (uuid::Uuid, String) = sqlx::query_as(
         "select run_id, to_char(started_at, 'YYYY-MM-DD\"T\"HH24:MI') from pgflow.all_runs
          where flow_slug = 'bench_chain3' and status = 'completed'
-         order by started_at desc offset 1000 limit 1",
+         order by started_at desc offset $1 limit 1",
     )
+    .bind(newer)
     .fetch_one(pool)
     .await?;
     let failed: uuid::Uuid = sqlx::query_scalar(

@@ -697,6 +697,7 @@ async fn client_pools(pool: &PgPool, count: usize) -> Result<Vec<PgPool>, Error>
 /// Like [`engine`], but the runs are started one per call by [`CLIENTS`] connections at once,
 /// back to back, each through its own pool of one (as an application's request handlers
 /// would), while the workers run.
+#[allow(clippy::too_many_arguments)]
 async fn engine_per_call<F: pgflow::FlowSpec, Q: FlowQueue<Flow = F>>(
     pool: PgPool,
     name: &str,

@@ -226,7 +226,9 @@ pub(crate) enum Command {
         force: bool,
     },
     /// Delete runs that ended (with their steps and tasks), archived messages of pgflow's
-    /// queues and stopped workers, older than --older-than. Live runs are never touched.
+    /// queues and stopped workers, older than --older-than: the days of run history that ended
+    /// before it are dropped whole (an archived run is kept up to a day longer), then the live
+    /// tables' ended runs are deleted. Live runs are never touched.
     Prune {
         /// How long to keep them, e.g. 7days, 12h, 1h30m, 90s.
         #[arg(long, value_parser = parse_age)]
@@ -234,7 +236,7 @@ pub(crate) enum Command {
         /// Count what would be deleted; delete nothing.
         #[arg(long)]
         dry_run: bool,
-        /// Runs, and archived messages, deleted per transaction at most.
+        /// Live runs, and archived messages, deleted per transaction at most.
         #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(i32).range(1..))]
         batch: i32,
     },

@@ -116,7 +116,8 @@ as $$
 $$;
 
 -- ensure_history_days: makes the partitions of the four history tables for each of p_days
--- that has none yet.
+-- that has none yet, waiting at most 5 s for the readers of a history table (lock_timeout for
+-- the rest of the transaction): a reader that comes after queues behind it meanwhile.
 -- Locks: each history table a partition is made for (access exclusive, to the end of the
 -- transaction; nothing on the hot path reads them).
 create or replace function pgflow.ensure_history_days(p_days date[])
@@ -131,6 +132,7 @@ begin
     foreach v_table in array pgflow.history_tables() loop
       continue when to_regclass(format('pgflow.%I', pgflow.history_partition(v_table, v_day)))
                     is not null;
+      perform set_config('lock_timeout', '5s', true);
       execute format('create table pgflow.%I partition of pgflow.%I for values from (%L) to (%L)',
                      pgflow.history_partition(v_table, v_day), v_table || '_history',
                      v_day::timestamp at time zone 'UTC',
@@ -170,18 +172,31 @@ begin
 end;
 $$;
 
+-- parent_is_live: whether a run's parent (p_parent_run_id; null: it has none) is in the live
+-- tables. (A SQL function Postgres inlines into the statement that calls it.)
+create or replace function pgflow.parent_is_live(p_parent_run_id uuid)
+returns boolean
+language sql
+stable
+as $$
+  select p_parent_run_id is not null
+         and exists (select 1 from pgflow.runs p where p.run_id = p_parent_run_id)
+$$;
+
 -- archive_runs: moves the runs that ended (completed, failed or cancelled) more than p_after
 -- ago, at most p_batch_size, oldest end first, from the live tables into the history, in one
 -- transaction: each with its step states, tasks and attempts, its idempotency key into
 -- archived_keys, and the counts of its day into history_days; the partitions of the days they
--- ended are made when missing. What only a live run needs goes with it as prune deletes it:
--- the signals it received, its place in a singleton line and the singleton key it held (a
--- retried archived run does not take its key back). Runs a late result holds at the moment
+-- ended are made when missing. A child run is moved only once its parent is not live any
+-- more. What only a live run needs goes with it as prune deletes it: the signals it received,
+-- its place in a singleton line and the singleton key it held (a retried archived run does not
+-- take its key back). Runs a late result holds at the moment
 -- are left for the next call. Call again while it returns p_batch_size runs.
 -- One caller at a time per database (a transaction advisory try-lock): a concurrent caller
--- moves nothing and gets `busy = true`.
--- Raises PF005 for a p_after under 15 minutes (the trends count the runs of the last minutes
--- from the live table) or a p_batch_size below 1.
+-- moves nothing and gets `busy = true`. The processes archive 15 minutes after the end at the
+-- earliest (ProcessConfig::archive_after): the trends count the last minutes' runs from the
+-- live table, and miss those archived sooner.
+-- Raises PF005 for a negative or missing p_after or a p_batch_size below 1.
 -- Locks: advisory (namespace, 4), then the runs (SKIP LOCKED), then as ensure_history_days,
 -- then as delete_live_runs.
 create or replace function pgflow.archive_runs(p_after interval, p_batch_size integer default 5000)
@@ -194,12 +209,11 @@ declare
   v_run_ids uuid[];
   v_table text;
 begin
-  if p_after is null or p_after < interval '15 minutes' then
-    raise exception 'archive_runs: runs are archived 15 minutes after they ended at the '
-      'earliest (got %)', coalesce(p_after::text, 'null')
+  if p_after is null or p_after < interval '0' then
+    raise exception 'archive_runs: after must be zero or more (got %)',
+      coalesce(p_after::text, 'null')
       using errcode = 'PF005',
-            hint = 'the dashboard''s trends count the runs of the last minutes from the live '
-                   'tables; archive after an hour or more';
+            hint = 'pass how long after their end runs stay in the live tables, e.g. 1 hour';
   end if;
   if p_batch_size is null or p_batch_size < 1 then
     raise exception 'archive_runs: batch_size must be at least 1 (got %)',
@@ -216,21 +230,26 @@ begin
   v_cutoff := pgflow.clock() - p_after;
 
   -- The runs that ended longest ago, through the indexes of their ends; the conditions again
-  -- on the locked rows, so that a run retried meanwhile is left live.
+  -- on the locked rows, so that a run retried meanwhile is left live. A child run stays live
+  -- as long as its parent is: a parent that waits for its children reads them, its siblings
+  -- among them, from the live table when each of them ends.
   select array_agg(x.run_id) into v_run_ids
   from (select r.run_id from pgflow.runs r
         where r.run_id in ((select e.run_id from pgflow.runs e
                             where e.status in ('completed', 'failed')
                               and coalesce(e.completed_at, e.failed_at) < v_cutoff
+                              and not pgflow.parent_is_live(e.parent_run_id)
                             order by coalesce(e.completed_at, e.failed_at)
                             limit p_batch_size)
                            union all
                            (select c.run_id from pgflow.runs c
                             where c.status = 'cancelled' and c.cancelled_at < v_cutoff
+                              and not pgflow.parent_is_live(c.parent_run_id)
                             order by c.cancelled_at
                             limit p_batch_size))
           and r.status in ('completed', 'failed', 'cancelled')
           and coalesce(r.completed_at, r.failed_at, r.cancelled_at) < v_cutoff
+          and not pgflow.parent_is_live(r.parent_run_id)
         order by r.run_id
         limit p_batch_size
         for update skip locked) x;

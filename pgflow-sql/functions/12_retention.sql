@@ -75,8 +75,9 @@ $$;
 -- Raises PF005 for a negative or missing p_older_than or a p_batch_size below 1.
 -- Spent start guards go too (see below).
 -- Locks: advisory (namespace, 3); then advisory (namespace, 4), waiting for an archiving
--- batch to end, and the history tables of each day dropped (access exclusive); then the pruned
--- runs (SKIP LOCKED), then as delete_live_runs; then spent start guards (SKIP LOCKED).
+-- batch to end, and the history tables of each day dropped (access exclusive, waiting at most
+-- 5 s: lock_timeout for the rest of the transaction); then the pruned runs (SKIP LOCKED), then
+-- as delete_live_runs; then spent start guards (SKIP LOCKED).
 create or replace function pgflow.prune(p_older_than interval, p_batch_size integer default 10000)
 returns table (
   busy boolean,
@@ -112,8 +113,12 @@ begin
     return;
   end if;
 
-  -- Whole days of history, oldest first, while all of the day is before the cutoff.
+  -- Whole days of history, oldest first, while all of the day is before the cutoff. A drop
+  -- waits at most 5 s for the readers of the history before it (a long query of a dashboard,
+  -- say): the readers that came after it queue behind it meanwhile. The prune then fails, and
+  -- the next one drops the day.
   perform pg_advisory_xact_lock(pgflow.lock_namespace(), 4);
+  perform set_config('lock_timeout', '5s', true);
   for v_day in
     select p.day from pgflow.history_partition_days() p order by p.day
   loop

@@ -193,6 +193,7 @@ async fn a_key_returns_its_archived_run_and_frees_when_its_day_is_pruned() {
         .unwrap();
     assert_eq!(many[0].run_id(), first.run_id());
     assert_eq!(many[1].start_outcome(), Some(StartOutcome::Started));
+    env.run_to_end(&many[1]).await.unwrap();
     // Another input under the key is refused, naming the archived run.
     let refused = client
         .start(Start::flow::<kept_v1::Flow>(), &7, &key("k"))
@@ -208,12 +209,13 @@ async fn a_key_returns_its_archived_run_and_frees_when_its_day_is_pruned() {
         "it stayed archived"
     );
 
-    // Two days on, a prune keeping a day drops the day it ended, and the key with it.
+    // Two days on, a prune keeping a day drops the day it ended, and the key with it (and
+    // deletes the live run of the new key, which ended two days ago too).
     env.advance(2 * DAY).await.unwrap();
     let pruned = engine::prune_all(db, DAY, 100).await.unwrap();
     assert_eq!(
         (pruned.runs, pruned.step_states, pruned.tasks),
-        (1, 2, 2),
+        (2, 4, 4),
         "{pruned:?}"
     );
     assert!(partition_days(db).await.is_empty());
@@ -507,7 +509,9 @@ async fn retrying_an_archived_parent_brings_back_its_children() {
     let before = children().await;
     assert_eq!(before.len(), 1);
     env.advance(2 * HOUR).await.unwrap();
-    assert_eq!(archive(db).await, 2, "the parent and its child");
+    // The parent first: a child stays live while its parent is.
+    assert_eq!(archive(db).await, 1, "the parent");
+    assert_eq!(archive(db).await, 1, "then its child");
 
     // The retry brings both back; the child, failed, runs again (and passes now) rather than
     // a second child starting.
@@ -526,4 +530,35 @@ async fn retrying_an_archived_parent_brings_back_its_children() {
         1,
         "back in the live tables"
     );
+}
+
+#[tokio::test]
+async fn the_history_tables_and_views_have_the_live_tables_columns() {
+    let env = TestEnv::new().await.unwrap();
+    let db = env.client().db();
+    let columns = |relation: String| async move {
+        sqlx::query_scalar::<_, String>(
+            "select attname::text from pg_attribute
+             where attrelid = $1::regclass and attnum > 0 and not attisdropped
+             order by attnum",
+        )
+        .bind(relation)
+        .fetch_all(db)
+        .await
+        .unwrap()
+    };
+    for table in ["runs", "step_states", "step_tasks", "task_attempts"] {
+        let live = columns(format!("pgflow.{table}")).await;
+        let mut history = columns(format!("pgflow.{table}_history")).await;
+        history.retain(|c| c != "run_ended_at");
+        history.sort();
+        let mut sorted = live.clone();
+        sorted.sort();
+        assert_eq!(history, sorted, "{table}_history");
+        assert_eq!(
+            columns(format!("pgflow.all_{table}")).await,
+            live,
+            "all_{table}"
+        );
+    }
 }

@@ -331,17 +331,22 @@ pub async fn recent_runs(
         Some(ShownState::Waiting) => (Some(false), Some(true)),
         _ => (None, None),
     };
+    // The newest runs of each flow through its index of start times (live and archived runs
+    // alike), merged: flows are few, runs are many. The status is a literal of a closed set, so
+    // that the planner can prove the partial index of failed and cancelled runs.
+    let status = status.map_or_else(|| "true".to_owned(), |s| format!("r.status = '{s}'"));
     let rows = sqlx::query_as(&format!(
-        "select r.*, {RUN_WAITING} as waiting from pgflow.all_runs r
-         where ($1::text is null or r.flow_slug = $1
-                or r.flow_slug in (select f.flow_slug from pgflow.flows f where f.alias = $1))
-           and ($2::text is null or r.status = $2)
-           and ($4::boolean is null or coalesce(r.scheduled_for > pgflow.clock(), false) = $4)
-           and ($5::boolean is null or {RUN_WAITING} = $5)
-         order by r.started_at desc limit $3"
+        "select r.* from pgflow.flows f
+         cross join lateral (
+           select r.*, {RUN_WAITING} as waiting from pgflow.all_runs r
+           where r.flow_slug = f.flow_slug and {status}
+             and ($3::boolean is null or coalesce(r.scheduled_for > pgflow.clock(), false) = $3)
+             and ($4::boolean is null or {RUN_WAITING} = $4)
+           order by r.started_at desc, r.run_id desc limit $2) r
+         where $1::text is null or f.flow_slug = $1 or f.alias = $1
+         order by r.started_at desc, r.run_id desc limit $2"
     ))
     .bind(flow_slug)
-    .bind(status)
     .bind(limit.max(1))
     .bind(scheduled)
     .bind(waiting)

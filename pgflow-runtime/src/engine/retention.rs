@@ -102,11 +102,14 @@ pub struct Archived {
     pub runs: i64,
 }
 
-/// Moves runs that ended more than `after` ago (at least 15 minutes), at most `batch_size`,
+/// Moves runs that ended more than `after` ago, at most `batch_size`,
 /// from the live tables into the history partitioned by the day they ended
 /// (`pgflow.archive_runs`), in one transaction. Readers still find them (the `all_*` views);
 /// [`prune`] then drops them a day at a time. One caller per database at a time; a
 /// concurrent call moves nothing and says `busy`. Call again while it moves `batch_size`.
+/// The dashboard's trends count the last minutes' runs from the live tables: runs archived
+/// within 15 minutes of their end may be missing from them (a process waits
+/// [`MIN_ARCHIVE_AFTER`](crate::process::MIN_ARCHIVE_AFTER) at least).
 pub async fn archive_runs(
     executor: impl PgExecutor<'_>,
     after: std::time::Duration,
