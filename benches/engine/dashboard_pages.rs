@@ -214,22 +214,26 @@ pub(crate) async fn fill_runs(
     sqlx::query("set session_replication_role = replica")
         .execute(&mut *conn)
         .await?;
-    let mut done = 0;
-    while done < runs {
-        let n = (runs - done).min(100_000);
+    for (first, n) in batches(runs) {
         sqlx::query(FILL)
-            .bind(done as i64)
-            .bind(n as i64)
+            .bind(first)
+            .bind(n)
             .bind(runs as i64)
             .bind(until)
             .execute(&mut *conn)
             .await?;
-        done += n;
     }
     sqlx::query("set session_replication_role = origin")
         .execute(&mut *conn)
         .await?;
     Ok(())
+}
+
+/// `total` rows written 100,000 per statement: each statement's first row and row count.
+pub(crate) fn batches(total: usize) -> impl Iterator<Item = (i64, i64)> {
+    (0..total)
+        .step_by(100_000)
+        .map(move |first| (first as i64, (total - first).min(100_000) as i64))
 }
 
 /// A day of passes of the trend sampler, a minute apart: every queue's samples and every flow's

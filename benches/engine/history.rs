@@ -12,7 +12,7 @@ use pgflow::FlowSpec;
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::dashboard_pages::{PageTiming, fill_runs, time_pages};
+use crate::dashboard_pages::{PageTiming, batches, fill_runs, time_pages};
 use crate::{
     Error, Row, bench_chain3, bench_fanout, bench_single, database, engine, engine_per_call,
 };
@@ -212,18 +212,15 @@ async fn fill_history(pool: &PgPool, runs: usize, days: usize) -> Result<DateTim
     .bind(days as i32)
     .execute(pool)
     .await?;
-    let mut done = 0;
-    while done < runs {
-        let n = (runs - done).min(100_000);
+    for (first, n) in batches(runs) {
         sqlx::query(FILL_HISTORY)
-            .bind(done as i64)
-            .bind(n as i64)
+            .bind(first)
+            .bind(n)
             .bind(runs as i64)
             .bind(today)
             .bind(days as i32)
             .execute(pool)
             .await?;
-        done += n;
     }
     sqlx::query(
         "insert into pgflow.history_days (day, runs, step_states, tasks)

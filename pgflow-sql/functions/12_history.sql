@@ -296,6 +296,28 @@ begin
 end;
 $$;
 
+-- uncount_history: takes archived runs p_run_ids, with their step states and tasks, off the
+-- counts of their days (history_days), before they leave the history other than by a dropped
+-- day (restored, or deleted with their flow).
+-- Locks: the days' rows of history_days.
+create or replace function pgflow.uncount_history(p_run_ids uuid[])
+returns void
+language sql
+as $$
+  update pgflow.history_days d
+  set runs = d.runs - b.runs, step_states = d.step_states - b.step_states,
+      tasks = d.tasks - b.tasks
+  from (select pgflow.history_day(h.run_ended_at) as day, count(*) as runs,
+               sum((select count(*) from pgflow.step_states_history ss
+                    where ss.run_id = h.run_id and ss.run_ended_at = h.run_ended_at))
+                 as step_states,
+               sum((select count(*) from pgflow.step_tasks_history t
+                    where t.run_id = h.run_id and t.run_ended_at = h.run_ended_at)) as tasks
+        from pgflow.runs_history h where h.run_id = any(p_run_ids)
+        group by 1) b
+  where d.day = b.day
+$$;
+
 -- restore_runs: brings the runs among p_run_ids that are archived back into the live tables,
 -- as they were, with their step states, tasks and attempts (their keys leave archived_keys
 -- and their day's counts drop); with p_with_children, the archived descendants of every run
@@ -325,19 +347,7 @@ begin
     return;
   end if;
 
-  update pgflow.history_days d
-  set runs = d.runs - b.runs, step_states = d.step_states - b.step_states,
-      tasks = d.tasks - b.tasks
-  from (select pgflow.history_day(h.run_ended_at) as day, count(*) as runs,
-               sum((select count(*) from pgflow.step_states_history ss
-                    where ss.run_id = h.run_id and ss.run_ended_at = h.run_ended_at))
-                 as step_states,
-               sum((select count(*) from pgflow.step_tasks_history t
-                    where t.run_id = h.run_id and t.run_ended_at = h.run_ended_at)) as tasks
-        from pgflow.runs_history h where h.run_id = any(v_run_ids)
-        group by 1) b
-  where d.day = b.day;
-
+  perform pgflow.uncount_history(v_run_ids);
   foreach v_table in array pgflow.history_tables() loop
     execute format(
       'with moved as (delete from pgflow.%1$I h where h.run_id = any($1) returning %2$s)

@@ -575,18 +575,8 @@ begin
   get diagnostics v_runs = row_count;
 
   -- Its archived runs: rows deleted from the history (the days' counts and keys with them).
-  update pgflow.history_days d
-  set runs = d.runs - b.runs, step_states = d.step_states - b.step_states,
-      tasks = d.tasks - b.tasks
-  from (select pgflow.history_day(h.run_ended_at) as day, count(*) as runs,
-               sum((select count(*) from pgflow.step_states_history ss
-                    where ss.run_id = h.run_id and ss.run_ended_at = h.run_ended_at))
-                 as step_states,
-               sum((select count(*) from pgflow.step_tasks_history t
-                    where t.run_id = h.run_id and t.run_ended_at = h.run_ended_at)) as tasks
-        from pgflow.runs_history h where h.flow_slug = p_flow_slug
-        group by 1) b
-  where d.day = b.day;
+  perform pgflow.uncount_history(array(select h.run_id from pgflow.runs_history h
+                                       where h.flow_slug = p_flow_slug));
   delete from pgflow.archived_keys k
   using pgflow.runs_history h
   where h.flow_slug = p_flow_slug and k.run_id = h.run_id;

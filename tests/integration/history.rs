@@ -91,6 +91,32 @@ fn day_of(at: DateTime<Utc>) -> String {
     at.format("%Y%m%d").to_string()
 }
 
+/// What every reader of a run shows of it: the run, its steps, failed attempts, troubled
+/// tasks, payloads, task counts and input.
+async fn readings<O: serde::de::DeserializeOwned>(
+    client: &pgflow::Client,
+    run: &pgflow::RunHandle<O>,
+) -> (
+    engine::Run,
+    Vec<engine::StepState>,
+    Vec<inspect::FailedAttempt>,
+    Vec<inspect::TaskAttempts>,
+    browse::RunPayloads,
+    Vec<browse::StepTaskCounts>,
+    serde_json::Value,
+) {
+    let (db, id) = (client.db(), run.run_id());
+    (
+        engine::run(db, id).await.unwrap(),
+        run.steps(client).await.unwrap(),
+        inspect::failed_attempts(db, id, 10).await.unwrap(),
+        inspect::troubled_tasks(db, id, 10).await.unwrap(),
+        browse::run_payloads(db, id, 100).await.unwrap(),
+        browse::step_task_counts(db, id).await.unwrap(),
+        engine::run_input(db, id).await.unwrap(),
+    )
+}
+
 #[tokio::test]
 async fn an_archived_run_reads_as_it_did_live() {
     let env = env().await;
@@ -101,15 +127,7 @@ async fn an_archived_run_reads_as_it_did_live() {
     assert_eq!(finished.status(), RunStatus::Completed);
     let id = run.run_id();
 
-    let before = (
-        engine::run(db, id).await.unwrap(),
-        run.steps(client).await.unwrap(),
-        inspect::failed_attempts(db, id, 10).await.unwrap(),
-        inspect::troubled_tasks(db, id, 10).await.unwrap(),
-        browse::run_payloads(db, id, 100).await.unwrap(),
-        browse::step_task_counts(db, id).await.unwrap(),
-        engine::run_input(db, id).await.unwrap(),
-    );
+    let before = readings(client, &run).await;
     assert_eq!(
         before.2.len(),
         1,
@@ -127,16 +145,7 @@ async fn an_archived_run_reads_as_it_did_live() {
     let ended = before.0.completed_at.unwrap();
     assert_eq!(partition_days(db).await, [day_of(ended)]);
 
-    let after = (
-        engine::run(db, id).await.unwrap(),
-        run.steps(client).await.unwrap(),
-        inspect::failed_attempts(db, id, 10).await.unwrap(),
-        inspect::troubled_tasks(db, id, 10).await.unwrap(),
-        browse::run_payloads(db, id, 100).await.unwrap(),
-        browse::step_task_counts(db, id).await.unwrap(),
-        engine::run_input(db, id).await.unwrap(),
-    );
-    assert_eq!(after, before);
+    assert_eq!(readings(client, &run).await, before);
     assert_eq!(
         run.wait(client, Duration::from_secs(5))
             .await
@@ -561,4 +570,34 @@ async fn the_history_tables_and_views_have_the_live_tables_columns() {
             "all_{table}"
         );
     }
+}
+
+#[tokio::test]
+async fn deleting_a_flow_deletes_its_archived_runs_with_their_counts_and_keys() {
+    let env = env().await;
+    let client = env.client();
+    let db = client.db();
+    let key = StartOptions::new().idempotency_key("gone");
+    let archived = client
+        .start(Start::flow::<kept_v1::Flow>(), &3, &key)
+        .await
+        .unwrap();
+    env.run_to_end(&archived).await.unwrap();
+    env.advance(2 * HOUR).await.unwrap();
+    assert_eq!(archive(db).await, 1);
+    let live = kept_v1::start(client, &4).await.unwrap();
+    env.run_to_end(&live).await.unwrap();
+
+    let deleted = engine::delete_flow(db, "kept_v1", true).await.unwrap();
+    assert_eq!((deleted.runs, deleted.tasks), (2, 4), "{deleted:?}");
+    let left: (i64, i64, i64, i64) = sqlx::query_as(
+        "select (select count(*) from pgflow.all_runs), (select count(*) from pgflow.all_step_tasks),
+                (select coalesce(sum(runs + step_states + tasks), 0)::bigint
+                 from pgflow.history_days),
+                (select count(*) from pgflow.archived_keys)",
+    )
+    .fetch_one(db)
+    .await
+    .unwrap();
+    assert_eq!(left, (0, 0, 0, 0));
 }
