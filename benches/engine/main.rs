@@ -266,7 +266,7 @@ async fn main() -> Result<(), Error> {
         Some(if options.smoke {
             history(10_000, 3, 1, 0.01).await?
         } else {
-            history(10_000_000, 10, 3, 1.0).await?
+            history(10_000_000, 10, options.repeat.max(3), 1.0).await?
         })
     } else {
         None
