@@ -38,6 +38,33 @@ begin
 end;
 $$;
 
+-- drop_pruned_history: drops the partitions of history that prune detached (named
+-- `<partition>_pruned`), freeing their files; returns how many tables it dropped. A prune
+-- calls it first; call it right after a prune (as engine::prune_all does) to free the space
+-- at once, in a transaction of its own: a drop's time is the filesystem's, and the tables are
+-- no part of the history any more, so nobody waits for it.
+-- Locks: the detached tables (access exclusive).
+create or replace function pgflow.drop_pruned_history()
+returns integer
+language plpgsql
+as $$
+declare
+  v_table text;
+  v_dropped integer := 0;
+begin
+  for v_table in
+    select c.relname from pg_class c
+    where c.relnamespace = 'pgflow'::regnamespace and c.relkind = 'r'
+      and c.relname ~ '_history_p[0-9]{8}_pruned$'
+    order by c.relname
+  loop
+    execute format('drop table if exists pgflow.%I', v_table);
+    v_dropped := v_dropped + 1;
+  end loop;
+  return v_dropped;
+end;
+$$;
+
 -- pgflow_queues: the PGMQ queues that pgflow's flows route to, with their priority lanes, by
 -- name (the queues whose archives prune and prune_preview take).
 create or replace function pgflow.pgflow_queues()
@@ -55,9 +82,10 @@ $$;
 
 -- prune: deletes, in one transaction,
 --   * the days of run history (runs_history and the other history tables, see 12_history.sql)
---     that ended before the cutoff began: each day's partitions are dropped whole, however
---     many runs they hold, with the idempotency keys of their runs (archived_keys). A day is
---     dropped once all of it is older than the cutoff, so an archived run is kept up to a day
+--     that ended before the cutoff began: each day's partitions are detached whole, however
+--     many runs they hold, with the idempotency keys of their runs (archived_keys), for
+--     drop_pruned_history to drop (the next prune does, or the caller at once: prune_all). A
+--     day goes once all of it is older than the cutoff, so an archived run is kept up to a day
 --     longer than p_older_than;
 --   * live runs (not archived yet) that completed, failed or were cancelled more than
 --     p_older_than ago, with their step states and tasks, at most p_batch_size runs; runs
@@ -74,10 +102,10 @@ $$;
 -- `busy = true`.
 -- Raises PF005 for a negative or missing p_older_than or a p_batch_size below 1.
 -- Spent start guards go too (see below).
--- Locks: advisory (namespace, 3); then advisory (namespace, 4), waiting for an archiving
--- batch to end, and the history tables of each day dropped (access exclusive, waiting at most
--- 5 s: lock_timeout for the rest of the transaction); then the pruned runs (SKIP LOCKED), then
--- as delete_live_runs; then spent start guards (SKIP LOCKED).
+-- Locks: advisory (namespace, 3); as drop_pruned_history; advisory (namespace, 4), waiting
+-- for an archiving batch to end, and the history tables of each day detached (access
+-- exclusive, waiting at most 5 s: lock_timeout for the rest of the transaction); then the
+-- pruned runs (SKIP LOCKED), then as delete_live_runs; then spent start guards (SKIP LOCKED).
 create or replace function pgflow.prune(p_older_than interval, p_batch_size integer default 10000)
 returns table (
   busy boolean,
@@ -113,10 +141,14 @@ begin
     return;
   end if;
 
-  -- Whole days of history, oldest first, while all of the day is before the cutoff. A drop
-  -- waits at most 5 s for the readers of the history before it (a long query of a dashboard,
-  -- say): the readers that came after it queue behind it meanwhile. The prune then fails, and
-  -- the next one drops the day.
+  -- Whole days of history, oldest first, while all of the day is before the cutoff: each
+  -- day's partitions are detached and renamed `<name>_pruned`, which takes milliseconds, and
+  -- dropped by drop_pruned_history in a transaction of their own, which frees their files
+  -- (most of a drop's time) while no reader of the history waits. A detach waits at most 5 s
+  -- for the readers of the history before it (a long query of a dashboard, say): the readers
+  -- that came after it queue behind it meanwhile. The prune then fails, and the next one takes
+  -- the day. Tables a prune before left detached go first.
+  perform pgflow.drop_pruned_history();
   perform pg_advisory_xact_lock(pgflow.lock_namespace(), 4);
   perform set_config('lock_timeout', '5s', true);
   for v_day in
@@ -124,7 +156,11 @@ begin
   loop
     exit when (v_day + 1)::timestamp at time zone 'UTC' > v_cutoff;
     foreach v_table in array pgflow.history_tables() loop
-      execute format('drop table if exists pgflow.%I', pgflow.history_partition(v_table, v_day));
+      execute format('alter table pgflow.%I detach partition pgflow.%I',
+                     v_table || '_history', pgflow.history_partition(v_table, v_day));
+      execute format('alter table pgflow.%I rename to %I',
+                     pgflow.history_partition(v_table, v_day),
+                     pgflow.history_partition(v_table, v_day) || '_pruned');
     end loop;
     with dropped as (delete from pgflow.history_days d where d.day = v_day returning d.*)
     select coalesce(sum(x.runs), 0) as runs, coalesce(sum(x.step_states), 0) as step_states,

@@ -96,6 +96,7 @@ begin
              when p.proname in ('set_alias', 'alias_state', 'drain_status', 'begin_rollout',
                                 'functions_serving_queues', 'rollout_progress',
                                 'finish_rollout', 'deprecate_workers', 'prune', 'prune_preview',
+                                'drop_pruned_history',
                                 'queue_overview', 'cancel_runs', 'cancel_matching', 'retry_runs',
                                 'retry_matching', 'resume_run', 'resume_matching',
                                 'delete_flow', 'pause_schedule', 'delete_schedule',

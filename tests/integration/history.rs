@@ -278,6 +278,16 @@ async fn prune_drops_whole_days_that_ended_before_the_cutoff() {
         (pruned.runs, pruned.step_states, pruned.tasks)
     );
     assert_eq!(partition_days(db).await, days[2..]);
+    let left_detached: i64 = sqlx::query_scalar(
+        "select count(*) from pg_class where relname like '%\\_history\\_p%\\_pruned'",
+    )
+    .fetch_one(db)
+    .await
+    .unwrap();
+    assert_eq!(
+        left_detached, 0,
+        "prune_all drops the days a prune detached"
+    );
     for (n, run_id) in runs.iter().enumerate() {
         let kept = rows(db, "_history", *run_id).await[0];
         assert_eq!(kept, i64::from(n >= 4), "run {n}");

@@ -53,7 +53,10 @@ pub use flow_control::{
 };
 pub use maintenance::{refresh_statistics, sample_trends, vacuum_tables};
 pub use recovery::{StalledTask, requeue_stalled_tasks};
-pub use retention::{Archived, Pruned, archive_all, archive_runs, prune, prune_all, prune_preview};
+pub use retention::{
+    Archived, Pruned, archive_all, archive_runs, drop_pruned_history, prune, prune_all,
+    prune_preview,
+};
 pub use run_control::{
     Cancellation, DeletedFlow, Resumed, Retry, RunFilter, cancel_matching, cancel_runs,
     delete_flow, resume_matching, resume_run, retry_matching, retry_runs,

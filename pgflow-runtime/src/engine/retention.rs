@@ -76,7 +76,8 @@ pub async fn prune_preview(
 
 /// [`prune`] again and again, `batch_size` rows of each kind per transaction (so that no
 /// transaction holds many locks or writes much for long), until nothing older than
-/// `older_than` is left or another caller is pruning. Returns the totals.
+/// `older_than` is left or another caller is pruning, then [`drop_pruned_history`]. Returns
+/// the totals.
 pub async fn prune_all<'c>(
     pool: impl PgExecutor<'c> + Copy,
     older_than: std::time::Duration,
@@ -87,9 +88,20 @@ pub async fn prune_all<'c>(
         let pruned = prune(pool, older_than, batch_size).await?;
         total.add(pruned);
         if pruned.busy || !pruned.is_full(batch_size) {
+            drop_pruned_history(pool).await?;
             return Ok(total);
         }
     }
+}
+
+/// Drops the days of history a [`prune`] detached, freeing their files, in a transaction of
+/// its own (`pgflow.drop_pruned_history`; [`prune_all`] calls it last, and each prune first):
+/// the time is the filesystem's, and nobody waits for it. Returns the tables dropped.
+pub async fn drop_pruned_history(executor: impl PgExecutor<'_>) -> Result<i32, EngineError> {
+    let dropped = sqlx::query_scalar("select pgflow.drop_pruned_history()")
+        .fetch_one(executor)
+        .await?;
+    Ok(dropped)
 }
 
 /// What one call of [`archive_runs`] moved into the history.
