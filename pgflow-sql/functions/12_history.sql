@@ -2,11 +2,12 @@
 -- A run that completed, failed or was cancelled more than a process's `archive_after` ago
 -- (an hour by default) moves, with its step states, tasks and attempts, from the live tables
 -- into the history tables, which are partitioned by the day the run ended (archive_runs; the
--- migration 20270102000100_run_history.sql says why the live tables are not). Retention drops
--- whole days of history (prune). Everything that changes a run works on the live tables; an
--- operator's retry or resume of an archived run first brings it back (restore_runs), and a
--- late result for an archived task finds no task, as it would for a pruned one. Readers of
--- ended runs read the views below, which put both together.
+-- migration 20270102000100_run_history.sql says why the live tables are not). Retention takes
+-- whole days of history (prune detaches them, drop_pruned_history drops them). Everything
+-- that changes a run works on the live tables; an operator's retry or resume of an archived
+-- run first brings it back (restore_runs), and a late result for an archived task finds no
+-- task, as it would for a pruned one. Readers of ended runs read the views below, which put
+-- both together.
 
 -- The live tables and their history tables, in the order rows are written (a parent before
 -- its children: the parent checks of 02_integrity.sql).
@@ -190,8 +191,8 @@ $$;
 -- ended are made when missing. A child run is moved only once its parent is not live any
 -- more. What only a live run needs goes with it as prune deletes it: the signals it received,
 -- its place in a singleton line and the singleton key it held (a retried archived run does not
--- take its key back). Runs a late result holds at the moment
--- are left for the next call. Call again while it returns p_batch_size runs.
+-- take its key back). Runs a late result holds at the moment are left for the next call.
+-- Call again while it returns p_batch_size runs.
 -- One caller at a time per database (a transaction advisory try-lock): a concurrent caller
 -- moves nothing and gets `busy = true`. The processes archive 15 minutes after the end at the
 -- earliest (ProcessConfig::archive_after): the trends count the last minutes' runs from the
